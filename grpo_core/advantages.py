@@ -1,0 +1,84 @@
+"""Group-relative advantages and the two advantage variant axes (noise, scale).
+
+Pure functions: tensors in, `(advantages, metrics)` out. Order in the trainer:
+normalize (scale_rewards) -> perturb (claim C3) -> scale (claim C4).
+"""
+
+from __future__ import annotations
+
+import torch
+
+STD_EPS = 1e-4  # TRL's denominator guard: A = (r - mean) / (std + 1e-4)
+
+
+def _group_std(group_rewards: torch.Tensor) -> torch.Tensor:
+    # group_rewards: (num_groups, G). Unbiased std as torch.std (and TRL) computes it.
+    return group_rewards.std(dim=1, unbiased=True)
+
+
+def normalize_rewards(
+    rewards: torch.Tensor,  # (B,) summed reward per completion, B = num_groups × G, groups contiguous
+    num_generations: int,  # G
+    scale_rewards: str,  # "group" | "batch" | "none"
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """A_i = (r_i − mean_group(r)) / (std + 1e-4), with std from the group, the batch, or none.
+
+    `none` is Dr. GRPO's choice (arXiv 2503.20783): no division by a std. A group whose rewards
+    are all equal gets advantages exactly 0 in every mode (never NaN).
+    """
+    group_rewards = rewards.view(-1, num_generations)  # (num_groups, G)
+    group_mean = group_rewards.mean(dim=1, keepdim=True)  # (num_groups, 1)
+    centered = group_rewards - group_mean  # (num_groups, G)
+    group_std = _group_std(group_rewards)  # (num_groups,)
+    if scale_rewards == "group":
+        advantages = centered / (group_std.unsqueeze(1) + STD_EPS)
+    elif scale_rewards == "batch":
+        batch_std = rewards.std(unbiased=True) if rewards.numel() > 1 else rewards.new_zeros(())
+        advantages = centered / (batch_std + STD_EPS)
+    elif scale_rewards == "none":
+        advantages = centered
+    else:
+        raise ValueError(f"scale_rewards: unknown value {scale_rewards!r}; allowed: group, batch, none")
+    metrics = {
+        "reward": rewards.mean().item(),
+        "reward_std": group_std.mean().item(),  # mean within-group std, as TRL logs it
+        "frac_reward_zero_std": (group_std < 1e-8).float().mean().item(),
+    }
+    return advantages.reshape(-1), metrics
+
+
+def perturb_advantages(
+    advantages: torch.Tensor,  # (B,)
+    noise_std: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """[Claim C3, TRL PR #2869] Add zero-mean Gaussian noise N(0, noise_std²); 0 = off.
+
+    The noise comes from its own generator so turning it on does not shift the sampling stream.
+    """
+    if noise_std == 0:
+        return advantages
+    noise = torch.randn(advantages.shape, generator=generator, dtype=torch.float32)
+    return advantages + noise_std * noise.to(advantages.device, advantages.dtype)
+
+
+def noise_active(step: int, noise_std: float, noise_steps: int) -> bool:
+    """Noise applies at 1-indexed optimizer `step` if on and (noise_steps = 0 or step ≤ noise_steps)."""
+    return noise_std > 0 and (noise_steps == 0 or step <= noise_steps)
+
+
+def scale_advantages(advantages: torch.Tensor, scale: float) -> torch.Tensor:
+    """[Claim C4, PR #2869 follow-up] Multiply the advantages by a constant; 1 = off."""
+    return advantages if scale == 1.0 else advantages * scale
+
+
+def advantage_metrics(
+    advantages: torch.Tensor,  # (B,)
+    num_generations: int,
+) -> dict[str, float]:
+    """`advantages/group_sum_max_abs` is 0 (to rounding) for standardized groups: claim C1's reason."""
+    group_sums = advantages.view(-1, num_generations).sum(dim=1)  # (num_groups,)
+    return {
+        "advantages/abs_mean": advantages.abs().mean().item(),
+        "advantages/group_sum_max_abs": group_sums.abs().max().item(),
+    }

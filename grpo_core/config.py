@@ -1,0 +1,337 @@
+"""One flat, documented config for a GRPO run.
+
+Every value a run uses comes from a `GRPOConfig`; `config.yaml` in the run folder and the
+MLflow params are written from the same object (`to_dict`). Names follow TRL's GRPOConfig
+where TRL has the knob. A YAML file may be partial: every key has a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, get_args, get_origin, get_type_hints
+
+import yaml
+
+from .errors import ConfigError, UserInputError
+
+# Allowed names of the string-valued switches. Each registry lists its names in its errors.
+LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
+SCALE_REWARDS = ("group", "batch", "none")
+LR_SCHEDULERS = ("constant", "linear", "cosine")
+MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class GRPOConfig:
+    # ---- what to train -------------------------------------------------------------
+    model: str = "tiny"
+    """`tiny` (built-in character-level model, pretrained on `task` into a weak base and cached),
+    a local model directory, or a hub id (needs a reachable hub)."""
+    task: str = "addition"
+    """Built-in task name: `addition` (two-number addition) or `reverse` (reverse a digit string)."""
+    reward_funcs: list = field(default_factory=list)
+    """Reward functions by name (`exact_match`, `format_digits`, `constant`) or import path
+    `package.module:function`; rewards are summed. Empty = the task's default rewards."""
+
+    # ---- optimisation --------------------------------------------------------------
+    learning_rate: float = 1e-4
+    """Peak AdamW learning rate."""
+    lr_scheduler_type: str = "constant"
+    """Schedule after warmup: `constant`, `linear` (to 0 at max_steps) or `cosine` (to 0)."""
+    warmup_steps: int = 0
+    """[Claim C2] Linear warmup length in optimizer steps; 0 = warmup off. Wins over warmup_ratio."""
+    warmup_ratio: float = 0.0
+    """[Claim C2] Warmup as a fraction of max_steps, in [0, 1); used when warmup_steps is 0."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.999
+    """AdamW beta2."""
+    adam_epsilon: float = 1e-8
+    """AdamW epsilon."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this value; 0 = no clipping (grad_norm is still logged)."""
+    max_steps: int = 200
+    """Number of optimizer steps."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step; must divide prompts_per_step × num_generations."""
+
+    # ---- GRPO ------------------------------------------------------------------------
+    prompts_per_step: int = 8
+    """Prompts per generation batch; each gets num_generations completions."""
+    num_generations: int = 8
+    """G: completions per prompt (a group). At least 2."""
+    num_iterations: int = 1
+    """μ: optimizer steps per generation batch. μ > 1 reuses the batch with stored old
+    log-probs, so the ratio departs from 1 and clipping acts."""
+    beta: float = 0.0
+    """KL coefficient (k3 estimator against a frozen reference); 0 = no reference model."""
+    epsilon: float = 0.2
+    """Lower clip range: ratio ≥ 1 − epsilon."""
+    epsilon_high: Optional[float] = None
+    """Upper clip range: ratio ≤ 1 + epsilon_high; None = epsilon (DAPO's clip-higher when larger)."""
+    loss_type: str = "grpo"
+    """[Claim C5, C1] Token-loss aggregation: `grpo` (per-sequence mean, then mean over
+    sequences), `bnpo` (token mean over the micro-batch), `dapo` (token mean over the whole
+    generation batch), `dr_grpo` (token sum / (sequences × max_completion_length))."""
+    scale_rewards: str = "group"
+    """[Claim C5] Divide (r − group mean) by the `group` std, the `batch` std, or `none` (Dr. GRPO)."""
+    advantage_noise_std: float = 0.0
+    """[Claim C3] Std of zero-mean Gaussian noise added to normalized advantages; 0 = off.
+    TRL PR #2869 used variance 1e-4, i.e. std 0.01."""
+    advantage_noise_steps: int = 0
+    """[Claim C3] Add the noise only during the first N optimizer steps; 0 = every step."""
+    advantage_scale: float = 1.0
+    """[Claim C4] Multiply advantages after normalization and noise; 1 = off."""
+
+    # ---- sampling ----------------------------------------------------------------------
+    max_completion_length: int = 8
+    """Maximum completion tokens (also the Dr. GRPO normalizer)."""
+    temperature: float = 1.0
+    """Sampling temperature; log-probs are computed from logits / temperature, as TRL does."""
+    top_p: float = 1.0
+    """Nucleus sampling mass in (0, 1]; 1 = off."""
+    top_k: int = 0
+    """Keep the k most likely tokens; 0 = off."""
+
+    # ---- run metrics (steps-to-learn) ----------------------------------------------------
+    baseline_prompts: int = 64
+    """Held-out prompts used for baseline_reward (each sampled num_generations times)."""
+    stl_window: int = 20
+    """w: moving-average window (steps) of the training reward for steps_to_learn."""
+    stl_delta: float = 0.05
+    """δ: steps_to_learn is the first step where the moving average ≥ baseline_reward + δ."""
+    loss_departure_eps: float = 1e-3
+    """ε: loss_departure_step is the first step with |loss| > ε."""
+    eval_every: int = 0
+    """Greedy held-out accuracy every N steps, plus before and after training; 0 = eval off."""
+    eval_prompts: int = 200
+    """Held-out prompts for the greedy eval."""
+
+    # ---- reproducibility and hardware ---------------------------------------------------
+    seed: int = 0
+    """Seeds prompts, sampling, dropout and the advantage noise (its own generator)."""
+    device: str = "auto"
+    """`auto` (cuda when available), `cpu` or `cuda`."""
+    mixed_precision: str = "auto"
+    """`auto` (bf16 on a GPU that supports it, else no), `no`, `bf16`, `fp16`."""
+    num_threads: int = 0
+    """CPU threads for torch; 0 = torch's default."""
+    tiny_pretrain_steps: Optional[int] = None
+    """Supervised steps that turn the built-in tiny model into a weak base (cached per value);
+    None = the task's calibrated value (addition 1000, reverse 75), written resolved to config.yaml."""
+    cache_dir: str = "results/local/cache"
+    """Where built-in tiny models are cached."""
+    run_name: str = ""
+    """Name of the run in MLflow; empty = derived from the variant settings and seed."""
+    mlflow_tracking_uri: str = "sqlite:///results/local/mlflow.db"
+    """MLflow tracking store for `grpo train`."""
+    mlflow_experiment: str = "grpo-train"
+    """MLflow experiment for `grpo train`."""
+
+    # ---- derived values ------------------------------------------------------------------
+    @property
+    def generation_batch_size(self) -> int:
+        """Completions per generation batch."""
+        return self.prompts_per_step * self.num_generations
+
+    @property
+    def effective_epsilon_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @property
+    def effective_warmup_steps(self) -> int:
+        if self.warmup_steps > 0:
+            return self.warmup_steps
+        return math.ceil(self.warmup_ratio * self.max_steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def default_run_name(self) -> str:
+        parts = [self.task, self.loss_type, f"lr{self.learning_rate:g}", f"wu{self.effective_warmup_steps}"]
+        if self.advantage_noise_std:
+            parts.append(f"noise{self.advantage_noise_std:g}")
+        if self.advantage_scale != 1.0:
+            parts.append(f"ascale{self.advantage_scale:g}")
+        if self.beta:
+            parts.append(f"beta{self.beta:g}")
+        parts.append(f"seed{self.seed}")
+        return "-".join(parts)
+
+
+FIELD_NAMES = tuple(f.name for f in dataclasses.fields(GRPOConfig))
+_HINTS = get_type_hints(GRPOConfig)
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """Convert a YAML value to the field's type, or raise a ConfigError naming the type."""
+    hint = _HINTS[key]
+    optional = get_origin(hint) is not None and type(None) in get_args(hint)
+    if optional:
+        if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
+            return None
+        hint = next(a for a in get_args(hint) if a is not type(None))
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(key, f"expected true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(key, f"expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool):
+            raise ConfigError(key, f"expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):  # PyYAML reads 1e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(key, f"expected a number, got {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(key, f"expected a string, got {value!r}")
+    if get_origin(hint) is list or hint is list:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise ConfigError(key, f"expected a list of strings, got {value!r}")
+    raise AssertionError(f"unhandled type for {key}: {hint}")
+
+
+def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(key, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+
+
+def validate(cfg: GRPOConfig) -> GRPOConfig:
+    """Check every value and combination; raise ConfigError naming the key and what is allowed."""
+    from .rewards import check_reward_names
+    from .tasks import TASKS
+
+    def require(cond: bool, key: str, allowed: str) -> None:
+        if not cond:
+            raise ConfigError(key, f"got {getattr(cfg, key)!r}; allowed: {allowed}")
+
+    _one_of("loss_type", cfg.loss_type, LOSS_TYPES)
+    _one_of("scale_rewards", cfg.scale_rewards, SCALE_REWARDS)
+    _one_of("lr_scheduler_type", cfg.lr_scheduler_type, LR_SCHEDULERS)
+    _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)
+    _one_of("device", cfg.device, DEVICES)
+    _one_of("task", cfg.task, tuple(TASKS))
+    check_reward_names(cfg.reward_funcs)
+
+    def finite(key: str) -> None:
+        require(math.isfinite(getattr(cfg, key)), key, "a finite number")
+
+    for key in ("learning_rate", "beta", "advantage_noise_std", "advantage_scale", "weight_decay",
+                "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps"):
+        finite(key)
+    require(cfg.learning_rate > 0, "learning_rate", "a number > 0")
+    require(cfg.beta >= 0, "beta", "a number ≥ 0 (0 = no reference model)")
+    require(cfg.advantage_noise_std >= 0, "advantage_noise_std", "a number ≥ 0 (0 = off)")
+    require(cfg.advantage_noise_steps >= 0, "advantage_noise_steps", "an integer ≥ 0 (0 = every step)")
+    require(cfg.advantage_scale > 0, "advantage_scale", "a number > 0 (1 = off)")
+    require(cfg.weight_decay >= 0, "weight_decay", "a number ≥ 0")
+    require(0 <= cfg.adam_beta1 < 1, "adam_beta1", "a number in [0, 1)")
+    require(0 <= cfg.adam_beta2 < 1, "adam_beta2", "a number in [0, 1)")
+    require(cfg.adam_epsilon > 0, "adam_epsilon", "a number > 0")
+    require(cfg.max_grad_norm >= 0, "max_grad_norm", "a number ≥ 0 (0 = no clipping)")
+    require(cfg.max_steps >= 1, "max_steps", "an integer ≥ 1")
+    require(cfg.warmup_steps >= 0, "warmup_steps", "an integer ≥ 0 (0 = warmup off)")
+    require(0 <= cfg.warmup_ratio < 1, "warmup_ratio", "a number in [0, 1) (0 = warmup off)")
+    require(cfg.warmup_steps <= cfg.max_steps, "warmup_steps",
+            f"an integer ≤ max_steps ({cfg.max_steps}): warmup cannot be longer than the run")
+    require(cfg.prompts_per_step >= 1, "prompts_per_step", "an integer ≥ 1")
+    require(cfg.num_generations >= 2, "num_generations",
+            "an integer ≥ 2 (a group needs two completions to have a spread)")
+    require(cfg.num_iterations >= 1, "num_iterations", "an integer ≥ 1")
+    require(cfg.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "an integer ≥ 1")
+    require(cfg.generation_batch_size % cfg.gradient_accumulation_steps == 0,
+            "gradient_accumulation_steps",
+            f"a divisor of the generation batch prompts_per_step × num_generations = "
+            f"{cfg.generation_batch_size} completions")
+    require(0 < cfg.epsilon < 1, "epsilon", "a number in (0, 1)")
+    if cfg.epsilon_high is not None:
+        require(math.isfinite(cfg.epsilon_high) and cfg.epsilon_high > 0, "epsilon_high",
+                "a number > 0, or null for epsilon_high = epsilon")
+    require(cfg.max_completion_length >= 1, "max_completion_length", "an integer ≥ 1")
+    require(cfg.temperature > 0, "temperature", "a number > 0")
+    require(0 < cfg.top_p <= 1, "top_p", "a number in (0, 1] (1 = off)")
+    require(cfg.top_k >= 0, "top_k", "an integer ≥ 0 (0 = off)")
+    require(cfg.baseline_prompts >= 1, "baseline_prompts", "an integer ≥ 1")
+    require(cfg.stl_window >= 1, "stl_window", "an integer ≥ 1")
+    require(cfg.stl_delta >= 0, "stl_delta", "a number ≥ 0")
+    require(cfg.loss_departure_eps > 0, "loss_departure_eps", "a number > 0")
+    require(cfg.eval_every >= 0, "eval_every", "an integer ≥ 0 (0 = eval off)")
+    require(cfg.eval_prompts >= 1, "eval_prompts", "an integer ≥ 1")
+    require(cfg.num_threads >= 0, "num_threads", "an integer ≥ 0 (0 = torch's default)")
+    if cfg.tiny_pretrain_steps is None:
+        cfg.tiny_pretrain_steps = TASKS[cfg.task].tiny_pretrain_steps
+    require(cfg.tiny_pretrain_steps >= 0, "tiny_pretrain_steps", "an integer ≥ 0, or null for the task's value")
+    require(bool(cfg.model), "model", "'tiny', a local model directory or a hub id")
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`key=value` with the value parsed as a YAML scalar."""
+    if "=" not in text:
+        raise UserInputError(f"--set {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def config_from_dict(values: dict[str, Any], source: str = "config") -> GRPOConfig:
+    unknown = sorted(set(values) - set(FIELD_NAMES))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown key in {source}; allowed keys: {', '.join(FIELD_NAMES)}")
+    kwargs = {k: _coerce(k, v) for k, v in values.items()}
+    return validate(GRPOConfig(**kwargs))
+
+
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """Read a YAML file that must hold a mapping; one-line errors for every failure."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError(f"{path}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise UserInputError(f"{path}: malformed YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserInputError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> GRPOConfig:
+    """Defaults, then the YAML file (may be partial), then `--set key=value` overrides."""
+    values: dict[str, Any] = read_yaml_mapping(path) if path is not None else {}
+    source = str(path) if path is not None else "config"
+    for text in overrides:
+        key, value = parse_override(text)
+        if key not in FIELD_NAMES:
+            raise ConfigError(key, f"unknown key in --set; allowed keys: {', '.join(FIELD_NAMES)}")
+        values[key] = value
+    return config_from_dict(values, source)

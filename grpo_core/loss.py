@@ -1,0 +1,127 @@
+"""The GRPO loss as pure functions: clipped surrogate, k3 KL, and the aggregation switch.
+
+Per token (TRL's GRPOTrainer, early 2025; CLAIMS.md "Background"):
+    ratio_t = exp(logp_t − old_logp_t)          (old = logp.detach() when μ = 1, so ratio = 1)
+    ℓ_t     = −min(ratio_t·A_i, clip(ratio_t, 1−ε, 1+ε_high)·A_i) + β·KL_t
+    KL_t    = exp(ref_t − logp_t) − (ref_t − logp_t) − 1             (k3 estimator, ≥ 0)
+The per-token losses are then aggregated by `loss_type` (claim C5). Everything returns
+`(loss, metrics)`; metrics are detached 0-d tensors so the trainer decides when to sync.
+"""
+
+from __future__ import annotations
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def k3_kl(
+    per_token_logps: Tensor,  # (B, T) log π_θ(o_t)
+    ref_per_token_logps: Tensor,  # (B, T) log π_ref(o_t)
+) -> Tensor:  # (B, T)
+    """k3 estimator of KL(π_θ || π_ref) per token: exp(d) − d − 1 with d = ref − logp (≥ 0)."""
+    delta = ref_per_token_logps - per_token_logps
+    return torch.exp(delta) - delta - 1
+
+
+def clipped_surrogate(
+    per_token_logps: Tensor,  # (B, T)
+    old_per_token_logps: Tensor,  # (B, T) log-probs under the policy that sampled (detached)
+    advantages: Tensor,  # (B,)
+    epsilon: float,
+    epsilon_high: float,
+) -> tuple[Tensor, Tensor]:
+    """Per-token policy loss −min(r·A, clip(r)·A) and a mask of tokens where clipping is active."""
+    ratio = torch.exp(per_token_logps - old_per_token_logps)  # (B, T)
+    adv = advantages.unsqueeze(1)  # (B, 1)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high) * adv
+    per_token_loss = -torch.min(unclipped, clipped)  # (B, T)
+    is_clipped = ((ratio < 1 - epsilon) & (adv < 0)) | ((ratio > 1 + epsilon_high) & (adv > 0))
+    return per_token_loss, is_clipped
+
+
+def aggregate(
+    per_token_values: Tensor,  # (B, T) one micro-batch
+    completion_mask: Tensor,  # (B, T) 1 on completion tokens (through EOS), 0 on padding
+    loss_type: str,
+    max_completion_length: int,
+    num_micro_batches: int = 1,
+    generation_batch_tokens: Tensor | float | None = None,  # dapo: tokens in the whole generation batch
+) -> Tensor:
+    """[Claim C5, C1] This micro-batch's share of the step loss; summing the shares gives it.
+
+    grpo    : mean over each sequence's tokens, then mean over sequences (TRL early 2025)
+    bnpo    : Σ tokens / (tokens in this micro-batch)                     (TRL, issue #2995)
+    dapo    : Σ tokens / (tokens in the whole generation batch, all processes)  (DAPO)
+    dr_grpo : Σ tokens / (sequences × max_completion_length)            (Dr. GRPO, 2503.20783)
+    grpo, bnpo and dr_grpo are averaged over micro-batches (÷ num_micro_batches); dapo's
+    normalizer already spans them.
+    """
+    mask = completion_mask.to(per_token_values.dtype)
+    masked = per_token_values * mask
+    if loss_type == "grpo":
+        per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # (B,)
+        return per_seq.mean() / num_micro_batches
+    if loss_type == "bnpo":
+        return masked.sum() / mask.sum().clamp(min=1.0) / num_micro_batches
+    if loss_type == "dapo":
+        total = mask.sum() if generation_batch_tokens is None else generation_batch_tokens
+        total = torch.as_tensor(total, dtype=masked.dtype, device=masked.device)
+        return masked.sum() / total.clamp(min=1.0)
+    if loss_type == "dr_grpo":
+        return masked.sum() / (mask.shape[0] * max_completion_length) / num_micro_batches
+    raise ValueError(f"loss_type: unknown value {loss_type!r}; allowed: grpo, bnpo, dapo, dr_grpo")
+
+
+def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def grpo_loss(
+    per_token_logps: Tensor,  # (B, T) with grad
+    old_per_token_logps: Tensor | None,  # (B, T) or None (μ = 1: logp.detach())
+    ref_per_token_logps: Tensor | None,  # (B, T) or None (β = 0)
+    advantages: Tensor,  # (B,)
+    completion_mask: Tensor,  # (B, T)
+    *,
+    beta: float,
+    epsilon: float,
+    epsilon_high: float,
+    loss_type: str,
+    max_completion_length: int,
+    num_micro_batches: int = 1,
+    generation_batch_tokens: Tensor | float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The GRPO loss of one micro-batch; loss = policy_loss + kl_loss exactly (same aggregation)."""
+    if old_per_token_logps is None:
+        old_per_token_logps = per_token_logps.detach()
+    policy_per_token, is_clipped = clipped_surrogate(
+        per_token_logps, old_per_token_logps, advantages, epsilon, epsilon_high
+    )
+    agg = dict(
+        completion_mask=completion_mask,
+        loss_type=loss_type,
+        max_completion_length=max_completion_length,
+        num_micro_batches=num_micro_batches,
+        generation_batch_tokens=generation_batch_tokens,
+    )
+    policy_loss = aggregate(policy_per_token, **agg)
+    if beta != 0.0:
+        if ref_per_token_logps is None:
+            raise ValueError("beta > 0 needs ref_per_token_logps")
+        kl = k3_kl(per_token_logps, ref_per_token_logps)  # (B, T)
+        kl_loss = aggregate(beta * kl, **agg)
+        kl_mean = _masked_mean(kl.detach(), completion_mask)
+    else:
+        kl_loss = policy_loss.new_zeros(())
+        kl_mean = policy_loss.new_zeros(())
+    loss = policy_loss + kl_loss
+    metrics = {
+        "policy_loss": policy_loss.detach(),
+        "kl_loss": kl_loss.detach(),
+        "kl": kl_mean,
+        "clip_ratio": _masked_mean(is_clipped.float(), completion_mask),
+    }
+    return loss, metrics

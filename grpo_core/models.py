@@ -1,0 +1,166 @@
+"""Models: the built-in `tiny` model (character tokenizer + small Qwen2, pretrained per task into a
+weak base and cached on disk) and any Hugging Face causal LM by local path or hub id."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from .errors import UserInputError
+
+TINY_CHARS = list("0123456789+-*=:,. abcdefghijklmnopqrstuvwxyz")
+TINY_SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+TINY_ARCH = dict(  # ~0.4M parameters; a Qwen2 shape so the code path is the one real models take
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    tie_word_embeddings=True,
+    rope_theta=10000.0,
+)
+TINY_PRETRAIN = dict(batch_size=64, learning_rate=3e-3, seed=0)
+_TINY_VERSION = 1  # bump when the tiny model's recipe changes, so caches rebuild
+
+
+def build_tiny_tokenizer():
+    """A character-level tokenizer (tokenizers' WordLevel over single characters) wrapped as a
+    transformers fast tokenizer. No chat template: prompts are used as plain text."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(TINY_SPECIALS + TINY_CHARS)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        padding_side="left",
+    )
+
+
+def build_tiny_model(tokenizer, seed: int = 0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **TINY_ARCH,
+    )
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(config)
+
+
+def tiny_cache_dir(cache_dir: str | Path, task: str, pretrain_steps: int) -> Path:
+    key = json.dumps([_TINY_VERSION, task, pretrain_steps, TINY_ARCH, TINY_PRETRAIN, TINY_CHARS], sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    return Path(cache_dir) / f"tiny-{task}-{pretrain_steps}-{digest}"
+
+
+def pretrain_tiny(task_name: str, steps: int):
+    """Supervised next-token training on the task's train split (loss on answer + EOS only).
+    Deterministic: fixed seeds, independent of the run's seed, so every run shares one base."""
+    from .tasks import get_task
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tokenizer = build_tiny_tokenizer()
+    model = build_tiny_model(tokenizer, seed=TINY_PRETRAIN["seed"])
+    train, _ = get_task(task_name).splits()
+    prompts, answers = train["prompt"], train["answer"]
+    rng = random.Random(TINY_PRETRAIN["seed"])
+    opt = torch.optim.AdamW(model.parameters(), lr=TINY_PRETRAIN["learning_rate"])
+    model.train()
+    eos = tokenizer.eos_token
+    for _ in range(steps):
+        idx = [rng.randrange(len(prompts)) for _ in range(TINY_PRETRAIN["batch_size"])]
+        texts = [prompts[i] + answers[i] + eos for i in idx]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        labels = enc.input_ids.clone()
+        labels[enc.attention_mask == 0] = -100
+        for row, i in enumerate(idx):  # mask the prompt: learn to answer, not to write prompts
+            pad = int((enc.attention_mask[row] == 0).sum())
+            labels[row, : pad + len(prompts[i])] = -100
+        position_ids = (enc.attention_mask.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask,
+                    position_ids=position_ids, labels=labels)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        opt.step()
+    model.eval()
+    return model, tokenizer
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> Path:
+    """Build the tiny base model for `task` once (locked, atomic rename) and return its folder."""
+    target = tiny_cache_dir(cache_dir, task, pretrain_steps)
+    if (target / "config.json").is_file():
+        return target
+    with _file_lock(target.with_name(target.name + ".lock")):
+        if (target / "config.json").is_file():  # another process built it meanwhile
+            return target
+        model, tokenizer = pretrain_tiny(task, pretrain_steps)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".building-"))
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def resolve_model_path(model: str, cache_dir: str, task: str, tiny_pretrain_steps: int) -> str:
+    """The folder (or hub id) to load for config.model; a one-line error when it cannot exist."""
+    if model == "tiny":
+        return str(ensure_tiny_model(cache_dir, task, tiny_pretrain_steps))
+    if Path(model).expanduser().is_dir():
+        return str(Path(model).expanduser())
+    if _HUB_ID.match(model) and not model.startswith("."):
+        return model  # a hub id; loading fails with a one-line error where no hub is reachable
+    raise UserInputError(f"model: no such directory {model!r}; allowed: 'tiny', a local model directory, "
+                         f"or a hub id (org/name)")
+
+
+def load_model_and_tokenizer(path: str, dtype: torch.dtype = torch.float32):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserInputError(f"model: cannot load {path!r}: {first}") from None
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer

@@ -1,0 +1,272 @@
+"""The GRPO training loop: sample G completions per prompt, score, compute advantages, and take
+μ optimizer steps per generation batch. The math lives in advantages.py and loss.py; this file
+only moves tensors, calls it, and gathers metrics.
+
+One optimizer step = one pass over the generation batch in `gradient_accumulation_steps`
+micro-batches. A new generation batch is sampled every `num_iterations` (μ) steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol
+
+import numpy as np
+import torch
+
+from .advantages import advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages
+from .config import GRPOConfig
+from .errors import RunFailure
+from .generation import completion_logps, reference_logps, sample_completions
+from .loss import grpo_loss
+from .models import load_model_and_tokenizer, resolve_model_path
+from .rewards import RewardFunc, compute_rewards, resolve_reward, reward_name
+from .run_metrics import summarize
+from .schedule import make_scheduler
+from .tasks import get_task
+
+_NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
+_HELDOUT_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
+
+
+class Callback(Protocol):
+    def on_step(self, metrics: dict) -> None: ...
+
+
+@dataclass
+class GenerationBatch:
+    prompt_ids: torch.Tensor  # (B, P)
+    prompt_mask: torch.Tensor  # (B, P)
+    completion_ids: torch.Tensor  # (B, T)
+    completion_mask: torch.Tensor  # (B, T)
+    advantages: torch.Tensor  # (B,)
+    old_logps: Optional[torch.Tensor]  # (B, T) when μ > 1
+    ref_logps: Optional[torch.Tensor]  # (B, T) when β > 0
+    metrics: dict  # reward, advantage and completion metrics of this batch
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _mixed_precision(cfg: GRPOConfig, use_cuda: bool) -> str:
+    if cfg.mixed_precision != "auto":
+        return cfg.mixed_precision
+    return "bf16" if use_cuda and torch.cuda.is_bf16_supported() else "no"
+
+
+class GRPOTrainer:
+    def __init__(self, cfg: GRPOConfig, reward_funcs: Optional[dict[str, RewardFunc]] = None):
+        from accelerate import Accelerator
+
+        self.cfg = cfg
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        self.accelerator = Accelerator(cpu=not use_cuda, mixed_precision=_mixed_precision(cfg, use_cuda))
+        self.device = self.accelerator.device
+        seed_everything(cfg.seed)
+
+        self.task = get_task(cfg.task)
+        self.train_set, self.eval_set = self.task.splits()
+        names = cfg.reward_funcs or list(self.task.default_rewards)
+        self.reward_funcs = reward_funcs or {reward_name(n): resolve_reward(n) for n in names}
+
+        path = resolve_model_path(cfg.model, cfg.cache_dir, cfg.task, cfg.tiny_pretrain_steps)
+        model, self.tokenizer = load_model_and_tokenizer(path)
+        self.ref_model = None
+        if cfg.beta > 0:  # a frozen copy only when the KL term is on
+            self.ref_model = copy.deepcopy(model).to(self.device).eval().requires_grad_(False)
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
+            eps=cfg.adam_epsilon, weight_decay=cfg.weight_decay,
+        )
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.scheduler = make_scheduler(self.optimizer, cfg.effective_warmup_steps, cfg.max_steps,
+                                        cfg.lr_scheduler_type)
+        self.prompt_rng = random.Random(cfg.seed)
+        self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.noise_gen = torch.Generator().manual_seed(cfg.seed + _NOISE_SEED_OFFSET)
+        self.eos_id = self.tokenizer.eos_token_id
+        self.pad_id = self.tokenizer.pad_token_id
+        self.step = 0
+
+    # ---- prompts and sampling -----------------------------------------------------------
+    def _format(self, prompt: str) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        return prompt
+
+    def _encode(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = self.tokenizer([self._format(p) for p in prompts], return_tensors="pt", padding=True,
+                             add_special_tokens=False)
+        return enc.input_ids.to(self.device), enc.attention_mask.to(self.device)
+
+    def _sample(self, prompt_ids, prompt_mask, generator, greedy=False):
+        cfg = self.cfg
+        with self.accelerator.autocast():
+            return sample_completions(
+                self.accelerator.unwrap_model(self.model), prompt_ids, prompt_mask,
+                max_new_tokens=cfg.max_completion_length, eos_token_id=self.eos_id, pad_token_id=self.pad_id,
+                temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, generator=generator, greedy=greedy,
+            )
+
+    def _decode(self, completion_ids: torch.Tensor) -> list[str]:
+        return self.tokenizer.batch_decode(completion_ids.tolist(), skip_special_tokens=True)
+
+    def _score(self, rows: dict[str, list], completions: list[str]) -> dict[str, list[float]]:
+        columns = {k: v for k, v in rows.items()}
+        columns["prompts"] = rows["prompt"]
+        return compute_rewards(self.reward_funcs, completions, columns)
+
+    def heldout_reward(self, num_prompts: int, greedy: bool) -> float:
+        """Mean summed reward on the first `num_prompts` eval prompts: sampled num_generations
+        times as in training (baseline_reward), or once greedily (eval accuracy)."""
+        rows = self.eval_set[:num_prompts]
+        repeat = 1 if greedy else self.cfg.num_generations
+        expanded = {k: [v for v in vals for _ in range(repeat)] for k, vals in rows.items()}
+        generator = torch.Generator(device=self.device).manual_seed(_HELDOUT_SEED)
+        total, count = 0.0, 0
+        chunk = 256
+        for start in range(0, len(expanded["prompt"]), chunk):
+            part = {k: v[start:start + chunk] for k, v in expanded.items()}
+            ids, mask = self._encode(part["prompt"])
+            completion_ids, completion_mask = self._sample(ids, mask, generator, greedy=greedy)
+            rewards = self._score(part, self._decode(completion_ids))
+            per_completion = [sum(vals) for vals in zip(*rewards.values())]
+            total += sum(per_completion)
+            count += len(per_completion)
+        return total / count
+
+    def generate_batch(self) -> GenerationBatch:
+        """Sample, score and compute advantages for the next generation batch (at self.step + 1)."""
+        cfg, G = self.cfg, self.cfg.num_generations
+        idx = [self.prompt_rng.randrange(len(self.train_set)) for _ in range(cfg.prompts_per_step)]
+        rows = self.train_set[idx]
+        rows = {k: [v for v in vals for _ in range(G)] for k, vals in rows.items()}  # groups contiguous
+        prompt_ids, prompt_mask = self._encode(rows["prompt"])
+        completion_ids, completion_mask = self._sample(prompt_ids, prompt_mask, self.sample_gen)
+        completions = self._decode(completion_ids)
+        per_func = self._score(rows, completions)
+        rewards = torch.tensor([sum(v) for v in zip(*per_func.values())], dtype=torch.float32)  # (B,)
+
+        advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
+        if noise_active(self.step + 1, cfg.advantage_noise_std, cfg.advantage_noise_steps):
+            advantages = perturb_advantages(advantages, cfg.advantage_noise_std, self.noise_gen)
+        advantages = scale_advantages(advantages, cfg.advantage_scale)
+        metrics.update(advantage_metrics(advantages, G))
+        for name, values in per_func.items():
+            metrics[f"rewards/{name}"] = sum(values) / len(values)
+        lengths = completion_mask.sum(dim=1).float()
+        ended = (completion_ids == self.eos_id).any(dim=1)
+        metrics["completions/mean_length"] = lengths.mean().item()
+        metrics["completions/clipped_ratio"] = (~ended).float().mean().item()
+
+        old_logps = ref_logps = None
+        if cfg.num_iterations > 1 or cfg.beta > 0:
+            with self.accelerator.autocast():
+                if cfg.num_iterations > 1:  # the sampling policy's log-probs, reused for μ steps
+                    old_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
+                                                          completion_ids, completion_mask)
+                if cfg.beta > 0:
+                    ref_logps = self._micro_batched_logps(self.ref_model, prompt_ids, prompt_mask,
+                                                          completion_ids, completion_mask)
+        return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
+                               advantages.to(self.device), old_logps, ref_logps, metrics)
+
+    def _micro_batched_logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask):
+        size = self.cfg.generation_batch_size // self.cfg.gradient_accumulation_steps
+        return torch.cat([
+            reference_logps(model, prompt_ids[s:s + size], prompt_mask[s:s + size],
+                            completion_ids[s:s + size], completion_mask[s:s + size], self.cfg.temperature)
+            for s in range(0, prompt_ids.shape[0], size)
+        ])
+
+    # ---- one optimizer step ----------------------------------------------------------------
+    def optimize(self, batch: GenerationBatch) -> dict:
+        cfg = self.cfg
+        n_micro = cfg.gradient_accumulation_steps
+        size = cfg.generation_batch_size // n_micro
+        # dapo's normalizer: completion tokens of the whole generation batch, over all processes
+        total_tokens = self.accelerator.reduce(batch.completion_mask.sum().float(), reduction="sum")
+        self.model.train()
+        sums = {"loss": 0.0, "policy_loss": 0.0, "kl_loss": 0.0}
+        means = {"kl": 0.0, "clip_ratio": 0.0, "entropy": 0.0}
+        for s in range(0, cfg.generation_batch_size, size):
+            sl = slice(s, s + size)
+            mask = batch.completion_mask[sl]
+            with self.accelerator.autocast():
+                logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
+                                                  batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True)
+                loss, m = grpo_loss(
+                    logps,
+                    None if batch.old_logps is None else batch.old_logps[sl],
+                    None if batch.ref_logps is None else batch.ref_logps[sl],
+                    batch.advantages[sl], mask,
+                    beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.effective_epsilon_high,
+                    loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
+                    num_micro_batches=n_micro, generation_batch_tokens=total_tokens,
+                )
+            self.accelerator.backward(loss)
+            sums["loss"] += loss.detach()
+            sums["policy_loss"] += m["policy_loss"]
+            sums["kl_loss"] += m["kl_loss"]
+            means["kl"] += m["kl"] / n_micro
+            means["clip_ratio"] += m["clip_ratio"] / n_micro
+            fmask = mask.float()
+            means["entropy"] += (entropy * fmask).sum() / fmask.sum().clamp(min=1) / n_micro
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
+        metrics = {k: float(v) for k, v in {**sums, **means}.items()}
+        metrics["grad_norm"] = float(grad_norm)
+        metrics["learning_rate"] = self.scheduler.get_last_lr()[0]
+        if not math.isfinite(metrics["loss"]) or not math.isfinite(metrics["grad_norm"]):
+            what = "loss" if not math.isfinite(metrics["loss"]) else "gradient norm"
+            raise RunFailure(f"non-finite {what} at step {self.step + 1} "
+                             f"(loss={metrics['loss']}, grad_norm={metrics['grad_norm']})")
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return metrics
+
+    # ---- the run ------------------------------------------------------------------------
+    def train(self, on_step: Optional[Callable[[dict], None]] = None) -> dict:
+        """Run max_steps optimizer steps; returns the summary (SPEC.md: Summary metrics)."""
+        cfg = self.cfg
+        start = time.perf_counter()
+        self.model.eval()
+        baseline = self.heldout_reward(cfg.baseline_prompts, greedy=False)
+        eval_before = self.heldout_reward(cfg.eval_prompts, greedy=True) if cfg.eval_every else None
+        rewards, losses = [], []
+        batch = None
+        while self.step < cfg.max_steps:
+            t0 = time.perf_counter()
+            self.model.eval()
+            if self.step % cfg.num_iterations == 0:
+                batch = self.generate_batch()
+            metrics = {"step": self.step + 1, **self.optimize(batch), **batch.metrics}
+            self.step += 1
+            elapsed = time.perf_counter() - t0
+            metrics["step_time"] = elapsed
+            metrics["tokens_per_second"] = float(batch.completion_mask.sum()) / elapsed
+            if cfg.eval_every and self.step % cfg.eval_every == 0:
+                self.model.eval()
+                metrics["eval/accuracy"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
+            rewards.append(metrics["reward"])
+            losses.append(metrics["loss"])
+            if on_step is not None:
+                on_step(metrics)
+        self.model.eval()
+        summary = summarize(rewards, losses, baseline, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps)
+        if cfg.eval_every:
+            summary["eval_accuracy_before"] = eval_before
+            summary["eval_accuracy_after"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
+        summary["wall_time_s"] = time.perf_counter() - start
+        return summary
