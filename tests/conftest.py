@@ -1,0 +1,21 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "results" / "local" / "cache"  # tiny base models are built once and reused
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # reward_helpers importable by path
+
+
+def make_cfg(**overrides):
+    from grpo_core.config import config_from_dict
+
+    values = dict(cache_dir=str(CACHE), max_steps=4, baseline_prompts=16, eval_prompts=32)
+    values.update(overrides)
+    return config_from_dict(values)
+
+
+@pytest.fixture
+def cfg_factory():
+    return make_cfg

@@ -1,0 +1,24 @@
+"""Reward functions that tests load by import path (`reward_helpers:<name>`)."""
+
+
+def constant(completions, **kwargs):
+    """Every completion gets 1.0: zero variance in every group (TRL issue #3857)."""
+    return [1.0] * len(completions)
+
+
+def explode_on_seven(completions, **kwargs):
+    """Raises on purpose for completions that contain a 7."""
+    out = []
+    for c in completions:
+        if "7" in c:
+            raise ValueError("seven is not allowed")
+        out.append(0.0)
+    return out
+
+
+def always_raises(completions, **kwargs):
+    raise RuntimeError("reward server unavailable")
+
+
+def nan_reward(completions, **kwargs):
+    return [float("nan")] * len(completions)

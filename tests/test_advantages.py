@@ -1,0 +1,94 @@
+"""Tier (a): advantages by hand, for every scale_rewards mode, the noise and the scale."""
+
+import math
+
+import pytest
+import torch
+
+from grpo_core.advantages import (STD_EPS, advantage_metrics, noise_active, normalize_rewards,
+                                  perturb_advantages, scale_advantages)
+
+
+def test_group_mode_by_hand():
+    # group [1, 0, 0, 0]: mean 0.25; unbiased std = sqrt((0.75² + 3·0.25²) / 3) = sqrt(0.25) = 0.5
+    # A = (r − 0.25) / (0.5 + 1e-4) → [0.75/0.5001, −0.25/0.5001 ×3]
+    adv, m = normalize_rewards(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4, "group")
+    expected = torch.tensor([0.75, -0.25, -0.25, -0.25]) / (0.5 + STD_EPS)
+    torch.testing.assert_close(adv, expected)
+    assert m["reward"] == pytest.approx(0.25)
+    assert m["reward_std"] == pytest.approx(0.5)
+    assert m["frac_reward_zero_std"] == 0.0
+
+
+def test_batch_mode_by_hand():
+    # groups [1, 0] and [1, 1]; centered by group mean: [0.5, −0.5, 0, 0]
+    # batch std of [1, 0, 1, 1]: mean 0.75, squares 0.0625+0.5625+0.0625+0.0625 = 0.75, /3 → std 0.5
+    adv, m = normalize_rewards(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2, "batch")
+    torch.testing.assert_close(adv, torch.tensor([0.5, -0.5, 0.0, 0.0]) / (0.5 + STD_EPS))
+    assert m["frac_reward_zero_std"] == 0.5
+
+
+def test_none_mode_is_centered_rewards_dr_grpo():
+    # Dr. GRPO: no division. groups [3, 1] and [2, 2, ...]: A = r − group mean
+    adv, _ = normalize_rewards(torch.tensor([3.0, 1.0, 2.0, 2.0]), 2, "none")
+    torch.testing.assert_close(adv, torch.tensor([1.0, -1.0, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize("mode", ["group", "batch", "none"])
+def test_zero_variance_groups_give_zero_not_nan(mode):
+    # every group constant (TRL issue #3857): all advantages exactly 0 in every mode, never NaN
+    adv, m = normalize_rewards(torch.tensor([1.0, 1.0, 0.0, 0.0, 0.5, 0.5]), 2, mode)
+    assert torch.equal(adv, torch.zeros(6))
+    assert m["frac_reward_zero_std"] == 1.0
+
+
+@pytest.mark.parametrize("mode", ["group", "batch"])
+def test_standardized_groups_sum_to_zero(mode):
+    # claim C1's reason: Σ_i A_i over a group is 0 (to rounding) after centering
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    adv, _ = normalize_rewards(rewards, 4, mode)
+    assert advantage_metrics(adv, 4)["advantages/group_sum_max_abs"] < 1e-6
+
+
+def test_advantage_metrics_by_hand():
+    # groups [1, −1] and [0.5, 0.25]: |sums| = 0 and 0.75; mean |A| = (1+1+0.5+0.25)/4 = 0.6875
+    m = advantage_metrics(torch.tensor([1.0, -1.0, 0.5, 0.25]), 2)
+    assert m["advantages/group_sum_max_abs"] == pytest.approx(0.75)
+    assert m["advantages/abs_mean"] == pytest.approx(0.6875)
+
+
+def test_noise_statistics_over_many_draws():
+    # N(0, 0.01²) over 200k draws: mean within 5 standard errors (5·0.01/√2e5 ≈ 1.1e-4), std ±2%
+    gen = torch.Generator().manual_seed(0)
+    base = torch.zeros(200_000)
+    noise = perturb_advantages(base, 0.01, gen) - base
+    assert abs(noise.mean().item()) < 1.2e-4
+    assert noise.std().item() == pytest.approx(0.01, rel=0.02)
+
+
+def test_noise_off_when_std_zero_returns_input_unchanged():
+    adv = torch.tensor([1.0, -1.0])
+    assert perturb_advantages(adv, 0.0, torch.Generator()) is adv
+
+
+def test_noise_uses_its_own_generator_not_the_global_stream():
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    perturb_advantages(torch.zeros(1000), 0.01, torch.Generator().manual_seed(5))
+    torch.testing.assert_close(torch.rand(3), expected_next)
+
+
+@pytest.mark.parametrize("step,std,steps,active", [
+    (1, 0.01, 0, True), (500, 0.01, 0, True),      # 0 = every step
+    (1, 0.01, 15, True), (15, 0.01, 15, True), (16, 0.01, 15, False),  # only the first 15
+    (1, 0.0, 0, False),                              # std 0 = off
+])
+def test_noise_only_in_first_n_steps(step, std, steps, active):
+    assert noise_active(step, std, steps) is active
+
+
+def test_advantage_scale_multiplies_and_one_is_identity():
+    adv = torch.tensor([0.5, -2.0])
+    torch.testing.assert_close(scale_advantages(adv, 10.0), torch.tensor([5.0, -20.0]))
+    assert scale_advantages(adv, 1.0) is adv

@@ -1,0 +1,132 @@
+"""Tier (a): the loss by hand; tier (b): vectorized aggregation against a plain loop."""
+
+import math
+
+import pytest
+import torch
+
+from grpo_core.loss import aggregate, clipped_surrogate, grpo_loss, k3_kl
+
+# Unequal lengths: sequence 0 has 3 tokens, sequence 1 has 1 token (T = 3, max length 4)
+VALUES = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])  # the 9s are padding
+MASK = torch.tensor([[1, 1, 1], [1, 0, 0]])
+
+
+@pytest.mark.parametrize("loss_type,expected", [
+    ("grpo", 3.0),       # per-sequence means [2, 4] → mean 3
+    ("bnpo", 2.5),       # Σ = 1+2+3+4 = 10 over 4 tokens
+    ("dapo", 2.5),       # one micro-batch: the generation batch is this batch → 10 / 4
+    ("dr_grpo", 1.25),   # 10 / (2 sequences × max_completion_length 4)
+])
+def test_aggregation_by_hand_unequal_lengths(loss_type, expected):
+    assert aggregate(VALUES, MASK, loss_type, max_completion_length=4).item() == pytest.approx(expected)
+
+
+def test_dapo_normalizes_by_the_whole_generation_batch():
+    # 10 / 8 tokens in the generation batch (this micro-batch holds half of them)
+    got = aggregate(VALUES, MASK, "dapo", 4, num_micro_batches=2, generation_batch_tokens=8.0)
+    assert got.item() == pytest.approx(1.25)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo"])
+def test_micro_batch_share_is_divided_by_count(loss_type):
+    one = aggregate(VALUES, MASK, loss_type, 4).item()
+    assert aggregate(VALUES, MASK, loss_type, 4, num_micro_batches=2).item() == pytest.approx(one / 2)
+
+
+def test_unknown_loss_type_names_allowed_values():
+    with pytest.raises(ValueError, match="grpo, bnpo, dapo, dr_grpo"):
+        aggregate(VALUES, MASK, "token_mean", 4)
+
+
+def test_k3_kl_by_hand():
+    # logp = 0, ref = log 0.5: d = −0.6931; exp(d) − d − 1 = 0.5 + 0.6931 − 1 = 0.1931
+    kl = k3_kl(torch.tensor([[0.0, -1.0]]), torch.tensor([[math.log(0.5), -1.0]]))
+    assert kl[0, 0].item() == pytest.approx(0.5 + math.log(2) - 1, abs=1e-6)
+    assert kl[0, 1].item() == 0.0  # identical policies: exactly 0
+
+
+@pytest.mark.parametrize("log_ratio,adv,eps_high,loss,clipped", [
+    (1.0, 1.0, 0.2, -1.2, True),            # ratio e, clipped to 1.2: −min(e, 1.2) = −1.2
+    (1.0, 1.0, 0.28, -1.28, True),          # clip-higher ε_high = 0.28: −1.28
+    (1.0, -1.0, 0.2, math.e, False),        # A < 0: −min(−e, −1.2) = e, the unclipped side
+    (-1.0, -1.0, 0.2, 0.8, True),           # ratio 1/e < 0.8: −min(−0.368, −0.8) = 0.8
+    (-1.0, 1.0, 0.2, -math.exp(-1), False),  # A > 0 and ratio low: −min(0.368, 0.8) = −0.368
+    (0.0, 2.0, 0.2, -2.0, False),           # ratio 1: −A
+])
+def test_clipped_surrogate_by_hand(log_ratio, adv, eps_high, loss, clipped):
+    per_token, is_clipped = clipped_surrogate(torch.tensor([[log_ratio]]), torch.tensor([[0.0]]),
+                                              torch.tensor([adv]), 0.2, eps_high)
+    assert per_token.item() == pytest.approx(loss, abs=1e-6)
+    assert bool(is_clipped.item()) is clipped
+
+
+def test_grpo_loss_at_step_one_is_zero_but_gradient_is_not():
+    # claim C1: μ = 1, policy = reference; each sequence contributes −A_i, Σ A_i = 0 per group
+    logps = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -0.7, -0.2]], requires_grad=True)
+    adv = torch.tensor([1.0, -1.0])
+    loss, m = grpo_loss(logps, None, logps.detach().clone(), adv, MASK, beta=0.04, epsilon=0.2,
+                        epsilon_high=0.2, loss_type="grpo", max_completion_length=4)
+    assert abs(loss.item()) < 1e-7
+    loss.backward()
+    # ∂/∂logp_t of −A_i·ratio_t / L_i / B: seq 0 tokens −1/3/2, seq 1 first token +1/1/2
+    torch.testing.assert_close(logps.grad, torch.tensor([[-1 / 6, -1 / 6, -1 / 6], [0.5, 0.0, 0.0]]))
+    assert m["kl"].item() == 0.0 and m["kl_loss"].item() == 0.0
+
+
+def test_bnpo_at_step_one_is_not_zero_with_unequal_lengths():
+    # claim C1 corollary (TRL #2995): Σ_i −A_i·L_i / Σ L = (−1·3 + 1·1) / 4 = −0.5
+    logps = torch.zeros(2, 3, requires_grad=True)
+    loss, _ = grpo_loss(logps, None, None, torch.tensor([1.0, -1.0]), MASK, beta=0.0, epsilon=0.2,
+                        epsilon_high=0.2, loss_type="bnpo", max_completion_length=4)
+    assert loss.item() == pytest.approx(-0.5)
+
+
+def test_loss_is_policy_plus_kl_part():
+    # policy −A per token plus β·KL: logp 0 vs ref log 0.5 → KL 0.1931 on every token
+    logps = torch.zeros(2, 3, requires_grad=True)
+    ref = torch.full((2, 3), math.log(0.5))
+    loss, m = grpo_loss(logps, None, ref, torch.tensor([1.0, -1.0]), MASK, beta=0.1, epsilon=0.2,
+                        epsilon_high=0.2, loss_type="grpo", max_completion_length=4)
+    kl = 0.5 + math.log(2) - 1
+    assert m["kl_loss"].item() == pytest.approx(0.1 * kl, abs=1e-6)
+    assert m["policy_loss"].item() == pytest.approx(0.0, abs=1e-7)
+    assert loss.item() == pytest.approx(m["policy_loss"].item() + m["kl_loss"].item())
+    assert m["kl"].item() == pytest.approx(kl, abs=1e-6)
+
+
+def test_clip_ratio_metric_with_stale_old_logps():
+    # μ > 1: old log-probs from before an update; token ratios e, 1, 1/e with A = +1, +1, −1
+    logps = torch.tensor([[1.0, 0.0, -1.0]])
+    mask = torch.ones(1, 3)
+    adv = torch.tensor([1.0])
+    _, m = grpo_loss(logps, torch.zeros(1, 3), None, adv, mask, beta=0.0, epsilon=0.2, epsilon_high=0.2,
+                     loss_type="bnpo", max_completion_length=3)
+    # A = +1: ratio e > 1.2 clipped; ratio 1 not; ratio 1/e < 0.8 but A > 0 → not clipped: 1/3
+    assert m["clip_ratio"].item() == pytest.approx(1 / 3)
+
+
+def _loop_reference(values, mask, loss_type, max_len, n_micro, total_tokens):
+    """Plain-Python restatement of each aggregation mode, token by token."""
+    rows = [[float(v) for v, k in zip(vr, mr) if k] for vr, mr in zip(values.tolist(), mask.tolist())]
+    if loss_type == "grpo":
+        return sum(sum(r) / max(len(r), 1) for r in rows) / len(rows) / n_micro
+    tokens = sum(len(r) for r in rows)
+    s = sum(sum(r) for r in rows)
+    if loss_type == "bnpo":
+        return s / tokens / n_micro
+    if loss_type == "dapo":
+        return s / total_tokens
+    return s / (len(rows) * max_len) / n_micro
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_vectorized_aggregation_agrees_with_loop(loss_type):
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(20):
+        values = torch.randn(6, 9, generator=gen)
+        lengths = torch.randint(1, 10, (6,), generator=gen)
+        mask = (torch.arange(9)[None, :] < lengths[:, None]).long()
+        total = float(lengths.sum()) * 3  # as if this were one of three micro-batches
+        got = aggregate(values, mask, loss_type, 12, num_micro_batches=3, generation_batch_tokens=total)
+        assert got.item() == pytest.approx(_loop_reference(values, mask, loss_type, 12, 3, total), rel=1e-5)
