@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from .errors import RunFailure, UserInputError
@@ -38,7 +39,8 @@ def _cmd_train(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     run_name = cfg.run_name or cfg.default_run_name()
-    out = Path(args.out) if args.out else Path("results/local/runs") / run_name
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path("results/local/runs") / f"{run_name}-{stamp}"
     if out.exists() and any(out.iterdir()):
         raise UserInputError(f"--out {out}: folder exists and is not empty; choose a new folder")
     from .run import run_training
@@ -50,7 +52,8 @@ def _cmd_train(args) -> int:
     summary = run_training(cfg, out, logger=logger, progress=not args.no_progress)
     stl = summary.get("steps_to_learn")
     print(f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
-          f"steps_to_learn={stl}  wall {summary['wall_time_s']:.1f}s")
+          f"steps_to_learn={stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
+          f"wall {summary['wall_time_s']:.1f}s")
     return 0
 
 

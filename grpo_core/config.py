@@ -34,7 +34,7 @@ class GRPOConfig:
     task: str = "addition"
     """Built-in task name: `addition` (two-number addition) or `reverse` (reverse a digit string)."""
     reward_funcs: list = field(default_factory=list)
-    """Reward functions by name (`exact_match`, `format_digits`, `constant`) or import path
+    """Reward functions by name (`exact_match`, `format_digits`) or import path
     `package.module:function`; rewards are summed. Empty = the task's default rewards."""
 
     # ---- optimisation --------------------------------------------------------------
@@ -218,6 +218,7 @@ def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def validate(cfg: GRPOConfig) -> GRPOConfig:
     """Check every value and combination; raise ConfigError naming the key and what is allowed."""
+    from .models import check_model_name
     from .rewards import check_reward_names
     from .tasks import TASKS
 
@@ -281,7 +282,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     if cfg.tiny_pretrain_steps is None:
         cfg.tiny_pretrain_steps = TASKS[cfg.task].tiny_pretrain_steps
     require(cfg.tiny_pretrain_steps >= 0, "tiny_pretrain_steps", "an integer ≥ 0, or null for the task's value")
-    require(bool(cfg.model), "model", "'tiny', a local model directory or a hub id")
+    check_model_name(cfg.model)
     return cfg
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import UserInputError
+from .errors import ConfigError, UserInputError
 
 TINY_CHARS = list("0123456789+-*=:,. abcdefghijklmnopqrstuvwxyz")
 TINY_SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -135,16 +135,23 @@ def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def resolve_model_path(model: str, cache_dir: str, task: str, tiny_pretrain_steps: int) -> str:
-    """The folder (or hub id) to load for config.model; a one-line error when it cannot exist."""
+def check_model_name(model: str) -> str:
+    """'tiny', an existing directory, or something shaped like a hub id; else a one-line error."""
     if model == "tiny":
-        return str(ensure_tiny_model(cache_dir, task, tiny_pretrain_steps))
+        return model
     if Path(model).expanduser().is_dir():
         return str(Path(model).expanduser())
     if _HUB_ID.match(model) and not model.startswith("."):
         return model  # a hub id; loading fails with a one-line error where no hub is reachable
-    raise UserInputError(f"model: no such directory {model!r}; allowed: 'tiny', a local model directory, "
-                         f"or a hub id (org/name)")
+    raise ConfigError("model", f"no such directory {model!r}; allowed: 'tiny', a local model directory, "
+                               f"or a hub id (org/name)")
+
+
+def resolve_model_path(model: str, cache_dir: str, task: str, tiny_pretrain_steps: int) -> str:
+    """The folder (or hub id) to load for config.model, building the tiny model when needed."""
+    if model == "tiny":
+        return str(ensure_tiny_model(cache_dir, task, tiny_pretrain_steps))
+    return check_model_name(model)
 
 
 def load_model_and_tokenizer(path: str, dtype: torch.dtype = torch.float32):

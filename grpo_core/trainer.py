@@ -244,7 +244,7 @@ class GRPOTrainer:
         self.model.eval()
         baseline = self.heldout_reward(cfg.baseline_prompts, greedy=False)
         eval_before = self.heldout_reward(cfg.eval_prompts, greedy=True) if cfg.eval_every else None
-        rewards, losses = [], []
+        rewards, losses, step_times = [], [], []
         batch = None
         while self.step < cfg.max_steps:
             t0 = time.perf_counter()
@@ -259,6 +259,7 @@ class GRPOTrainer:
             if cfg.eval_every and self.step % cfg.eval_every == 0:
                 self.model.eval()
                 metrics["eval/accuracy"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
+            step_times.append(elapsed)
             rewards.append(metrics["reward"])
             losses.append(metrics["loss"])
             if on_step is not None:
@@ -268,5 +269,6 @@ class GRPOTrainer:
         if cfg.eval_every:
             summary["eval_accuracy_before"] = eval_before
             summary["eval_accuracy_after"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
+        summary["median_step_time_s"] = float(np.median(step_times))
         summary["wall_time_s"] = time.perf_counter() - start
         return summary

@@ -1,0 +1,137 @@
+"""`grpo train` end to end: files, MLflow, bad input (one line, exit 2, nothing written),
+and failed runs recorded as failed."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CACHE, ROOT
+from grpo_core.cli import main
+
+BASE = ["--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--no-progress"]
+
+
+def grpo(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    return subprocess.run([sys.executable, "-m", "grpo_core.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=300)
+
+
+BAD_INPUTS = [  # (overrides or files, key the message must name, words of what is allowed)
+    (["loss_type=token_mean"], "loss_type", "grpo, bnpo, dapo, dr_grpo"),
+    (["scale_rewards=std"], "scale_rewards", "group, batch, none"),
+    (["lr_scheduler_type=step"], "lr_scheduler_type", "constant, linear, cosine"),
+    (["num_generations=1"], "num_generations", "≥ 2"),
+    (["gradient_accumulation_steps=3"], "gradient_accumulation_steps", "divisor"),
+    (["learning_rate=-1e-4"], "learning_rate", "> 0"),
+    (["advantage_noise_std=-0.01"], "advantage_noise_std", "≥ 0"),
+    (["beta=-0.1"], "beta", "≥ 0"),
+    (["advantage_scale=0"], "advantage_scale", "> 0"),
+    (["warmup_steps=500", "max_steps=100"], "warmup_steps", "≤ max_steps"),
+    (["warmup_ratio=1.5"], "warmup_ratio", "[0, 1)"),
+    (["task=sorting"], "task", "addition, reverse"),
+    (["not_a_key=1"], "not_a_key", "allowed keys"),
+    (["max_steps=ten"], "max_steps", "integer"),
+    (["learning_rate=fast"], "learning_rate", "number"),
+    (["top_p=0"], "top_p", "(0, 1]"),
+    (["epsilon=1.5"], "epsilon", "(0, 1)"),
+    (["model=/no/such/model/dir"], "model", "local model directory"),
+    (["reward_funcs=no_such_reward"], "reward_funcs", "exact_match"),
+    (["reward_funcs=no_such_module_xyz:f"], "reward_funcs", "cannot import"),
+    (["max_completion_length=0"], "max_completion_length", "≥ 1"),
+]
+
+
+@pytest.mark.parametrize("overrides,key,allowed", BAD_INPUTS, ids=[b[1] + ":" + b[0][0] for b in BAD_INPUTS])
+def test_bad_setting_one_line_exit_2_nothing_written(tmp_path, capsys, overrides, key, allowed):
+    out = tmp_path / "run"
+    args = ["train", "--out", str(out), "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db", *BASE]
+    for o in overrides:
+        args += ["--set", o]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and key in err and allowed in err, err
+    assert not out.exists() and not (tmp_path / "m.db").exists()
+
+
+def test_malformed_and_missing_yaml(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("loss_type: [grpo\nbeta: 0\n")
+    assert main(["train", str(bad), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "bad.yaml" in err and "malformed YAML" in err
+    assert main(["train", str(tmp_path / "missing.yaml"), "--no-mlflow"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- 1\n- 2\n")
+    assert main(["train", str(listing), "--no-mlflow"]) == 2
+    assert "expected a mapping" in capsys.readouterr().err
+
+
+def test_bad_input_from_a_real_process_has_no_traceback(tmp_path):
+    res = grpo("train", "--set", "loss_type=nope", "--out", str(tmp_path / "r"))
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
+    assert "loss_type" in res.stderr
+
+
+def test_train_writes_run_folder_and_mlflow(tmp_path):
+    config = tmp_path / "exp.yaml"
+    config.write_text("task: addition\nmax_steps: 3\nloss_type: dapo\n")  # partial file
+    db = tmp_path / "mlflow.db"
+    res = grpo("train", str(config), *BASE, "--set", "beta=0.04", "--set", f"mlflow_tracking_uri=sqlite:///{db}",
+               "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    run = tmp_path / "run"
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps_completed"] == 3
+    import yaml
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
+    assert resolved["loss_type"] == "dapo" and resolved["beta"] == 0.04 and resolved["tiny_pretrain_steps"] == 1000
+
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("grpo-train")
+    (mrun,) = client.search_runs([exp.experiment_id])
+    assert mrun.info.status == "FINISHED"
+    assert mrun.data.params["loss_type"] == "dapo" and mrun.data.params["beta"] == "0.04"
+    assert set(resolved) == set(mrun.data.params)  # every config value is logged
+    assert [m.step for m in client.get_metric_history(mrun.info.run_id, "reward")] == [1, 2, 3]
+    assert "baseline_reward" in mrun.data.metrics
+    assert exp.artifact_location.startswith("file://")
+
+
+def test_reward_function_that_raises_is_recorded_as_failed(tmp_path):
+    db = tmp_path / "mlflow.db"
+    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:explode_on_seven", "--set", "max_steps=3",
+               "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert "explode_on_seven" in summary["error"] and "seven is not allowed" in summary["error"]
+    assert "completion" in summary["error"] and "7" in summary["error"]
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
+    assert mrun.info.status == "FAILED" and "explode_on_seven" in mrun.data.tags["error"]
+
+
+def test_non_finite_reward_stops_the_run(tmp_path):
+    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:nan_reward", "--no-mlflow",
+               "--out", str(tmp_path / "run"))
+    assert res.returncode == 1
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "non-finite" in summary["error"] and "nan_reward" in summary["error"]
+
+
+def test_out_folder_that_is_not_empty_is_refused(tmp_path, capsys):
+    (tmp_path / "keep.txt").write_text("x")
+    assert main(["train", "--out", str(tmp_path), "--no-mlflow"]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").read_text() == "x"
