@@ -22,3 +22,13 @@ def always_raises(completions, **kwargs):
 
 def nan_reward(completions, **kwargs):
     return [float("nan")] * len(completions)
+
+
+def interrupt(completions, **kwargs):
+    """Simulates Ctrl-C during a step."""
+    raise KeyboardInterrupt
+
+
+def negative_length(completions, **kwargs):
+    """Shorter is better: has spread even for an untrained model."""
+    return [-float(len(c)) for c in completions]

@@ -135,3 +135,16 @@ def test_out_folder_that_is_not_empty_is_refused(tmp_path, capsys):
     assert main(["train", "--out", str(tmp_path), "--no-mlflow"]) == 2
     assert "not empty" in capsys.readouterr().err
     assert (tmp_path / "keep.txt").read_text() == "x"
+
+
+def test_interrupted_run_is_recorded_as_killed(tmp_path):
+    db = tmp_path / "mlflow.db"
+    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:interrupt", "--set", "baseline_prompts=1",
+               "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"))
+    # the interrupt lands in the baseline, before step 1: the folder and MLflow still record it
+    assert res.returncode == 130 and "Traceback" not in res.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "killed"
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
+    assert mrun.info.status == "KILLED"
