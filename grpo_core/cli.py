@@ -27,6 +27,23 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    sweep = sub.add_parser("sweep", help="run or resume a sweep (Optuna + MLflow)")
+    sweep.add_argument("spec", help="sweep spec YAML")
+    sweep.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
+    sweep.add_argument("--storage", default=None,
+                       help="Optuna storage URL (default: journal file results/local/optuna-journal.log)")
+    sweep.add_argument("--tracking-uri", default=None,
+                       help="MLflow tracking URI (default: sqlite:///results/local/mlflow.db)")
+    sweep.add_argument("--out-root", default="results/local/sweeps", help="where trial run folders go")
+
+    trials = sub.add_parser("trials", help="list a sweep's trials and their states")
+    trials.add_argument("spec", help="sweep spec YAML")
+    trials.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
+
+    ui = sub.add_parser("ui", help="serve the MLflow UI on the default store (127.0.0.1 only)")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
+
     pre = sub.add_parser("pretrain", help="build (or find cached) the tiny base model for a task")
     pre.add_argument("--task", default="addition")
     pre.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the task's)")
@@ -90,9 +107,34 @@ def _cmd_pretrain(args) -> int:
     return 0
 
 
+def _cmd_sweep(args) -> int:
+    from sweeps.driver import run_sweep
+
+    return run_sweep(args.spec, workers=args.workers, storage_url=args.storage, tracking_uri=args.tracking_uri,
+                     out_root=args.out_root)
+
+
+def _cmd_trials(args) -> int:
+    from sweeps.driver import list_trials
+
+    return list_trials(args.spec, args.storage)
+
+
+def _cmd_ui(args) -> int:
+    import os
+
+    from sweeps.mlflow_logging import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, ui_command
+
+    uri = args.tracking_uri or DEFAULT_TRACKING_URI
+    cmd = ui_command(uri, args.port)
+    print(f"MLflow UI on http://127.0.0.1:{args.port} (store {uri}, artifacts {DEFAULT_ARTIFACT_ROOT})", flush=True)
+    os.execvp(cmd[0], cmd)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
-    handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain}
+    handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
+                "ui": _cmd_ui}
     try:
         return handlers[args.command](args)
     except UserInputError as exc:

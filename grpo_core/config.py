@@ -169,6 +169,11 @@ FIELD_NAMES = tuple(f.name for f in dataclasses.fields(GRPOConfig))
 _HINTS = get_type_hints(GRPOConfig)
 
 
+def field_type(key: str):
+    """The declared type of a config key (int, float, str, Optional[float], list)."""
+    return _HINTS[key]
+
+
 def _coerce(key: str, value: Any) -> Any:
     """Convert a YAML value to the field's type, or raise a ConfigError naming the type."""
     hint = _HINTS[key]

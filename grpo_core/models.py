@@ -3,8 +3,6 @@ weak base and cached on disk) and any Hugging Face causal LM by local path or hu
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -17,6 +15,7 @@ from pathlib import Path
 import torch
 
 from .errors import ConfigError, UserInputError
+from .filelock import file_lock
 
 TINY_CHARS = list("0123456789+-*=:,. abcdefghijklmnopqrstuvwxyz")
 TINY_SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -102,23 +101,12 @@ def pretrain_tiny(task_name: str, steps: int):
     return model, tokenizer
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> Path:
     """Build the tiny base model for `task` once (locked, atomic rename) and return its folder."""
     target = tiny_cache_dir(cache_dir, task, pretrain_steps)
     if (target / "config.json").is_file():
         return target
-    with _file_lock(target.with_name(target.name + ".lock")):
+    with file_lock(target.with_name(target.name + ".lock")):
         if (target / "config.json").is_file():  # another process built it meanwhile
             return target
         model, tokenizer = pretrain_tiny(task, pretrain_steps)

@@ -270,5 +270,6 @@ class GRPOTrainer:
             summary["eval_accuracy_before"] = eval_before
             summary["eval_accuracy_after"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
         summary["median_step_time_s"] = float(np.median(step_times))
+        summary["train_time_s"] = float(np.sum(step_times))
         summary["wall_time_s"] = time.perf_counter() - start
         return summary

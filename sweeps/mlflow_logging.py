@@ -45,6 +45,17 @@ def get_or_create_experiment(client, name: str, tracking_uri: str) -> str:
         return exp.experiment_id
 
 
+def ui_command(tracking_uri: str, port: int) -> list[str]:
+    """`mlflow ui` on the given store, bound to loopback, with the default artifact root."""
+    import shutil
+    import sys
+
+    make_client(tracking_uri)  # creates the sqlite folder so the UI starts on a fresh clone
+    mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
+    return [mlflow, "ui", "--backend-store-uri", tracking_uri, "--default-artifact-root",
+            Path(DEFAULT_ARTIFACT_ROOT).resolve().as_uri(), "--host", "127.0.0.1", "--port", str(port)]
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -73,6 +84,8 @@ class MlflowRunLogger:
                                      tags={k: str(v) for k, v in all_tags.items()})
         self.run_id = run.info.run_id
         self.flush_every = flush_every
+        self.ended = False
+        self.logging_seconds = 0.0  # time spent in log_step/flush: the overhead logging adds to a run
         self._buffer: list = []
         params_list = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
         for i in range(0, len(params_list), 100):  # MLflow's per-request param limit
@@ -82,6 +95,7 @@ class MlflowRunLogger:
     def log_step(self, metrics: dict) -> None:
         from mlflow.entities import Metric
 
+        t0 = time.perf_counter()
         step = int(metrics["step"])
         ts = int(time.time() * 1000)
         for key, value in metrics.items():
@@ -92,6 +106,7 @@ class MlflowRunLogger:
                 self._buffer.append(Metric(key, value, ts, step))
         if step % self.flush_every == 0:
             self.flush()
+        self.logging_seconds += time.perf_counter() - t0
 
     def flush(self) -> None:
         while self._buffer:
@@ -108,7 +123,14 @@ class MlflowRunLogger:
             self.client.log_batch(self.run_id, metrics=metrics)
 
     def end(self, summary: dict, status: str, run_dir: Optional[Path] = None) -> None:
+        t0 = time.perf_counter()
         self.flush()
+        self.logging_seconds += time.perf_counter() - t0
+        self.ended = True
+        summary = dict(summary)
+        if summary.get("train_time_s"):
+            # per-step logging cost (buffering + batched writes) as a fraction of the summed step time
+            summary["logging/overhead_frac"] = self.logging_seconds / summary["train_time_s"]
         self.log_summary(summary)
         tags = [self._tag_cls("status", status)]
         if summary.get("error"):

@@ -1,0 +1,424 @@
+"""The sweep driver: an Optuna study per sweep, N worker processes, an MLflow run per trial.
+
+Grid mode: `GridSampler` over the grid axes plus `seed`. Trial numbers are allocated atomically
+by the storage and GridSampler maps trial number k < grid size to grid point k, so the first pass
+never runs a point twice, even from several machines. A global cap, checked under a host lock
+before each trial is created, stops workers once every point is complete or running; points
+whose trial failed in an earlier invocation are re-enqueued with fixed params on a rerun.
+Search mode: TPE (or random) over `search`, seeds inside the objective (mean over seeds), a cap
+of `n_trials` trials in the study.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+from grpo_core.errors import UserInputError
+from grpo_core.filelock import file_lock
+
+from .mlflow_logging import DEFAULT_TRACKING_URI, MlflowRunLogger, get_or_create_experiment, git_commit, make_client
+from .spec import SweepSpec, load_spec
+from .storage import DEFAULT_JOURNAL, check_distinct, check_storage, check_tracking_uri, claim_lock_path, describe_storage, open_storage
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """Everything a worker process needs; picklable for the spawn start method."""
+    spec_path: str
+    storage_url: Optional[str]
+    tracking_uri: str
+    parent_run_id: str
+    invocation: str  # one id per `grpo sweep` call: a point that failed in it is not retried in it
+    worker_index: int = 0
+    num_threads: int = 0
+    gpu: Optional[str] = None
+    out_root: str = "results/local/sweeps"
+
+
+# ---- grid bookkeeping ----------------------------------------------------------------------
+def grid_space(spec: SweepSpec) -> dict:
+    return {**spec.grid, "seed": spec.seeds}
+
+
+def make_grid_sampler(spec: SweepSpec):
+    import optuna
+
+    class SweepGridSampler(optuna.samplers.GridSampler):
+        """GridSampler that (1) tells which point a grid id stands for, and (2) leaves stopping to
+        the driver's cap: the stock after_trial calls study.stop(), valid only inside optimize()."""
+
+        def point(self, grid_id: int) -> dict:
+            return dict(zip(self._param_names, self._all_grids[grid_id]))
+
+        def after_trial(self, study, trial, state, values) -> None:
+            return None
+
+    return SweepGridSampler(grid_space(spec), seed=0)  # same seed in every process: same order
+
+
+def grid_point_of(spec: SweepSpec, trial, sampler) -> Optional[dict]:
+    """The grid point a trial runs: its params once suggested, else its enqueued fixed params,
+    else the point of its GridSampler grid id (set when the trial was created)."""
+    if set(trial.params) == set(grid_space(spec)):
+        return dict(trial.params)
+    if "fixed_params" in trial.system_attrs:
+        return dict(trial.system_attrs["fixed_params"])
+    if "grid_id" in trial.system_attrs:
+        return sampler.point(trial.system_attrs["grid_id"])
+    return None
+
+
+def point_key(point: dict) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in point.items()))
+
+
+def free_points(spec: SweepSpec, trials, invocation: str, sampler) -> list[dict]:
+    """Grid points with no COMPLETE or RUNNING trial, and no failure in this invocation."""
+    from optuna.trial import TrialState
+
+    taken = set()
+    for t in trials:
+        point = grid_point_of(spec, t, sampler)
+        if point is None:
+            continue
+        if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING):
+            taken.add(point_key(point))
+        elif t.user_attrs.get("invocation") == invocation:  # failed just now: retry on a rerun
+            taken.add(point_key(point))
+    return [p for p in spec.grid_points() if point_key(p) not in taken]
+
+
+def claim_trial(study, spec: SweepSpec, lock_path: Path, invocation: str):
+    """Create the next trial, or None when the sweep has nothing left for this invocation."""
+    with file_lock(lock_path):
+        trials = study.get_trials(deepcopy=False)
+        if spec.mode == "search":
+            return study.ask() if len(trials) < spec.n_trials else None
+        free = free_points(spec, trials, invocation, study.sampler)
+        if not free:
+            return None
+        if len(trials) >= len(spec.grid_points()):  # past GridSampler's first pass: fix the point
+            study.enqueue_trial(free[0])
+        return study.ask()
+
+
+def has_work(study, spec: SweepSpec, invocation: str) -> bool:
+    trials = study.get_trials(deepcopy=False)
+    if spec.mode == "search":
+        return len(trials) < spec.n_trials
+    return bool(free_points(spec, trials, invocation, study.sampler))
+
+
+# ---- one trial ----------------------------------------------------------------------------------
+def _run_extras(spec: SweepSpec, ctx: WorkerContext) -> dict:
+    extras = {"mlflow_tracking_uri": ctx.tracking_uri, "mlflow_experiment": spec.experiment}
+    if "num_threads" not in spec.base and "num_threads" not in spec.grid and "num_threads" not in spec.search:
+        extras["num_threads"] = ctx.num_threads
+    return extras
+
+
+def _run_name(spec: SweepSpec, number: int, point: dict) -> str:
+    parts = [f"{k}={v}" for k, v in point.items() if k != "seed"]
+    seed = f"-seed{point['seed']}" if "seed" in point else ""
+    return f"{spec.name}-t{number}-{','.join(parts)}{seed}"
+
+
+def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
+               out_dir: Path) -> tuple[dict, str]:
+    """Train one config with its own MLflow run (child of `parent_run_id`); returns (summary, run id)."""
+    from grpo_core.run import read_metrics, run_training
+
+    from .plots import reward_curve_png
+
+    logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, run_name, cfg.to_dict(), tags=tags,
+                             parent_run_id=parent_run_id)
+    try:
+        summary = run_training(cfg, out_dir, logger=logger, progress=False)
+    except BaseException as exc:
+        if not logger.ended:  # failed before training started (e.g. while loading the model)
+            status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+            logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
+        raise
+    png = reward_curve_png(read_metrics(out_dir / "metrics.jsonl"), summary.get("baseline_reward"),
+                           cfg.stl_window, out_dir / "reward_curve.png")
+    logger.client.log_artifact(logger.run_id, str(png))
+    return summary, logger.run_id
+
+
+def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
+    point = {axis: trial.suggest_categorical(axis, values) for axis, values in grid_space(spec).items()}
+    cfg = spec.config_for(point, **_run_extras(spec, ctx))
+    tags = {"sweep": spec.name, "trial_number": trial.number, "seed": point["seed"],
+            **{f"variant.{k}": v for k, v in point.items() if k != "seed"}}
+    if "claim" in spec.text:
+        tags["claim"] = spec.text["claim"]
+    out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}"
+    trial.set_user_attr("run_dir", str(out))
+    summary, run_id = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, point), tags, ctx.parent_run_id, out)
+    trial.set_user_attr("mlflow_run_id", run_id)
+    for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward"):
+        trial.set_user_attr(key, summary.get(key))
+    return spec.censor(summary, cfg.max_steps)
+
+
+def _suggest(trial, key: str, entry: dict):
+    if "choices" in entry:
+        return trial.suggest_categorical(key, entry["choices"])
+    if entry["type"] == "int":
+        return trial.suggest_int(key, entry["low"], entry["high"], log=entry["log"])
+    return trial.suggest_float(key, entry["low"], entry["high"], log=entry["log"])
+
+
+def search_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
+    """Seeds stay inside the objective: the value is the mean over seeds, never a searched knob."""
+    params = {axis: trial.suggest_categorical(axis, values) for axis, values in spec.grid.items()}
+    params.update({key: _suggest(trial, key, entry) for key, entry in spec.search.items()})
+    extras = _run_extras(spec, ctx)
+    first = spec.config_for({**params, "seed": spec.seeds[0]}, **extras)
+    trial_params = {k: v for k, v in first.to_dict().items() if k != "seed"}
+    trial_params["seeds"] = spec.seeds
+    tags = {"sweep": spec.name, "trial_number": trial.number, **{f"variant.{k}": v for k, v in params.items()}}
+    trial_logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, _run_name(spec, trial.number, params),
+                                   trial_params, tags=tags, parent_run_id=ctx.parent_run_id)
+    values, learned = [], []
+    try:
+        for seed in spec.seeds:
+            cfg = spec.config_for({**params, "seed": seed}, **extras)
+            out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}" / f"seed-{seed}"
+            summary, _ = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, {**params, "seed": seed}),
+                                    {**tags, "seed": seed}, trial_logger.run_id, out)
+            values.append(spec.censor(summary, cfg.max_steps))
+            learned.append(summary.get("learned", 0))
+    except BaseException as exc:
+        status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+        trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
+        raise
+    mean = sum(values) / len(values)
+    trial.set_user_attr("seed_values", values)
+    trial.set_user_attr("mlflow_run_id", trial_logger.run_id)
+    trial_logger.end({"objective": mean, f"{spec.objective}_mean": mean,
+                      "learned_fraction": sum(learned) / len(learned)}, "finished", None)
+    return mean
+
+
+# ---- workers ----------------------------------------------------------------------------------
+def make_sampler(spec: SweepSpec, worker_index: int = 0):
+    import optuna
+
+    if spec.mode == "grid":
+        return make_grid_sampler(spec)
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=worker_index)
+    return optuna.samplers.TPESampler(seed=worker_index)
+
+
+def worker_loop(ctx: WorkerContext) -> None:
+    """Claim and run trials until the sweep has none left. A trial that raises is FAIL in Optuna
+    (FAILED in MLflow) and the worker goes on; Ctrl-C marks the trial FAIL and stops."""
+    if ctx.gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ctx.gpu
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = load_spec(ctx.spec_path)
+    study = optuna.load_study(study_name=spec.name, storage=open_storage(ctx.storage_url),
+                              sampler=make_sampler(spec, ctx.worker_index))
+    lock = claim_lock_path(ctx.storage_url, spec.name)
+    objective = grid_objective if spec.mode == "grid" else search_objective
+    while (trial := claim_trial(study, spec, lock, ctx.invocation)) is not None:
+        trial.set_user_attr("invocation", ctx.invocation)
+        try:
+            value = objective(trial, spec, ctx)
+        except KeyboardInterrupt:
+            trial.set_user_attr("error", "interrupted")
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            trial.set_user_attr("error", message)
+            study.tell(trial, state=TrialState.FAIL)
+            print(f"grpo sweep: trial {trial.number} failed: {message}", file=sys.stderr, flush=True)
+            continue
+        if math.isnan(value):
+            trial.set_user_attr("error", f"objective {spec.objective} is not defined for this run")
+            study.tell(trial, state=TrialState.FAIL)
+        else:
+            study.tell(trial, value)
+
+
+def _worker_entry(ctx: WorkerContext) -> None:
+    try:
+        worker_loop(ctx)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+# ---- the sweep ------------------------------------------------------------------------------------
+def spec_fingerprint(spec: SweepSpec) -> str:
+    key = json.dumps([spec.base, spec.grid, spec.seeds, spec.search, spec.objective, spec.direction,
+                      spec.sampler, spec.n_trials], sort_keys=True, default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _prepare_models(spec: SweepSpec) -> None:
+    """Build the tiny base models once, before workers start, instead of in every worker."""
+    from grpo_core.models import ensure_tiny_model
+
+    configs = [spec.config_for(p) for p in spec.grid_points()] if spec.mode == "grid" else [spec.config_for({})]
+    for key in {(c.cache_dir, c.task, c.tiny_pretrain_steps) for c in configs if c.model == "tiny"}:
+        ensure_tiny_model(*key)
+
+
+def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
+    """The sweep's MLflow parent run: reused on every rerun (its id is kept in the study)."""
+    client = make_client(tracking_uri)
+    run_id = study.user_attrs.get(f"mlflow_parent_run_id:{tracking_uri}")
+    if run_id:
+        try:
+            client.update_run(run_id, status="RUNNING")
+            return run_id
+        except Exception:  # deleted, or another store: make a new one
+            pass
+    experiment_id = get_or_create_experiment(client, spec.experiment, tracking_uri)
+    tags = {"sweep": spec.name, "sweep_role": "parent", "git_commit": git_commit(), "spec_path": spec.path,
+            "mode": spec.mode, **{k: v[:5000] for k, v in spec.text.items()}}
+    run = client.create_run(experiment_id, run_name=spec.name, tags=tags)
+    client.log_param(run.info.run_id, "objective", spec.objective)
+    client.log_param(run.info.run_id, "direction", spec.direction)
+    client.log_param(run.info.run_id, "grid", json.dumps(spec.grid)[:6000])
+    client.log_param(run.info.run_id, "search", json.dumps(spec.search)[:6000])
+    client.log_param(run.info.run_id, "seeds", json.dumps(spec.seeds))
+    client.log_param(run.info.run_id, "base", json.dumps(spec.base, default=str)[:6000])
+    study.set_user_attr(f"mlflow_parent_run_id:{tracking_uri}", run.info.run_id)
+    return run.info.run_id
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:
+        return 0
+
+
+def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = None,
+              tracking_uri: Optional[str] = None, out_root: str = "results/local/sweeps") -> int:
+    """Run or resume a sweep. Every input is checked before anything is written."""
+    import optuna
+    from optuna.trial import TrialState
+
+    if workers < 1:
+        raise UserInputError(f"--workers: got {workers}; allowed: an integer ≥ 1")
+    spec = load_spec(spec_path)
+    tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
+    check_distinct(storage_url, tracking_uri)
+    check_tracking_uri(tracking_uri)
+    check_storage(storage_url)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = open_storage(storage_url)
+    fingerprint = spec_fingerprint(spec)
+    try:
+        existing = optuna.load_study(study_name=spec.name, storage=storage)
+    except KeyError:
+        existing = None
+    if existing is not None and existing.user_attrs.get("spec_fingerprint") not in (None, fingerprint):
+        raise UserInputError(f"{spec.path}: a sweep named {spec.name!r} already exists in "
+                             f"{describe_storage(storage_url)} with a different spec; rename the sweep")
+    study = optuna.create_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec),
+                                direction=spec.direction, load_if_exists=True)
+    study.set_user_attr("spec_fingerprint", fingerprint)
+    invocation = uuid.uuid4().hex[:12]
+    if not has_work(study, spec, invocation):
+        print(f"sweep {spec.name}: nothing to run; every trial is already done")
+        print(trials_table(study, spec))
+        return 0
+
+    _prepare_models(spec)
+    parent_run_id = _parent_run(study, spec, tracking_uri)
+    gpus = _gpu_count()
+    base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
+                             parent_run_id=parent_run_id, invocation=invocation,
+                             num_threads=max(1, _cpu_count() // workers) if not gpus else 0, out_root=out_root)
+    started = time.perf_counter()
+    status = "FINISHED"
+    try:
+        if workers == 1:
+            worker_loop(replace(base_ctx, gpu="0" if gpus else None))
+        else:
+            spawn = mp.get_context("spawn")
+            procs = [spawn.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}",
+                                   args=(replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None),))
+                     for i in range(workers)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join()
+    except KeyboardInterrupt:
+        status = "KILLED"
+        print("grpo sweep: interrupted; run the same command again to resume", file=sys.stderr)
+        raise
+    finally:
+        client = make_client(tracking_uri)
+        client.set_tag(parent_run_id, "wall_time_s", f"{time.perf_counter() - started:.1f}")
+        client.set_terminated(parent_run_id, status=status)
+    wall = time.perf_counter() - started
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
+    print(trials_table(study, spec))
+    failed = [t for t in study.get_trials(deepcopy=False)
+              if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation]
+    print(f"sweep {spec.name}: {workers} worker(s), {wall:.1f}s wall; "
+          f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))
+    return 1 if failed else 0
+
+
+def trials_table(study, spec: SweepSpec) -> str:
+    """One line per trial: number, state, params, objective value."""
+    names = list(grid_space(spec)) if spec.mode == "grid" else list(spec.grid) + list(spec.search)
+    header = ["trial", "state", *names, spec.objective]
+    rows = [header]
+    for t in study.get_trials(deepcopy=False):
+        point = grid_point_of(spec, t, study.sampler) if spec.mode == "grid" else dict(t.params)
+        point = point or {}
+        value = "" if t.value is None else f"{t.value:g}"
+        if t.state.name == "FAIL" and t.user_attrs.get("error"):
+            value = "error: " + str(t.user_attrs["error"])[:60]
+        rows.append([str(t.number), t.state.name, *[str(point.get(n, "")) for n in names], value])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def list_trials(spec_path: str, storage_url: Optional[str] = None) -> int:
+    import optuna
+
+    spec = load_spec(spec_path)
+    check_storage(storage_url)
+    if storage_url is None and not Path(DEFAULT_JOURNAL).exists():
+        raise UserInputError(f"{spec.path}: no sweep has run on this machine yet ({DEFAULT_JOURNAL} is missing)")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=spec.name, storage=open_storage(storage_url),
+                                  sampler=make_sampler(spec))
+    except KeyError:
+        raise UserInputError(f"{spec.path}: no sweep named {spec.name!r} in {describe_storage(storage_url)} "
+                             f"yet; run `grpo sweep {spec.path}` first") from None
+    print(trials_table(study, spec))
+    return 0

@@ -1,0 +1,213 @@
+"""Sweep specs: a base config, grid axes, seeds, an optional search space, the objective, the
+budget, and the question the sweep answers. Everything is validated (every grid point is built
+into a GRPOConfig) before any store is touched."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from grpo_core.config import FIELD_NAMES, GRPOConfig, _coerce, config_from_dict, field_type, read_yaml_mapping
+from grpo_core.errors import ConfigError, UserInputError
+
+# Objectives: summary metrics of a run, with their natural direction.
+OBJECTIVES = {
+    "steps_to_learn": "minimize",  # never-learned runs count as censored at max_steps
+    "loss_departure_step": "minimize",  # never-departed runs count as censored at max_steps
+    "final_reward": "maximize",
+    "reward_auc": "maximize",
+    "eval_accuracy_after": "maximize",
+    "wall_time_s": "minimize",
+}
+CENSORED_AT_MAX_STEPS = ("steps_to_learn", "loss_departure_step")
+SAMPLERS = ("tpe", "random")
+TEXT_KEYS = ("question", "claim", "source", "hypothesis", "expected", "notes")
+SPEC_KEYS = ("name", "base", "grid", "seeds", "search", "sampler", "n_trials", "objective", "direction",
+             "mlflow_experiment", *TEXT_KEYS)
+SEARCH_KEYS = ("low", "high", "log", "type", "choices")
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    """Optuna study name, MLflow parent run name, and the default MLflow experiment."""
+    base: dict
+    """Config keys shared by every trial (partial; defaults fill the rest)."""
+    grid: dict
+    """Axis (config key) -> list of values; grids run every combination × every seed."""
+    seeds: list
+    """Seeds: a grid axis in grid mode; inside the objective (mean over seeds) in search mode."""
+    search: dict = field(default_factory=dict)
+    """Config key -> {low, high, log, type: float|int} or {choices: [...]}; non-empty = search mode."""
+    sampler: str = "tpe"
+    """Search sampler: `tpe` (default) or `random`."""
+    n_trials: Optional[int] = None
+    """Search budget: total trials in the study (any state). Grid mode: the grid size."""
+    objective: str = "steps_to_learn"
+    """Summary metric to optimize."""
+    direction: str = "minimize"
+    """`minimize` or `maximize`; defaults to the objective's natural direction."""
+    mlflow_experiment: str = ""
+    """MLflow experiment; empty = the sweep name."""
+    text: dict = field(default_factory=dict)
+    """question / claim / source / hypothesis / expected / notes: what the sweep answers."""
+    path: str = ""
+
+    @property
+    def mode(self) -> str:
+        return "search" if self.search else "grid"
+
+    @property
+    def experiment(self) -> str:
+        return self.mlflow_experiment or self.name
+
+    def grid_points(self) -> list[dict]:
+        """Every combination of the grid axes with every seed, in a fixed order."""
+        axes = list(self.grid) + ["seed"]
+        values = [self.grid[a] for a in self.grid] + [self.seeds]
+        return [dict(zip(axes, combo)) for combo in itertools.product(*values)]
+
+    def config_for(self, params: dict, **extra) -> GRPOConfig:
+        return config_from_dict({**self.base, **params, **extra}, source=f"{self.path} (sweep {self.name})")
+
+    def censor(self, summary: dict, max_steps: int) -> float:
+        value = summary.get(self.objective)
+        if value is None and self.objective in CENSORED_AT_MAX_STEPS:
+            return float(max_steps)
+        if value is None:
+            return math.nan
+        return float(value)
+
+
+def _err(path: str, key: str, message: str) -> UserInputError:
+    return UserInputError(f"{path}: {key}: {message}")
+
+
+def _grid_value(path: str, axis: str, value: Any):
+    """Coerce a grid value to the config field's type (PyYAML reads 1e-4 as a string)."""
+    try:
+        coerced = _coerce(axis, value)
+    except ConfigError as exc:
+        raise _err(path, f"grid.{axis}", str(exc).split(": ", 1)[1]) from None
+    # a list-valued key (reward_funcs) takes one string per grid value: Optuna needs scalars
+    value = value if isinstance(coerced, list) and isinstance(value, str) else coerced
+    if not (value is None or isinstance(value, (bool, int, float, str))):
+        raise _err(path, f"grid.{axis}", f"values must be scalars, got {value!r}")
+    return value
+
+
+def _search_entry(path: str, key: str, entry: Any) -> dict:
+    where = f"search.{key}"
+    if not isinstance(entry, dict) or not entry:
+        raise _err(path, where, "expected {low, high[, log, type]} or {choices: [...]}")
+    unknown = sorted(set(entry) - set(SEARCH_KEYS))
+    if unknown:
+        raise _err(path, where, f"unknown field {unknown[0]!r}; allowed: {', '.join(SEARCH_KEYS)}")
+    if "choices" in entry:
+        choices = entry["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise _err(path, where, "choices must be a non-empty list")
+        return {"choices": [_grid_value(path, key, c) for c in choices]}
+    kind = entry.get("type", "int" if field_type(key) is int else "float")
+    if kind not in ("float", "int"):
+        raise _err(path, where, f"type {kind!r}; allowed: float, int")
+    try:
+        low, high = float(entry["low"]), float(entry["high"])
+    except (KeyError, TypeError, ValueError):
+        raise _err(path, where, "needs numeric low and high") from None
+    log = entry.get("log", False)
+    if not isinstance(log, bool):
+        raise _err(path, where, f"log must be true or false, got {log!r}")
+    if not low < high or (log and low <= 0):
+        raise _err(path, where, f"needs low < high (and low > 0 with log), got low={low}, high={high}")
+    if kind == "int":
+        low, high = int(low), int(high)
+    return {"low": low, "high": high, "log": log, "type": kind}
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    path = str(path)
+    data = read_yaml_mapping(path)
+    unknown = sorted(set(data) - set(SPEC_KEYS))
+    if unknown:
+        raise _err(path, unknown[0], f"unknown key; allowed: {', '.join(SPEC_KEYS)}")
+    name = data.get("name") or Path(path).stem
+    if not isinstance(name, str) or not all(c.isalnum() or c in "-_." for c in name):
+        raise _err(path, "name", f"{name!r}; allowed: letters, digits, '-', '_' and '.'")
+
+    base = data.get("base") or {}
+    if not isinstance(base, dict):
+        raise _err(path, "base", "expected a mapping of config keys")
+    grid = data.get("grid") or {}
+    if not isinstance(grid, dict):
+        raise _err(path, "grid", "expected a mapping of axis -> list of values")
+    for axis, values in grid.items():
+        if axis == "seed":
+            raise _err(path, "grid.seed", "seeds go in `seeds`, not in the grid")
+        if axis not in FIELD_NAMES:
+            raise _err(path, f"grid.{axis}", f"unknown axis; allowed: config keys ({', '.join(FIELD_NAMES)})")
+        if not isinstance(values, list) or not values:
+            raise _err(path, f"grid.{axis}", "empty grid axis; give a non-empty list of values")
+    grid = {axis: [_grid_value(path, axis, v) for v in values] for axis, values in grid.items()}
+    for axis, values in grid.items():
+        if len(set(map(repr, values))) != len(values):
+            raise _err(path, f"grid.{axis}", f"repeated value in {values}")
+
+    seeds = data.get("seeds")
+    if not isinstance(seeds, list) or not seeds:
+        raise _err(path, "seeds", "empty or missing; give a non-empty list of integer seeds")
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
+        raise _err(path, "seeds", f"expected distinct integers, got {seeds}")
+
+    search_raw = data.get("search") or {}
+    if not isinstance(search_raw, dict):
+        raise _err(path, "search", "expected a mapping of config key -> range or choices")
+    for key in search_raw:
+        if key not in FIELD_NAMES or key == "seed":
+            raise _err(path, f"search.{key}", f"unknown or unsearchable key; allowed: config keys except seed")
+    search = {k: _search_entry(path, k, v) for k, v in search_raw.items()}
+    if not grid and not search:
+        raise _err(path, "grid", "empty grid and no search space; give at least one axis or a search space")
+    overlap = sorted((set(grid) | set(search)) & set(base))
+    if overlap:
+        raise _err(path, overlap[0], "is both in base and in grid/search; keep it in one place")
+
+    objective = data.get("objective", "steps_to_learn")
+    if objective not in OBJECTIVES:
+        raise _err(path, "objective", f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    direction = data.get("direction", OBJECTIVES[objective])
+    if direction not in ("minimize", "maximize"):
+        raise _err(path, "direction", f"{direction!r}; allowed: minimize, maximize")
+    sampler = data.get("sampler", "tpe")
+    if sampler not in SAMPLERS:
+        raise _err(path, "sampler", f"unknown sampler {sampler!r}; allowed: {', '.join(SAMPLERS)}")
+    n_trials = data.get("n_trials")
+    if search:
+        if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 1:
+            raise _err(path, "n_trials", f"a search needs a budget: an integer ≥ 1, got {n_trials!r}")
+    elif n_trials is not None:
+        raise _err(path, "n_trials", "only for a search; a grid runs each of its points once")
+    experiment = data.get("mlflow_experiment", "") or ""
+    text = {k: str(data[k]) for k in TEXT_KEYS if k in data}
+    spec = SweepSpec(name=name, base=base, grid=grid, seeds=seeds, search=search, sampler=sampler,
+                     n_trials=n_trials, objective=objective, direction=direction,
+                     mlflow_experiment=str(experiment), text=text, path=path)
+    _check_every_point(spec)
+    return spec
+
+
+def _check_every_point(spec: SweepSpec) -> None:
+    """Build the config of every grid point (search: its bounds) so bad values fail now."""
+    spec.config_for({})  # base alone
+    if spec.mode == "grid":
+        for point in spec.grid_points():
+            spec.config_for(point)
+        return
+    for point in ({**g, "seed": s} for g in (dict(zip(spec.grid, c)) for c in itertools.product(*spec.grid.values()))
+                  for s in spec.seeds):
+        for key, entry in spec.search.items():
+            for value in entry.get("choices") or (entry["low"], entry["high"]):
+                spec.config_for({**point, key: value})

@@ -1,0 +1,110 @@
+"""Where sweeps keep their state: Optuna storage and the MLflow tracking store.
+
+Defaults are embedded (no server): an Optuna journal file and an MLflow SQLite database, two
+different files under results/local/. Remote stores are checked for reachability, read-only,
+before anything is written."""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from grpo_core.errors import UserInputError
+from grpo_core.filelock import file_lock
+
+from .mlflow_logging import DEFAULT_TRACKING_URI
+
+DEFAULT_JOURNAL = "results/local/optuna-journal.log"
+_RDB_SCHEMES = ("postgresql://", "postgresql+psycopg2://", "mysql://", "sqlite:///")
+
+
+def describe_storage(url: str | None) -> str:
+    return url or f"journal file {DEFAULT_JOURNAL}"
+
+
+def _journal_path(url: str | None) -> Path | None:
+    if url is None:
+        return Path(DEFAULT_JOURNAL)
+    if url.startswith("journal://"):
+        return Path(url[len("journal://"):])
+    return None
+
+
+def check_storage(url: str | None) -> None:
+    """Raise a one-line UserInputError when the storage URL is malformed or unreachable."""
+    if _journal_path(url) is not None:
+        return
+    if not url.startswith(_RDB_SCHEMES):
+        raise UserInputError(f"--storage {url!r}: unknown storage; allowed: journal:///path/file.log, "
+                             f"postgresql://user:pass@host:port/db, sqlite:///path.db")
+    if url.startswith("sqlite:///"):  # connecting would create the file: check its folder instead
+        folder = Path(url[len("sqlite:///"):]).resolve().parent
+        if not folder.is_dir():
+            raise UserInputError(f"--storage {url!r}: folder {folder} does not exist")
+        return
+    import sqlalchemy
+
+    engine_kwargs = {"connect_args": {"connect_timeout": 5}} if url.startswith("postgresql") else {}
+    try:
+        engine = sqlalchemy.create_engine(url, **engine_kwargs)
+        with engine.connect():
+            pass
+    except Exception as exc:  # driver missing, host down, bad credentials
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserInputError(f"--storage {url!r}: cannot connect: {first}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            engine.dispose()
+
+
+def open_storage(url: str | None):
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+    path = _journal_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(
+            JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path) + ".lock")))
+    return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+
+
+def check_tracking_uri(uri: str) -> None:
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
+                resp.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise UserInputError(f"--tracking-uri {uri!r}: MLflow server not reachable: {exc}") from None
+    elif not uri.startswith("sqlite:///") and not uri.startswith("file:"):
+        raise UserInputError(f"--tracking-uri {uri!r}: allowed: sqlite:///path.db, file:/path, http(s)://host:port")
+
+
+def check_distinct(storage_url: str | None, tracking_uri: str) -> None:
+    """The MLflow store and the Optuna storage must never be the same file."""
+    def file_of(uri: str | None) -> Path | None:
+        if uri is None:
+            return Path(DEFAULT_JOURNAL).resolve()
+        for prefix in ("sqlite:///", "journal://"):
+            if uri.startswith(prefix):
+                return Path(uri[len(prefix):]).resolve()
+        return None
+
+    a, b = file_of(storage_url), file_of(tracking_uri)
+    if a is not None and a == b:
+        raise UserInputError(f"--storage and --tracking-uri name the same file {a}; give Optuna and MLflow "
+                             f"separate stores")
+
+
+def claim_lock_path(storage_url: str | None, study_name: str) -> Path:
+    """A host-local lock serialising 'find a free grid point, then create its trial' among the
+    workers of one machine. Workers on other machines rely on the storage's atomic trial numbers."""
+    path = _journal_path(storage_url)
+    base = path.parent if path is not None else Path("results/local")
+    return base / f".claim-{study_name}.lock"
+
+
+__all__ = ["DEFAULT_JOURNAL", "DEFAULT_TRACKING_URI", "check_storage", "open_storage", "check_tracking_uri",
+           "check_distinct", "claim_lock_path", "file_lock", "describe_storage"]

@@ -1,0 +1,228 @@
+"""`grpo sweep` end to end on the tiny model: grids with parallel workers, resume, search with
+seeds inside the objective, failing trials, separate stores, bad input."""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import CACHE, ROOT
+
+BASE = {"cache_dir": str(CACHE), "max_steps": 4, "baseline_prompts": 8, "stl_window": 2}
+
+
+def grpo(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    return subprocess.run([sys.executable, "-m", "grpo_core.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)
+
+
+def write_spec(tmp_path, name="spec", **fields):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "base": BASE, **fields}, sort_keys=False))
+    return path
+
+
+def load(tmp_path, name):
+    import optuna
+
+    from sweeps.driver import make_sampler
+    from sweeps.spec import load_spec
+
+    spec = load_spec(tmp_path / f"{name}.yaml")
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results/local/optuna-journal.log")))
+    return spec, optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec))
+
+
+def mlflow_runs(tmp_path, experiment):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/local/mlflow.db")
+    exp = client.get_experiment_by_name(experiment)
+    return client, client.search_runs([exp.experiment_id], max_results=1000)
+
+
+def test_grid_two_workers_complete_once_and_rerun_adds_nothing(tmp_path):
+    from optuna.trial import TrialState
+
+    from sweeps.driver import grid_point_of, point_key
+
+    write_spec(tmp_path, "grid", question="smoke", grid={"loss_type": ["grpo", "bnpo"], "learning_rate": [1e-4, 3e-4]},
+               seeds=[0, 1])
+    res = grpo("sweep", "grid.yaml", "--workers", "2", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "COMPLETE" in res.stdout and "steps_to_learn" in res.stdout  # the trial table
+    spec, study = load(tmp_path, "grid")
+    trials = study.get_trials()
+    assert len(trials) == 8 and all(t.state == TrialState.COMPLETE for t in trials)
+    points = {point_key(t.params) for t in trials}
+    assert points == {point_key(p) for p in spec.grid_points()}  # every point exactly once
+    for t in trials:  # the sampler's grid-id bookkeeping agrees with what the trial ran
+        assert t.params == study.sampler.point(t.system_attrs["grid_id"])
+        assert t.value == (t.user_attrs["steps_to_learn"] or 4)  # censored at max_steps
+
+    client, runs = mlflow_runs(tmp_path, "grid")
+    parents = [r for r in runs if r.data.tags.get("sweep_role") == "parent"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(parents) == 1 and len(children) == 8 and len(runs) == 9
+    assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in children)
+    for child in children:
+        assert child.info.status == "FINISHED"
+        for key in ("reward", "loss"):
+            assert [m.step for m in client.get_metric_history(child.info.run_id, key)] == [1, 2, 3, 4]
+        for key in ("learned", "final_reward", "baseline_reward", "reward_auc"):
+            assert key in child.data.metrics
+        tags = child.data.tags
+        assert tags["sweep"] == "grid" and tags["git_commit"] and "variant.loss_type" in tags and "seed" in tags
+        assert child.data.params["loss_type"] == tags["variant.loss_type"]
+        assert child.data.params["mlflow_experiment"] == "grid"  # the logged value is the one used
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {"config.yaml", "metrics.jsonl", "summary.json", "reward_curve.png"} <= artifacts
+
+    again = grpo("sweep", "grid.yaml", "--workers", "2", cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to run" in again.stdout
+    assert len(load(tmp_path, "grid")[1].get_trials()) == 8
+    assert len(mlflow_runs(tmp_path, "grid")[1]) == 9
+
+    listing = grpo("trials", "grid.yaml", cwd=tmp_path)
+    assert listing.returncode == 0 and listing.stdout.count("COMPLETE") == 8
+
+    # the two stores are different files, both under results/local/
+    local = tmp_path / "results" / "local"
+    assert (local / "mlflow.db").is_file() and (local / "optuna-journal.log").is_file()
+    assert (local / "mlflow.db").read_bytes()[:15] == b"SQLite format 3"
+    assert b"SQLite" not in (local / "optuna-journal.log").read_bytes()[:100]
+
+
+def test_search_keeps_seeds_inside_the_objective(tmp_path):
+    from optuna.trial import TrialState
+
+    write_spec(tmp_path, "search", search={"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}},
+               seeds=[0, 1], n_trials=3, objective="final_reward")
+    res = grpo("sweep", "search.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    spec, study = load(tmp_path, "search")
+    trials = study.get_trials()
+    assert len(trials) == 3 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert all(set(t.params) == {"learning_rate"} for t in trials)  # seed is never a searched knob
+    for t in trials:
+        seed_values = t.user_attrs["seed_values"]
+        assert len(seed_values) == 2 and t.value == pytest.approx(sum(seed_values) / 2)
+    client, runs = mlflow_runs(tmp_path, "search")
+    trial_runs = [r for r in runs if r.data.tags.get("trial_number") and "seed" not in r.data.tags]
+    seed_runs = [r for r in runs if "seed" in r.data.tags]
+    assert len(trial_runs) == 3 and len(seed_runs) == 6
+    by_id = {r.info.run_id: r for r in trial_runs}
+    for r in seed_runs:  # each seed's curves nest under its trial's run
+        assert r.data.tags["mlflow.parentRunId"] in by_id
+    for t in trials:
+        assert by_id[t.user_attrs["mlflow_run_id"]].data.metrics["objective"] == pytest.approx(t.value)
+    assert grpo("sweep", "search.yaml", cwd=tmp_path).stdout.startswith("sweep search: nothing to run")
+
+
+def test_failing_trial_is_fail_and_failed_and_the_sweep_goes_on(tmp_path):
+    from optuna.trial import TrialState
+
+    write_spec(tmp_path, "fails", grid={"reward_funcs": ["exact_match", "reward_helpers:always_raises"]}, seeds=[0, 1])
+    res = grpo("sweep", "fails.yaml", "--workers", "2", cwd=tmp_path)
+    assert res.returncode == 1  # some trials failed: said in the exit code and the last line
+    assert "2 trial(s) failed" in res.stdout
+    _, study = load(tmp_path, "fails")
+    states = {(t.params["reward_funcs"], t.params["seed"]): t for t in study.get_trials()}
+    assert len(states) == 4
+    for (reward, _), t in states.items():
+        if reward == "exact_match":
+            assert t.state == TrialState.COMPLETE
+        else:
+            assert t.state == TrialState.FAIL and "always_raises" in t.user_attrs["error"]
+    client, runs = mlflow_runs(tmp_path, "fails")
+    failed = [r for r in runs if r.info.status == "FAILED"]
+    assert len(failed) == 2
+    assert all("reward server unavailable" in r.data.tags["error"] for r in failed)
+    # a rerun retries the failed points (and only those)
+    again = grpo("sweep", "fails.yaml", cwd=tmp_path)
+    assert again.returncode == 1
+    trials = load(tmp_path, "fails")[1].get_trials()
+    assert len(trials) == 6 and sum(t.state == TrialState.COMPLETE for t in trials) == 2
+
+
+def _bad_specs():
+    ok = {"name": "bad", "base": BASE, "grid": {"loss_type": ["grpo"]}, "seeds": [0]}
+    return [
+        ({**ok, "colour": "red"}, "colour"),
+        ({**ok, "grid": {"not_a_knob": [1, 2]}}, "grid.not_a_knob"),
+        ({**ok, "objective": "happiness"}, "objective"),
+        ({**ok, "grid": {}}, "empty grid"),
+        ({**ok, "grid": {"loss_type": []}}, "grid.loss_type"),
+        ({**ok, "seeds": []}, "seeds"),
+        ({**ok, "grid": {"loss_type": ["grpo", "token_mean"]}}, "loss_type"),
+        ({**ok, "search": {"learning_rate": {"low": 1e-3, "high": 1e-5}}, "n_trials": 2}, "search.learning_rate"),
+        ({**ok, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}}, "n_trials"),
+        ({**ok, "base": {**BASE, "beta": -1}}, "beta"),
+    ]
+
+
+@pytest.mark.parametrize("spec,needle", _bad_specs(), ids=[n for _, n in _bad_specs()])
+def test_bad_spec_one_line_exit_2_nothing_written(tmp_path, spec, needle):
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
+    from grpo_core.cli import main
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = main(["sweep", "bad.yaml"])
+    finally:
+        os.chdir(cwd)
+    assert code == 2
+    assert not (tmp_path / "results").exists()  # nothing written to any store
+
+
+def test_bad_spec_message_from_a_process(tmp_path):
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"name": "bad", "base": BASE, "grid": {"loss_type": ["grpo"]},
+                                                         "seeds": []}))
+    res = grpo("sweep", "bad.yaml", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "seeds" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "results").exists()
+
+
+def test_unreachable_storage_and_tracking_server(tmp_path):
+    write_spec(tmp_path, "ok", grid={"loss_type": ["grpo"]}, seeds=[0])
+    res = grpo("sweep", "ok.yaml", "--storage", "postgresql://u:p@127.0.0.1:9/none", cwd=tmp_path)
+    assert res.returncode == 2 and "--storage" in res.stderr and res.stderr.count("\n") == 1
+    res = grpo("sweep", "ok.yaml", "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path)
+    assert res.returncode == 2 and "--tracking-uri" in res.stderr and res.stderr.count("\n") == 1
+    res = grpo("sweep", "ok.yaml", "--storage", "sqlite:///same.db", "--tracking-uri", "sqlite:///same.db", cwd=tmp_path)
+    assert res.returncode == 2 and "same file" in res.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "same.db").exists()
+
+
+def test_ui_serves_mlflow_on_loopback(tmp_path):
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "ui", "--port", str(port)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        body = None
+        while time.time() < deadline and body is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    body = r.read().decode()
+            except OSError:
+                time.sleep(1)
+        assert body is not None and "OK" in body
+        assert (tmp_path / "results" / "local" / "mlflow.db").exists()
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
