@@ -1,0 +1,32 @@
+"""The MLflow logger's bulk write reads back through MLflow's public client exactly as
+log_batch would have written it: every point, and the latest value per key."""
+
+from mlflow.entities import Metric
+
+from sweeps.mlflow_logging import MlflowRunLogger, make_client
+
+
+def _history(client, run_id, key):
+    return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+
+
+def test_bulk_write_matches_log_batch(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    steps = [{"step": s, "reward": s / 10, "loss": -s * 1e-3, "rewards/exact_match": 0.5} for s in range(1, 121)]
+    logger = MlflowRunLogger(uri, "t", "bulk", {"lr": 1e-4}, flush_every=50)  # 3 flushes, the last partial
+    for m in steps:
+        logger.log_step(m)
+    logger.end({"final_reward": 1.0, "train_time_s": 2.0}, "finished")
+
+    client = make_client(uri)
+    reference = client.create_run(logger.experiment_id).info.run_id
+    client.log_batch(reference, metrics=[Metric(k, v, 0, m["step"]) for m in steps for k, v in m.items() if k != "step"])
+
+    for key in ("reward", "loss", "rewards/exact_match"):
+        assert _history(client, logger.run_id, key) == _history(client, reference, key)
+        assert len(_history(client, logger.run_id, key)) == 120
+    run, ref = client.get_run(logger.run_id), client.get_run(reference)
+    for key in ("reward", "loss", "rewards/exact_match"):
+        assert run.data.metrics[key] == ref.data.metrics[key]  # latest value per key
+    assert run.data.metrics["final_reward"] == 1.0 and run.info.status == "FINISHED"
+    assert 0 <= run.data.metrics["logging/overhead_frac"] < 1
