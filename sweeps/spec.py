@@ -167,7 +167,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise _err(path, "search", "expected a mapping of config key -> range or choices")
     for key in search_raw:
         if key not in FIELD_NAMES or key == "seed":
-            raise _err(path, f"search.{key}", f"unknown or unsearchable key; allowed: config keys except seed")
+            raise _err(path, f"search.{key}", "unknown or unsearchable key; allowed: config keys except seed")
     search = {k: _search_entry(path, k, v) for k, v in search_raw.items()}
     if not grid and not search:
         raise _err(path, "grid", "empty grid and no search space; give at least one axis or a search space")

@@ -1,3 +1,5 @@
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,3 +21,10 @@ def make_cfg(**overrides):
 @pytest.fixture
 def cfg_factory():
     return make_cfg
+
+
+def run_grpo(*args, cwd=ROOT, timeout=600):
+    """The `grpo` command in a real process, with tests/ importable (reward_helpers)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    return subprocess.run([sys.executable, "-m", "grpo_core.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)

@@ -1,7 +1,5 @@
 """Tier (a): advantages by hand, for every scale_rewards mode, the noise and the scale."""
 
-import math
-
 import pytest
 import torch
 

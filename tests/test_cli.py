@@ -2,23 +2,15 @@
 and failed runs recorded as failed."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import CACHE, ROOT
+from conftest import CACHE, run_grpo as grpo
 from grpo_core.cli import main
 
 BASE = ["--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--no-progress"]
 
 
-def grpo(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    return subprocess.run([sys.executable, "-m", "grpo_core.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=env, timeout=300)
 
 
 BAD_INPUTS = [  # (overrides or files, key the message must name, words of what is allowed)

@@ -1,25 +1,19 @@
 """`grpo sweep` end to end on the tiny model: grids with parallel workers, resume, search with
 seeds inside the objective, failing trials, separate stores, bad input."""
 
-import json
 import os
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT
+from conftest import CACHE, ROOT, run_grpo as grpo
 
 BASE = {"cache_dir": str(CACHE), "max_steps": 4, "baseline_prompts": 8, "stl_window": 2}
 
 
-def grpo(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    return subprocess.run([sys.executable, "-m", "grpo_core.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)
 
 
 def write_spec(tmp_path, name="spec", **fields):
@@ -51,7 +45,7 @@ def mlflow_runs(tmp_path, experiment):
 def test_grid_two_workers_complete_once_and_rerun_adds_nothing(tmp_path):
     from optuna.trial import TrialState
 
-    from sweeps.driver import grid_point_of, point_key
+    from sweeps.driver import point_key
 
     write_spec(tmp_path, "grid", question="smoke", grid={"loss_type": ["grpo", "bnpo"], "learning_rate": [1e-4, 3e-4]},
                seeds=[0, 1])
