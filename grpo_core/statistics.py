@@ -1,0 +1,118 @@
+"""Statistics over seeds, with never-learned runs treated as censored (not dropped).
+
+A run that never reaches the learning threshold has steps_to_learn > max_steps: right-censored
+at a time every run shares. Such a value is represented as `math.inf` here: it sorts after
+every observed value, so medians and bootstrap bounds can be "> max_steps", and a rank test on
+this ordering is Gehan's generalized Wilcoxon test for a common censoring time (censored runs
+tie with each other and rank above every run that learned).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+INF = math.inf
+
+
+def censored_values(steps: Sequence[Optional[float]]) -> list[float]:
+    """steps_to_learn per run, None (never learned) -> inf."""
+    return [INF if s is None else float(s) for s in steps]
+
+
+def median(values: Sequence[float]) -> float:
+    """Median that handles inf; the mean of the two middle values when n is even
+    (inf when either is inf)."""
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        return math.nan
+    if n % 2:
+        return v[n // 2]
+    a, b = v[n // 2 - 1], v[n // 2]
+    return INF if math.isinf(a) or math.isinf(b) else (a + b) / 2
+
+
+def bootstrap_median_ci(values: Sequence[float], confidence: float = 0.95, n_boot: int = 10_000,
+                        seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median (bounds may be inf when runs are censored)."""
+    v = np.asarray(sorted(values), dtype=float)
+    if len(v) == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    samples = np.sort(v[rng.integers(0, len(v), size=(n_boot, len(v)))], axis=1)
+    n = len(v)
+    if n % 2:
+        meds = samples[:, n // 2]
+    else:
+        lo, hi = samples[:, n // 2 - 1], samples[:, n // 2]
+        with np.errstate(invalid="ignore"):
+            meds = np.where(np.isinf(lo) | np.isinf(hi), np.inf, (lo + hi) / 2)
+    alpha = (1 - confidence) / 2
+    # "lower"/"higher" pick order statistics, so inf bounds stay inf instead of becoming nan
+    return (float(np.quantile(meds, alpha, method="lower")), float(np.quantile(meds, 1 - alpha, method="higher")))
+
+
+def learned_fraction(steps: Sequence[Optional[float]]) -> float:
+    return sum(s is not None for s in steps) / len(steps) if steps else math.nan
+
+
+def _finite_ranks(values: Sequence[float], cap: float) -> np.ndarray:
+    """inf -> cap (a common value above every observed one) so scipy ranks censored runs as ties."""
+    return np.array([cap if math.isinf(x) else x for x in values], dtype=float)
+
+
+def rank_test(a: Sequence[float], b: Sequence[float], alternative: str = "two-sided") -> float:
+    """p-value of Gehan's test (Mann-Whitney U with censored runs tied above all observed ones).
+    alternative 'less': a tends to be smaller (learns sooner) than b."""
+    from scipy.stats import mannwhitneyu
+
+    if not a or not b:
+        return math.nan
+    finite = [x for x in [*a, *b] if not math.isinf(x)]
+    cap = (max(finite) if finite else 0.0) + 1.0
+    xa, xb = _finite_ranks(a, cap), _finite_ranks(b, cap)
+    if np.all(np.concatenate([xa, xb]) == xa[0]):
+        return 1.0  # everything tied: no evidence either way
+    return float(mannwhitneyu(xa, xb, alternative=alternative).pvalue)
+
+
+def kruskal_test(groups: Sequence[Sequence[float]]) -> float:
+    """p-value of Kruskal-Wallis across several variants, censored runs tied above all others."""
+    from scipy.stats import kruskal
+
+    groups = [g for g in groups if len(g)]
+    if len(groups) < 2:
+        return math.nan
+    finite = [x for g in groups for x in g if not math.isinf(x)]
+    cap = (max(finite) if finite else 0.0) + 1.0
+    arrays = [_finite_ranks(g, cap) for g in groups]
+    flat = np.concatenate(arrays)
+    if np.all(flat == flat[0]):
+        return 1.0
+    return float(kruskal(*arrays).pvalue)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input order (nan stays nan)."""
+    indexed = sorted((p, i) for i, p in enumerate(pvalues) if not math.isnan(p))
+    m = len(indexed)
+    adjusted = [math.nan] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(indexed):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def mean_band(curves: Sequence[Sequence[float]], z: float = 1.96) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over runs per step and a normal 95% band (mean ± z·SE); curves are cut to the shortest."""
+    length = min(len(c) for c in curves)
+    arr = np.asarray([list(c)[:length] for c in curves], dtype=float)  # (runs, steps)
+    mean = arr.mean(axis=0)
+    if len(arr) < 2:
+        return mean, mean.copy(), mean.copy()
+    se = arr.std(axis=0, ddof=1) / math.sqrt(len(arr))
+    return mean, mean - z * se, mean + z * se
