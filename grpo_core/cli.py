@@ -40,6 +40,17 @@ def _build_parser() -> argparse.ArgumentParser:
     trials.add_argument("spec", help="sweep spec YAML")
     trials.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
 
+    rep = sub.add_parser("reproduce", help="run every claim in experiments/ and write the report")
+    rep.add_argument("--quick", action="store_true",
+                     help="fewer seeds and steps; writes under results/local/quick/ (never the committed report)")
+    rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
+    rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
+    rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
+    rep.add_argument("--experiments", default=None, help=argparse.SUPPRESS)  # tests: another spec folder
+    rep.add_argument("--out", default=None, help=argparse.SUPPRESS)  # tests: another report folder
+    rep.add_argument("--max-steps", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
+    rep.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
+
     ui = sub.add_parser("ui", help="serve the MLflow UI on the default store (127.0.0.1 only)")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
@@ -120,6 +131,13 @@ def _cmd_trials(args) -> int:
     return list_trials(args.spec, args.storage)
 
 
+def _cmd_reproduce(args) -> int:
+    from sweeps.reproduce import reproduce
+
+    return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
+                     max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri)
+
+
 def _cmd_ui(args) -> int:
     import os
 
@@ -134,7 +152,7 @@ def _cmd_ui(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
-                "ui": _cmd_ui}
+                "reproduce": _cmd_reproduce, "ui": _cmd_ui}
     try:
         return handlers[args.command](args)
     except UserInputError as exc:

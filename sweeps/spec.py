@@ -26,7 +26,7 @@ CENSORED_AT_MAX_STEPS = ("steps_to_learn", "loss_departure_step")
 SAMPLERS = ("tpe", "random")
 TEXT_KEYS = ("question", "claim", "source", "hypothesis", "expected", "notes")
 SPEC_KEYS = ("name", "base", "grid", "seeds", "search", "sampler", "n_trials", "objective", "direction",
-             "mlflow_experiment", *TEXT_KEYS)
+             "mlflow_experiment", "report", "quick", *TEXT_KEYS)
 SEARCH_KEYS = ("low", "high", "log", "type", "choices")
 
 
@@ -54,6 +54,10 @@ class SweepSpec:
     """MLflow experiment; empty = the sweep name."""
     text: dict = field(default_factory=dict)
     """question / claim / source / hypothesis / expected / notes: what the sweep answers."""
+    report: dict = field(default_factory=dict)
+    """For `grpo reproduce`: figures and the statistical tests behind the verdict (report.py)."""
+    quick: dict = field(default_factory=dict)
+    """For `grpo reproduce --quick`: fewer `seeds` and `max_steps`."""
     path: str = ""
 
     @property
@@ -192,9 +196,13 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise _err(path, "n_trials", "only for a search; a grid runs each of its points once")
     experiment = data.get("mlflow_experiment", "") or ""
     text = {k: str(data[k]) for k in TEXT_KEYS if k in data}
+    for key in ("report", "quick"):
+        if not isinstance(data.get(key) or {}, dict):
+            raise _err(path, key, "expected a mapping")
     spec = SweepSpec(name=name, base=base, grid=grid, seeds=seeds, search=search, sampler=sampler,
                      n_trials=n_trials, objective=objective, direction=direction,
-                     mlflow_experiment=str(experiment), text=text, path=path)
+                     mlflow_experiment=str(experiment), text=text, report=data.get("report") or {},
+                     quick=data.get("quick") or {}, path=path)
     _check_every_point(spec)
     return spec
 

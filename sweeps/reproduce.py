@@ -1,0 +1,160 @@
+"""`grpo reproduce [--quick]`: one sweep per claim spec in experiments/, then the report.
+
+Full: results/REPORT.md and results/figures/ (committed), run folders under
+results/local/reproduce/. Quick: fewer seeds and steps (each spec's `quick`), everything under
+results/local/quick/, so the committed report is never overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from grpo_core.config import read_yaml_mapping
+from grpo_core.errors import UserInputError
+
+from .driver import run_sweep
+from .mlflow_logging import git_commit
+from .report import claim_section, collect_runs, validate_report
+from .spec import load_spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def claim_specs(experiments: Path) -> list[Path]:
+    """Specs with a `claim` and a `report` section, in file order."""
+    paths = [p for p in sorted(experiments.glob("*.yaml")) if {"claim", "report"} <= set(read_yaml_mapping(p))]
+    if not paths:
+        raise UserInputError(f"{experiments}: no claim specs (YAML files with `claim` and `report`)")
+    return paths
+
+
+def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Optional[int], spec_dir: Path) -> Path:
+    """Write the spec this invocation runs: quick overrides, test trims, and a name of its own
+    so quick and full sweeps never share an Optuna study."""
+    data = read_yaml_mapping(path)
+    suffix = []
+    if quick:
+        quick_over = data.get("quick") or {}
+        data["seeds"] = quick_over.get("seeds", data["seeds"][:2])
+        data["base"] = {**(data.get("base") or {}), "max_steps": quick_over.get("max_steps", 50)}
+        suffix.append("quick")
+    if max_steps is not None:
+        data["base"] = {**(data.get("base") or {}), "max_steps": max_steps}
+        suffix.append(f"steps{max_steps}")
+    if seeds is not None:
+        data["seeds"] = data["seeds"][:seeds]
+        suffix.append(f"seeds{seeds}")
+    if suffix:
+        data["name"] = "-".join([data.get("name", path.stem), *suffix])
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    out = spec_dir / path.name
+    out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return out
+
+
+def _versions() -> str:
+    import importlib.metadata as md
+
+    names = ["torch", "transformers", "accelerate", "datasets", "optuna", "mlflow", "scipy"]
+    return ", ".join(f"{n} {md.version(n)}" for n in names) + f", Python {platform.python_version()}"
+
+
+def _machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    mem = ""
+    try:
+        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 2**20:.0f} GiB memory"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return f"{cpu}, {cores} cores{mem}, {platform.system()} {platform.machine()}, no GPU used"
+
+
+def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,
+              max_steps: Optional[int] = None, seeds: Optional[int] = None, storage: Optional[str] = None,
+              tracking_uri: Optional[str] = None) -> int:
+    started = time.perf_counter()
+    exp_dir = Path(experiments) if experiments else REPO / "experiments"
+    paths = claim_specs(exp_dir)
+    for p in paths:  # every spec and its report section is checked before anything runs
+        validate_report(load_spec(p))
+    report_dir = Path(out) if out else (Path("results/local/quick") if quick else Path("results"))
+    work = report_dir if (quick or out) else Path("results/local/reproduce")
+    runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
+    derived = [derive_spec(p, quick, max_steps, seeds, spec_dir) for p in paths]
+    for p in derived:
+        load_spec(p)
+
+    failures = 0
+    for p in derived:
+        print(f"== {p.stem}", flush=True)
+        failures += run_sweep(str(p), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
+                              out_root=str(runs_root)) != 0
+    wall = time.perf_counter() - started
+
+    command = "grpo reproduce" + (" --quick" if quick else "") + (f" --workers {workers}" if workers != 2 else "")
+    if max_steps is not None or seeds is not None:
+        command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
+    sections, summary_rows = [], []
+    for original, p in zip(paths, derived):
+        spec = load_spec(p)
+        spec.path = str(original)
+        runs, unfinished = collect_runs(runs_root, spec)
+        text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command)
+        sections.append(text)
+        claim = spec.text.get("claim", spec.name)
+        for v in results or [None]:
+            summary_rows.append(f"| {claim} | {v.statement if v else '–'} | **{v.verdict if v else 'no runs'}** |")
+
+    timing = {"wall_time_s": wall, "quick": quick, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+              "command": command}
+    (report_dir).mkdir(parents=True, exist_ok=True)
+    (work / "timing.json").parent.mkdir(parents=True, exist_ok=True)
+    (work / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
+    quick_timing = Path("results/local/quick/timing.json")
+    times = [f"this {'quick' if quick else 'full'} reproduction: {wall / 60:.1f} min wall"]
+    if not quick and quick_timing.is_file():
+        qt = json.loads(quick_timing.read_text())
+        times.append(f"`grpo reproduce --quick` on this machine: {qt['wall_time_s'] / 60:.1f} min wall ({qt['date']})")
+    header = [
+        "# grpo-lab: do the GRPO claims hold?",
+        "",
+        f"Generated by `{command}` on {timing['date']} from commit `{git_commit()[:12]}`.",
+        f"Machine: {_machine()}. Versions: {_versions()}.",
+        "Timing: " + "; ".join(times) + ".",
+        "",
+        "Every number below comes from the runs of this command; each verdict is computed from the "
+        "statistics by `sweeps/report.py` (never typed by hand). Steps-to-learn: first step whose "
+        "20-step moving average of the training reward is ≥ baseline + 0.05; never-learned runs are "
+        "censored at max_steps (shown as `>max_steps`) and kept in the statistics: medians with 95% "
+        "percentile-bootstrap intervals, one-sided Gehan (Mann-Whitney with censored runs tied above all "
+        "observed ones) or Kruskal-Wallis tests, Holm-adjusted within each test, significance at p < 0.05. "
+        "Reward curves: mean over seeds with a 95% normal band.",
+        "",
+        "| claim | question | verdict |",
+        "|---|---|---|",
+        *summary_rows,
+        "",
+    ]
+    report = "\n".join(header + sections)
+    (report_dir / "REPORT.md").write_text(report)
+    print(f"report: {report_dir / 'REPORT.md'} ({wall / 60:.1f} min)")
+    return 1 if failures else 0
