@@ -4,7 +4,6 @@ metrics.jsonl), so it needs neither Optuna nor MLflow."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import statistics as pystats
@@ -156,7 +155,7 @@ def _combine(statement: str, rows: list[tuple[str, bool, str]], table: str) -> V
     return Verdict(statement, verdict, reason, table)
 
 
-def test_better(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
+def check_better(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     """One-sided rank test of each treatment against the control, in every stratum of the other
     axes; Holm across all comparisons. A comparison holds when significant in the expected way."""
     axis, metric = test["axis"], test["metric"]
@@ -182,7 +181,7 @@ def test_better(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     return _combine(test["statement"], rows, "\n".join(lines))
 
 
-def test_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
+def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     """Kruskal-Wallis across the levels of `axis` in every stratum of the other axes; Holm."""
     axis, metric = test["axis"], test["metric"]
     strata = list(_group(spec, runs, exclude=(axis,)).items())
@@ -206,7 +205,7 @@ def test_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     return _combine(test["statement"], rows, "\n".join(lines))
 
 
-def test_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
+def check_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     """Claim C1 from the runs' first step: grpo loss |·| ≤ 1e-6 with grad_norm > 0, the reward
     still rises (at least half the grpo runs learn), and bnpo with β = 0 has a non-zero loss."""
     grpo = [r for r in runs if r.config["loss_type"] == "grpo" and r.config["num_iterations"] == 1]
@@ -229,7 +228,7 @@ def test_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdic
     return Verdict(test["statement"], verdict, reason, "\n".join(lines))
 
 
-TESTS = {"better": test_better, "differ": test_differ, "zero_loss_step1": test_zero_loss_step1}
+TESTS = {"better": check_better, "differ": check_differ, "zero_loss_step1": check_zero_loss_step1}
 
 
 def verdicts(spec: SweepSpec, runs: list[Run]) -> list[Verdict]:
