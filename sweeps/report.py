@@ -143,8 +143,16 @@ class Verdict:
     table: str
 
 
-def _combine(statement: str, rows: list[tuple[str, bool, str]], table: str) -> Verdict:
+def _combine(statement: str, rows: list[tuple[str, bool, str]], table: str, best_p: list[float]) -> Verdict:
+    """rows: (label, significant, _); best_p: the smallest p each comparison could reach with its
+    sample sizes. If none could reach significance after Holm, the data cannot decide."""
     holding = [label for label, ok, _ in rows if ok]
+    reachable = [p * len(best_p) < ALPHA for p in best_p]
+    if rows and not any(reachable):
+        smallest = min(best_p) if best_p else math.nan
+        return Verdict(statement, "inconclusive (too few seeds)",
+                       f"with these sample sizes the smallest possible Holm-adjusted p is "
+                       f"{smallest * len(best_p):.3g} ≥ {ALPHA}", table)
     if rows and len(holding) == len(rows):
         verdict = "holds"
     elif not holding:
@@ -167,28 +175,35 @@ def check_better(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
         for treatment in test["treatment"]:
             treated = [r.value(metric) for r in group if r.point[axis] == treatment]
             p = st.rank_test(treated, control, alternative)
-            comparisons.append((stratum, treatment, treated, control, p))
+            best = st.rank_test(list(range(len(treated))), list(range(len(treated), len(treated) + len(control))),
+                                "less")  # perfectly separated samples of these sizes
+            comparisons.append((stratum, treatment, treated, control, p, best))
     adjusted = st.holm([c[4] for c in comparisons])
     fmt = (lambda v: _fmt_steps(v, max_steps)) if metric in CENSORED else (lambda v: f"{v:.3f}")
     rows, lines = [], [f"| stratum | {axis} | median {metric} | control ({axis}={test['control']}) | p | Holm p | significant |",
                        "|---|---|---|---|---|---|---|"]
-    for (stratum, treatment, treated, control, p), p_adj in zip(comparisons, adjusted):
+    for (stratum, treatment, treated, control, p, _), p_adj in zip(comparisons, adjusted):
         ok = not math.isnan(p_adj) and p_adj < ALPHA
         label = _label(stratum) or "all runs"
         rows.append((f"{label} ({axis}={treatment})" if len(test["treatment"]) > 1 else label, ok, ""))
         lines.append(f"| {label} | {treatment} | {fmt(st.median(treated))} | {fmt(st.median(control))} | "
                      f"{p:.3g} | {p_adj:.3g} | {'yes' if ok else 'no'} |")
-    return _combine(test["statement"], rows, "\n".join(lines))
+    return _combine(test["statement"], rows, "\n".join(lines), [c[5] for c in comparisons])
 
 
 def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     """Kruskal-Wallis across the levels of `axis` in every stratum of the other axes; Holm."""
     axis, metric = test["axis"], test["metric"]
     strata = list(_group(spec, runs, exclude=(axis,)).items())
-    pvals = []
+    pvals, best = [], []
     for _, group in strata:
         levels = [[r.value(metric) for r in group if r.point[axis] == v] for v in spec.grid[axis]]
         pvals.append(st.kruskal_test(levels))
+        sizes, start, separated = [len(level) for level in levels], 0, []
+        for n in sizes:  # perfectly separated groups of the same sizes
+            separated.append(list(range(start, start + n)))
+            start += n
+        best.append(st.kruskal_test(separated))
     adjusted = st.holm(pvals)
     rows, lines = [], [f"| stratum | medians of {metric} by {axis} | Kruskal-Wallis p | Holm p | significant |",
                        "|---|---|---|---|---|"]
@@ -202,7 +217,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
         label = _label(stratum) or "all runs"
         rows.append((label, ok, ""))
         lines.append(f"| {label} | {', '.join(meds)} | {p:.3g} | {p_adj:.3g} | {'yes' if ok else 'no'} |")
-    return _combine(test["statement"], rows, "\n".join(lines))
+    return _combine(test["statement"], rows, "\n".join(lines), best)
 
 
 def check_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:

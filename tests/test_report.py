@@ -86,3 +86,16 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
         assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 5000
         assert f"figures/{fig.name}" in report
     assert not (ROOT / "results" / "REPORT.md").exists() or "--quick" not in (ROOT / "results" / "REPORT.md").read_text()
+
+
+def test_too_few_seeds_is_inconclusive_not_a_no():
+    # 2 seeds a side: the best one-sided p is 1/C(4, 2) = 1/6 > 0.05 whatever the data
+    spec = _spec({"advantage_noise_std": [0.0, 0.01]})
+    runs = [_run({"advantage_noise_std": 0.01, "seed": s}, stl=10) for s in range(2)]
+    runs += [_run({"advantage_noise_std": 0.0, "seed": s}, stl=None) for s in range(2)]
+    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
+            "control": 0.0, "direction": "lower"}
+    v = check_better(spec, runs, test)
+    assert v.verdict == "inconclusive (too few seeds)" and "0.167" in v.reason
+    differ = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std"}
+    assert check_differ(spec, runs, differ).verdict == "inconclusive (too few seeds)"
