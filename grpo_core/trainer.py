@@ -13,7 +13,7 @@ import math
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -31,10 +31,6 @@ from .tasks import get_task
 
 _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
 _HELDOUT_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
-
-
-class Callback(Protocol):
-    def on_step(self, metrics: dict) -> None: ...
 
 
 @dataclass
@@ -122,8 +118,7 @@ class GRPOTrainer:
         return self.tokenizer.batch_decode(completion_ids.tolist(), skip_special_tokens=True)
 
     def _score(self, rows: dict[str, list], completions: list[str]) -> dict[str, list[float]]:
-        columns = {k: v for k, v in rows.items()}
-        columns["prompts"] = rows["prompt"]
+        columns = {**rows, "prompts": rows["prompt"]}
         return compute_rewards(self.reward_funcs, completions, columns)
 
     def heldout_reward(self, num_prompts: int, greedy: bool) -> float:
