@@ -59,6 +59,21 @@ def _build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--task", default="addition")
     pre.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the task's)")
     pre.add_argument("--cache-dir", default="results/local/cache")
+
+    bench = sub.add_parser("bench", help="time our trainer against TRL's GRPOTrainer, side by side")
+    bench.add_argument("--setup", action="append", default=None, metavar="NAME",
+                       help="tiny, smollm2-135m, qwen2-0.5b (GPU only); repeatable (default: tiny and smollm2-135m, "
+                            "plus qwen2-0.5b with --device cuda)")
+    bench.add_argument("--steps", type=int, default=None, help="measured steps per trainer (default: per setup)")
+    bench.add_argument("--warmup", type=int, default=None, help="warm-up steps per trainer, not measured")
+    bench.add_argument("--device", default="cpu", help="cpu or cuda")
+    bench.add_argument("--beta", type=float, default=0.0)
+    bench.add_argument("--loss-type", default="grpo")
+    bench.add_argument("--learning-rate", type=float, default=1e-5)
+    bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
+    bench.add_argument("--out", default=None, help="also write the Markdown table here")
+    bench.add_argument("--cache-dir", default="results/local/cache")
+    bench.add_argument("--memory-probe", choices=["ours", "trl"], default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -138,6 +153,36 @@ def _cmd_reproduce(args) -> int:
                      max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri)
 
 
+def _cmd_bench(args) -> int:
+    import json
+    import shlex
+
+    from .bench import SETUPS, Knobs, probe_memory, run_bench
+    from .config import LOSS_TYPES
+
+    if args.device not in ("cpu", "cuda"):
+        raise UserInputError(f"--device: unknown value {args.device!r}; allowed: cpu, cuda")
+    if args.loss_type not in LOSS_TYPES:
+        raise UserInputError(f"--loss-type: unknown value {args.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
+    for flag, value, low in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0)):
+        if value is not None and value < low:
+            raise UserInputError(f"{flag}: got {value}; allowed: an integer ≥ {low}")
+    if args.beta < 0 or not args.learning_rate > 0:
+        raise UserInputError("--beta must be ≥ 0 and --learning-rate > 0")
+    names = args.setup or [n for n, s in SETUPS.items() if args.device == "cuda" or not s.gpu_only]
+    for name in names:
+        if name not in SETUPS:
+            raise UserInputError(f"--setup: unknown value {name!r}; allowed: {', '.join(SETUPS)}")
+    knobs = Knobs(beta=args.beta, loss_type=args.loss_type, learning_rate=args.learning_rate, device=args.device,
+                  cache_dir=args.cache_dir)
+    if args.memory_probe:  # internal: one trainer in a fresh process, for its peak memory
+        peak = probe_memory(args.memory_probe, SETUPS[names[0]], knobs, args.steps or 2)
+        print(json.dumps({"peak_bytes": peak}))
+        return 0
+    command = "grpo bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    return run_bench(names, knobs, args.steps, args.warmup, memory=not args.no_memory, out=args.out, command=command)
+
+
 def _cmd_ui(args) -> int:
     import os
 
@@ -152,7 +197,7 @@ def _cmd_ui(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
-                "reproduce": _cmd_reproduce, "ui": _cmd_ui}
+                "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except UserInputError as exc:

@@ -33,13 +33,16 @@ TINY_PRETRAIN = dict(batch_size=64, learning_rate=3e-3, seed=0)
 _TINY_VERSION = 1  # bump when the tiny model's recipe changes, so caches rebuild
 
 
-def build_tiny_tokenizer():
+def build_tiny_tokenizer(vocab_size: int | None = None):
     """A character-level tokenizer (tokenizers' WordLevel over single characters) wrapped as a
-    transformers fast tokenizer. No chat template: prompts are used as plain text."""
+    transformers fast tokenizer. No chat template: prompts are used as plain text. `vocab_size`
+    pads the vocabulary with filler tokens `<x0>`, `<x1>`, … (benchmarks of real-sized models)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {tok: i for i, tok in enumerate(TINY_SPECIALS + TINY_CHARS)}
+    tokens = TINY_SPECIALS + TINY_CHARS
+    tokens += [f"<x{i}>" for i in range(max(0, (vocab_size or 0) - len(tokens)))]
+    vocab = {tok: i for i, tok in enumerate(tokens)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()

@@ -81,7 +81,7 @@ class GRPOTrainer:
             self.ref_model = copy.deepcopy(model).to(self.device).eval().requires_grad_(False)
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
-            eps=cfg.adam_epsilon, weight_decay=cfg.weight_decay,
+            eps=cfg.adam_epsilon, weight_decay=cfg.weight_decay, fused=True,  # one kernel for all tensors
         )
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.scheduler = make_scheduler(self.optimizer, cfg.effective_warmup_steps, cfg.max_steps,
@@ -92,6 +92,7 @@ class GRPOTrainer:
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
         self.step = 0
+        self._batch: Optional[GenerationBatch] = None  # reused for μ steps
 
     # ---- prompts and sampling -----------------------------------------------------------
     def _format(self, prompt: str) -> str:
@@ -100,18 +101,23 @@ class GRPOTrainer:
                 [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
         return prompt
 
-    def _encode(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _encode(self, prompts: list[str], repeat: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids and mask (B·repeat, P): each prompt tokenized once, its row repeated."""
         enc = self.tokenizer([self._format(p) for p in prompts], return_tensors="pt", padding=True,
                              add_special_tokens=False)
-        return enc.input_ids.to(self.device), enc.attention_mask.to(self.device)
+        ids, mask = enc.input_ids, enc.attention_mask
+        if repeat > 1:
+            ids, mask = ids.repeat_interleave(repeat, dim=0), mask.repeat_interleave(repeat, dim=0)
+        return ids.to(self.device), mask.to(self.device)
 
-    def _sample(self, prompt_ids, prompt_mask, generator, greedy=False):
+    def _sample(self, prompt_ids, prompt_mask, generator, greedy=False, group_size=1):
         cfg = self.cfg
         with self.accelerator.autocast():
             return sample_completions(
                 self.accelerator.unwrap_model(self.model), prompt_ids, prompt_mask,
                 max_new_tokens=cfg.max_completion_length, eos_token_id=self.eos_id, pad_token_id=self.pad_id,
                 temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, generator=generator, greedy=greedy,
+                group_size=group_size,
             )
 
     def _decode(self, completion_ids: torch.Tensor) -> list[str]:
@@ -144,10 +150,10 @@ class GRPOTrainer:
         """Sample, score and compute advantages for the next generation batch (at self.step + 1)."""
         cfg, G = self.cfg, self.cfg.num_generations
         idx = [self.prompt_rng.randrange(len(self.train_set)) for _ in range(cfg.prompts_per_step)]
-        rows = self.train_set[idx]
-        rows = {k: [v for v in vals for _ in range(G)] for k, vals in rows.items()}  # groups contiguous
-        prompt_ids, prompt_mask = self._encode(rows["prompt"])
-        completion_ids, completion_mask = self._sample(prompt_ids, prompt_mask, self.sample_gen)
+        unique = self.train_set[idx]
+        rows = {k: [v for v in vals for _ in range(G)] for k, vals in unique.items()}  # groups contiguous
+        prompt_ids, prompt_mask = self._encode(unique["prompt"], repeat=G)  # (B, P)
+        completion_ids, completion_mask = self._sample(prompt_ids, prompt_mask, self.sample_gen, group_size=G)
         completions = self._decode(completion_ids)
         per_func = self._score(rows, completions)
         rewards = torch.tensor([sum(v) for v in zip(*per_func.values())], dtype=torch.float32)  # (B,)
@@ -180,9 +186,15 @@ class GRPOTrainer:
         size = self.cfg.generation_batch_size // self.cfg.gradient_accumulation_steps
         return torch.cat([
             reference_logps(model, prompt_ids[s:s + size], prompt_mask[s:s + size],
-                            completion_ids[s:s + size], completion_mask[s:s + size], self.cfg.temperature)
+                            completion_ids[s:s + size], completion_mask[s:s + size], self.cfg.temperature,
+                            group_size=self._group_size(size))
             for s in range(0, prompt_ids.shape[0], size)
         ])
+
+    def _group_size(self, micro_batch_size: int) -> int:
+        """G when micro-batches hold whole groups, so each prompt's forward can be shared; else 1."""
+        G = self.cfg.num_generations
+        return G if micro_batch_size % G == 0 else 1
 
     # ---- one optimizer step ----------------------------------------------------------------
     def optimize(self, batch: GenerationBatch) -> dict:
@@ -199,7 +211,8 @@ class GRPOTrainer:
             mask = batch.completion_mask[sl]
             with self.accelerator.autocast():
                 logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
-                                                  batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True)
+                                                  batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True,
+                                                  group_size=self._group_size(size))
                 loss, m = grpo_loss(
                     logps,
                     None if batch.old_logps is None else batch.old_logps[sl],
@@ -232,6 +245,20 @@ class GRPOTrainer:
         return metrics
 
     # ---- the run ------------------------------------------------------------------------
+    def train_step(self) -> dict:
+        """One optimizer step (sampling a new generation batch every μ steps); returns its metrics."""
+        t0 = time.perf_counter()
+        self.model.eval()
+        if self.step % self.cfg.num_iterations == 0:
+            self._batch = self.generate_batch()
+        batch = self._batch
+        metrics = {"step": self.step + 1, **self.optimize(batch), **batch.metrics}
+        self.step += 1
+        elapsed = time.perf_counter() - t0
+        metrics["step_time"] = elapsed
+        metrics["tokens_per_second"] = float(batch.completion_mask.sum()) / elapsed
+        return metrics
+
     def train(self, on_step: Optional[Callable[[dict], None]] = None) -> dict:
         """Run max_steps optimizer steps; returns the summary (SPEC.md: Summary metrics)."""
         cfg = self.cfg
@@ -240,21 +267,12 @@ class GRPOTrainer:
         baseline = self.heldout_reward(cfg.baseline_prompts, greedy=False)
         eval_before = self.heldout_reward(cfg.eval_prompts, greedy=True) if cfg.eval_every else None
         rewards, losses, step_times = [], [], []
-        batch = None
         while self.step < cfg.max_steps:
-            t0 = time.perf_counter()
-            self.model.eval()
-            if self.step % cfg.num_iterations == 0:
-                batch = self.generate_batch()
-            metrics = {"step": self.step + 1, **self.optimize(batch), **batch.metrics}
-            self.step += 1
-            elapsed = time.perf_counter() - t0
-            metrics["step_time"] = elapsed
-            metrics["tokens_per_second"] = float(batch.completion_mask.sum()) / elapsed
+            metrics = self.train_step()
             if cfg.eval_every and self.step % cfg.eval_every == 0:
                 self.model.eval()
                 metrics["eval/accuracy"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
-            step_times.append(elapsed)
+            step_times.append(metrics["step_time"])
             rewards.append(metrics["reward"])
             losses.append(metrics["loss"])
             if on_step is not None:

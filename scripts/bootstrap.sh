@@ -17,5 +17,5 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 "${pip[@]}" install "$torch_spec" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-"${pip[@]}" install -e "$root[dev]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+"${pip[@]}" install -e "$root[dev,bench]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 echo "$want" > "$stamp"

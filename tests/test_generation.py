@@ -2,7 +2,11 @@
 
 import torch
 
-from grpo_core.generation import completion_logps, filter_logits, positions_from_mask, sample_completions
+import pytest
+
+import grpo_core.generation as generation
+from grpo_core.generation import (completion_logps, filter_logits, packed_group_layout, positions_from_mask,
+                                  sample_categorical, sample_completions, token_logps)
 from grpo_core.models import build_tiny_model, build_tiny_tokenizer
 
 
@@ -82,3 +86,103 @@ def test_top_k_and_top_p_filters_by_hand():
     assert kept_p.tolist() == [[True, True, False, False]]
     # top_p 0.4: the first token alone has 0.5 ≥ 0.4
     assert torch.isfinite(filter_logits(logits, 0, 0.4)).tolist() == [[True, False, False, False]]
+
+
+# ---- the speed paths (issue 5) agree with the plain ones --------------------------------------
+def _grouped_batch(G=4, temperature=0.8):
+    """Three prompts of different lengths × G sampled completions, some ending early."""
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=3).eval()
+    enc = tok(["12+3=", "1+2=", "45+67="], return_tensors="pt", padding=True, add_special_tokens=False)
+    ids, mask = enc.input_ids.repeat_interleave(G, 0), enc.attention_mask.repeat_interleave(G, 0)
+    comp, comp_mask = sample_completions(model, ids, mask, max_new_tokens=6, eos_token_id=tok.eos_token_id,
+                                         pad_token_id=tok.pad_token_id, temperature=temperature, top_p=1.0,
+                                         top_k=0, generator=torch.Generator().manual_seed(5), group_size=G)
+    return model, ids, mask, comp, comp_mask
+
+
+def _plain_logps(model, ids, mask, comp, comp_mask, temperature):
+    full, full_mask = torch.cat([ids, comp], 1), torch.cat([mask, comp_mask], 1)
+    logits = model(input_ids=full, attention_mask=full_mask, position_ids=positions_from_mask(full_mask)).logits
+    T = comp.shape[1]
+    return torch.log_softmax(logits[:, -T - 1:-1] / temperature, -1).gather(-1, comp[..., None]).squeeze(-1)
+
+
+@pytest.mark.parametrize("path", ["packed", "shared_cache"])
+def test_shared_prompt_logps_and_gradients_match_a_plain_forward(path, monkeypatch):
+    if path == "shared_cache":  # too long to pack: the KV-cache sharing path
+        monkeypatch.setattr(generation, "PACKED_MAX_LENGTH", 0)
+    G, temperature = 4, 0.8
+    model, ids, mask, comp, comp_mask = _grouped_batch(G, temperature)
+    sel = comp_mask.bool()
+    assert comp_mask.sum(1).unique().numel() > 1  # some completions ended early: padding is exercised
+    ref = _plain_logps(model, ids, mask, comp, comp_mask, temperature)
+    got, _ = completion_logps(model, ids, mask, comp, comp_mask, temperature, group_size=G)
+    assert (got[sel] - ref[sel]).abs().max().item() <= 1e-5  # the issue's bound, float32
+    params = list(model.parameters())
+    ref_grads = torch.autograd.grad((ref * sel).sum(), params)
+    got_grads = torch.autograd.grad((got * sel).sum(), params)
+    for r, g in zip(ref_grads, got_grads):
+        assert (r - g).abs().max().item() <= 1e-4 * max(1.0, r.abs().max().item())
+
+
+def test_shared_prompt_path_falls_back_when_rows_are_not_groups():
+    model, ids, mask, comp, comp_mask = _grouped_batch(G=4)
+    ids, mask = ids.roll(1, 0), mask.roll(1, 0)  # groups no longer hold one prompt each: must not share
+    assert not generation.shares_prompts(ids, mask, 4)
+    ref = _plain_logps(model, ids, mask, comp, comp_mask, 0.8)
+    got, _ = completion_logps(model, ids, mask, comp, comp_mask, 0.8, group_size=4)
+    sel = comp_mask.bool()
+    assert (got[sel] - ref[sel]).abs().max().item() <= 1e-5
+
+
+def test_packed_layout_by_hand():
+    # G = 2 completions of T = 2 tokens after a prompt of P = 2 with one left pad; the second
+    # completion ended after its first token (mask 1, 0)
+    prompt_mask = torch.tensor([[0, 1], [0, 1]])
+    completion_mask = torch.tensor([[1, 1], [1, 0]])
+    attention, positions = packed_group_layout(prompt_mask, completion_mask, group_size=2)
+    # columns: pad, p, a0, a1, b0, b1(pad)
+    expected = torch.tensor([
+        [1, 0, 0, 0, 0, 0],  # the pad sees only itself
+        [0, 1, 0, 0, 0, 0],  # p
+        [0, 1, 1, 0, 0, 0],  # a0: prompt + itself
+        [0, 1, 1, 1, 0, 0],  # a1: prompt + a0 + itself
+        [0, 1, 0, 0, 1, 0],  # b0: prompt + itself, never a*
+        [0, 1, 0, 0, 1, 1],  # b1 (padding): prompt, b0, itself
+    ], dtype=torch.bool)
+    assert torch.equal(attention[0, 0], expected)
+    assert positions.tolist() == [[0, 0, 1, 2, 1, 2]]
+
+
+def test_token_logps_gradient_and_entropy_by_reference():
+    torch.manual_seed(0)
+    for temperature in (1.0, 0.7):
+        x = torch.randn(2, 3, 7, dtype=torch.double, requires_grad=True)
+        ids = torch.randint(0, 7, (2, 3))
+        assert torch.autograd.gradcheck(lambda z: token_logps(z, ids, temperature, True)[0], (x,))
+        logps, entropy = token_logps(x, ids, temperature, True)
+        ref = torch.log_softmax(x / temperature, -1)
+        assert torch.allclose(logps, ref.gather(-1, ids[..., None]).squeeze(-1))
+        assert torch.allclose(entropy, -(ref.exp() * ref).sum(-1))
+
+
+def test_sample_categorical_matches_the_distribution_and_never_picks_filtered_tokens():
+    probs = torch.tensor([0.5, 0.0, 0.3, 0.2])
+    logits = torch.log(probs).expand(20_000, 4)  # the zero-probability token has logit -inf
+    draws = sample_categorical(logits, torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=4).double() / draws.numel()
+    assert freq[1] == 0
+    assert (freq - probs.double()).abs().max().item() < 0.015  # ~4.5 standard errors at n = 20,000
+
+
+def test_sampler_with_prebuilt_boolean_masks_equals_hf_masks(monkeypatch):
+    tok, model, ids, mask = _tiny()
+    ids, mask = ids.repeat_interleave(3, 0), mask.repeat_interleave(3, 0)
+    kwargs = dict(max_new_tokens=6, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                  temperature=1.0, top_p=1.0, top_k=0, group_size=3)
+    fast = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(2), **kwargs)
+    monkeypatch.setattr(generation, "takes_bool_masks", lambda m: False)
+    monkeypatch.setattr(generation, "shares_prompts", lambda *a: False)
+    slow = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(2), **kwargs)
+    assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])

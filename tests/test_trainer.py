@@ -18,14 +18,19 @@ def first_step(**overrides):
     return trainer, batch, trainer.optimize(batch)
 
 
-def _has_signal(batch):
-    lengths = batch.completion_mask.sum(1)
-    return batch.metrics["frac_reward_zero_std"] < 1.0 and lengths.unique().numel() > 1
+def _has_signal(batch, G=8):
+    """Some group has both advantage spread and completions of different lengths: the case
+    where per-sequence and global token normalization give different step-1 losses."""
+    adv = batch.advantages.view(-1, G)
+    lengths = batch.completion_mask.sum(1).view(-1, G)
+    spread = adv.abs().amax(1) > 0
+    uneven = lengths.amax(1) > lengths.amin(1)
+    return bool((spread & uneven).any())
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.04])
 def test_c1_grpo_loss_zero_at_step_one_but_gradient_is_not(beta):
-    _, batch, m = first_step(loss_type="grpo", beta=beta, seed=1)
+    _, batch, m = first_step(loss_type="grpo", beta=beta, seed=4)
     assert _has_signal(batch)  # non-trivial: some groups have reward spread, lengths differ
     assert abs(m["loss"]) <= 1e-6
     assert m["grad_norm"] > 0
@@ -34,7 +39,7 @@ def test_c1_grpo_loss_zero_at_step_one_but_gradient_is_not(beta):
 
 @pytest.mark.parametrize("loss_type", ["bnpo", "dapo"])
 def test_c1_global_token_normalization_loss_not_zero_at_step_one(loss_type):
-    _, batch, m = first_step(loss_type=loss_type, beta=0.0, seed=1)
+    _, batch, m = first_step(loss_type=loss_type, beta=0.0, seed=4)
     assert _has_signal(batch)
     assert abs(m["loss"]) > 1e-4
 

@@ -1,0 +1,339 @@
+"""`grpo bench`: our GRPOTrainer and TRL's GRPOTrainer side by side on the same model and batch.
+
+Both trainers live in one process and take turns, one optimizer step each (TRL's step, then
+ours, from a TRL callback), so that machine drift hits both alike. For each we report the
+median step time after warm-up, completion tokens per second and peak memory; then the ratio
+ours / TRL. Peak memory is measured in a fresh child process per trainer (the step timing
+cannot separate two trainers' memory in one process): peak RSS above the process's RSS after
+imports on CPU, `torch.cuda.max_memory_allocated` on a GPU.
+
+Setups (issue 5): `tiny` (the built-in model, 8 prompts × 8 completions, 8 new tokens),
+`smollm2-135m` (SmolLM2-135M's Llama shape with random weights, 4 × 4, 16 new tokens) and, on a
+GPU, `qwen2-0.5b` (Qwen2-0.5B's shape, bf16). Random weights are fine for timing: no sequence
+ends early, so both trainers generate the full length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .errors import UserInputError
+
+SMOLLM2_135M = dict(  # HuggingFaceTB/SmolLM2-135M config.json
+    model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+    num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
+    rms_norm_eps=1e-5, tie_word_embeddings=True,
+)
+QWEN2_05B = dict(  # Qwen/Qwen2-0.5B config.json
+    model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+    num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1000000.0,
+    rms_norm_eps=1e-6, tie_word_embeddings=True,
+)
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    description: str
+    prompts: int  # prompts per step
+    generations: int  # completions per prompt
+    new_tokens: int  # max_completion_length
+    arch: Optional[dict] = None  # None = the built-in tiny model
+    gpu_only: bool = False
+    steps: int = 30  # measured steps (after warm-up) unless --steps
+    warmup: int = 3
+
+
+SETUPS = {
+    "tiny": Setup("tiny", "built-in tiny Qwen2 (0.4M), pretrained on addition", 8, 8, 8, steps=40, warmup=5),
+    "smollm2-135m": Setup("smollm2-135m", "SmolLM2-135M shape (Llama, 134.5M), random weights", 4, 4, 16,
+                          arch=SMOLLM2_135M, steps=8, warmup=2),
+    "qwen2-0.5b": Setup("qwen2-0.5b", "Qwen2-0.5B shape (494M), random weights", 4, 4, 16,
+                        arch=QWEN2_05B, gpu_only=True, steps=10, warmup=2),
+}
+
+
+@dataclass
+class Knobs:
+    """What both trainers share besides the setup."""
+    beta: float = 0.0
+    loss_type: str = "grpo"
+    learning_rate: float = 1e-5
+    seed: int = 0
+    device: str = "cpu"  # cpu | cuda
+    cache_dir: str = "results/local/cache"
+
+
+@dataclass
+class Measured:
+    step_times: list = field(default_factory=list)
+    tokens: list = field(default_factory=list)  # completion tokens per measured step
+
+    def summary(self) -> dict:
+        return {"median_step_s": statistics.median(self.step_times),
+                "tokens_per_s": sum(self.tokens) / sum(self.step_times)}
+
+
+def model_dir(setup: Setup, knobs: Knobs) -> str:
+    """A saved model folder for the setup (TRL reloads the reference model from a path)."""
+    if setup.arch is None:
+        from .models import ensure_tiny_model
+        from .tasks import TASKS
+
+        return str(ensure_tiny_model(knobs.cache_dir, "addition", TASKS["addition"].tiny_pretrain_steps))
+    target = Path(knobs.cache_dir) / f"bench-{setup.name}"
+    if (target / "config.json").is_file():
+        return str(target)
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from .models import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer(vocab_size=setup.arch["vocab_size"])
+    arch = dict(setup.arch)
+    config = AutoConfig.for_model(arch.pop("model_type"), pad_token_id=tokenizer.pad_token_id,
+                                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **arch)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    tmp = Path(tempfile.mkdtemp(dir=Path(knobs.cache_dir), prefix=".building-"))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    os.replace(tmp, target)
+    return str(target)
+
+
+def _mixed_precision(knobs: Knobs) -> str:
+    return "bf16" if knobs.device == "cuda" else "no"
+
+
+def build_ours(setup: Setup, knobs: Knobs, path: str):
+    from .config import GRPOConfig, validate
+    from .trainer import GRPOTrainer
+
+    cfg = validate(GRPOConfig(
+        model=path, task="addition", prompts_per_step=setup.prompts, num_generations=setup.generations,
+        max_completion_length=setup.new_tokens, beta=knobs.beta, loss_type=knobs.loss_type,
+        learning_rate=knobs.learning_rate, max_steps=10_000, seed=knobs.seed, device=knobs.device,
+        mixed_precision=_mixed_precision(knobs), cache_dir=knobs.cache_dir,
+    ))
+    return GRPOTrainer(cfg)
+
+
+def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=()):
+    from trl import GRPOConfig as TRLConfig
+    from trl import GRPOTrainer as TRLTrainer
+
+    from .rewards import exact_match
+    from .tasks import get_task
+
+    train, _ = get_task("addition").splits()
+    from .models import load_model_and_tokenizer
+
+    _, tokenizer = load_model_and_tokenizer(path)  # left padding, pad token set: as ours
+    args = TRLConfig(
+        output_dir=tempfile.mkdtemp(prefix="grpo-bench-trl-"), per_device_train_batch_size=setup.prompts * setup.generations,
+        num_generations=setup.generations, max_completion_length=setup.new_tokens, beta=knobs.beta,
+        loss_type=knobs.loss_type, learning_rate=knobs.learning_rate, max_steps=max_steps, seed=knobs.seed,
+        lr_scheduler_type="constant", warmup_steps=0, temperature=1.0, logging_steps=1, save_strategy="no",
+        report_to="none", disable_tqdm=True, gradient_checkpointing=False,
+        use_cpu=knobs.device == "cpu", bf16=knobs.device == "cuda", log_level="error",
+    )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer = TRLTrainer(model=path, reward_funcs=exact_match, args=args, train_dataset=train,
+                         processing_class=tokenizer, callbacks=list(callbacks))
+    trainer.remove_callback(PrinterCallback)  # no per-step log printing
+    return trainer
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _alternating_callback(ours, ours_m: Measured, trl_m: Measured, warmup: int, device: str, batch: int):
+    from transformers import TrainerCallback
+
+    class Alternate(TrainerCallback):
+        """Times TRL's step (begin → end), then runs and times one step of ours."""
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            _sync(device)
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            _sync(device)
+            trl_elapsed = time.perf_counter() - self.t0
+            t0 = time.perf_counter()
+            metrics = ours.train_step()
+            _sync(device)
+            ours_elapsed = time.perf_counter() - t0
+            if state.global_step > warmup:
+                trl_m.step_times.append(trl_elapsed)
+                ours_m.step_times.append(ours_elapsed)
+                ours_m.tokens.append(metrics["completions/mean_length"] * batch)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "completions/mean_length" in logs and state.global_step > warmup:
+                trl_m.tokens.append(float(logs["completions/mean_length"]) * batch)
+
+    return Alternate()
+
+
+def logps_check(ours) -> float:
+    """Max |Δ| between the log-probs our loss uses (shared-prompt forward) and a plain forward
+    pass over the whole sequence with a full-vocabulary log-softmax, on one fresh batch."""
+    from .generation import positions_from_mask
+
+    batch = ours.generate_batch()
+    model = ours.accelerator.unwrap_model(ours.model)
+    size = ours.cfg.generation_batch_size // ours.cfg.gradient_accumulation_steps
+    from .generation import completion_logps
+
+    with torch.no_grad():
+        used, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                   batch.completion_mask, ours.cfg.temperature, group_size=ours._group_size(size))
+        ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
+        mask = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits.float()
+        T = batch.completion_ids.shape[1]
+        plain = torch.log_softmax(logits[:, -T - 1:-1] / ours.cfg.temperature, -1)
+        plain = plain.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
+    on = batch.completion_mask.bool()
+    return float((used - plain)[on].abs().max())
+
+
+def time_side_by_side(setup: Setup, knobs: Knobs, steps: int, warmup: int) -> dict:
+    path = model_dir(setup, knobs)
+    ours = build_ours(setup, knobs, path)
+    ours_m, trl_m = Measured(), Measured()
+    batch = setup.prompts * setup.generations
+    callback = _alternating_callback(ours, ours_m, trl_m, warmup, knobs.device, batch)
+    trl = build_trl(setup, knobs, path, max_steps=warmup + steps, callbacks=[callback])
+    trl.train()
+    return {"ours": ours_m.summary(), "trl": trl_m.summary(), "logps_max_abs_diff": logps_check(ours)}
+
+
+# ---- peak memory, one child process per trainer ---------------------------------------------
+def _status_kib(field_name: str) -> int:
+    return int(re.search(rf"{field_name}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
+
+
+def probe_memory(which: str, setup: Setup, knobs: Knobs, steps: int) -> int:
+    """Run `steps` steps of one trainer in this (fresh) process; return its peak bytes above
+    the baseline after imports (CPU: VmHWM − VmRSS; GPU: max_memory_allocated)."""
+    import trl  # noqa: F401  (both probes import the same libraries before the baseline)
+
+    path = model_dir(setup, knobs)
+    import gc
+
+    gc.collect()
+    baseline = _status_kib("VmRSS")
+    if knobs.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    if which == "ours":
+        ours = build_ours(setup, knobs, path)
+        for _ in range(steps):
+            ours.train_step()
+    else:
+        build_trl(setup, knobs, path, max_steps=steps).train()
+    if knobs.device == "cuda":
+        return int(torch.cuda.max_memory_allocated())
+    return (_status_kib("VmHWM") - baseline) * 1024
+
+
+def measure_memory(setup: Setup, knobs: Knobs, steps: int) -> dict:
+    out = {}
+    for which in ("ours", "trl"):
+        cmd = [sys.executable, "-m", "grpo_core.cli", "bench", "--setup", setup.name, "--device", knobs.device,
+               "--beta", str(knobs.beta), "--loss-type", knobs.loss_type, "--learning-rate", str(knobs.learning_rate),
+               "--cache-dir", knobs.cache_dir, "--steps", str(steps), "--memory-probe", which]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"memory probe for {which} failed: {proc.stderr.strip()[-2000:]}")
+        out[which] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_bytes"]
+    return out
+
+
+# ---- the report -----------------------------------------------------------------------------
+def environment() -> dict:
+    import accelerate
+    import transformers
+    import trl
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = re.search(r"model name\s*:\s*(.*)", Path("/proc/cpuinfo").read_text()).group(1)
+    except (OSError, AttributeError):
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "trl": trl.__version__, "accelerate": accelerate.__version__, "cpu": cpu, "cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "gpu": gpu}
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = ["| setup | batch | ours: median step | TRL: median step | ours/TRL step time | "
+             "ours tok/s | TRL tok/s | ours peak mem | TRL peak mem | log-prob check |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s = r["setup"]
+        mem = r.get("memory")
+        lines.append(
+            f"| {s.name} | {s.prompts}×{s.generations}, {s.new_tokens} new | {r['ours']['median_step_s'] * 1000:.1f} ms | "
+            f"{r['trl']['median_step_s'] * 1000:.1f} ms | **{r['ratio']:.2f}** | {r['ours']['tokens_per_s']:.0f} | "
+            f"{r['trl']['tokens_per_s']:.0f} | "
+            + (f"{mem['ours'] / 2**20:.0f} MiB | {mem['trl'] / 2**20:.0f} MiB | " if mem else "– | – | ")
+            + f"{r['logps_max_abs_diff']:.1e} |")
+    return "\n".join(lines)
+
+
+def run_bench(setup_names: list[str], knobs: Knobs, steps: Optional[int], warmup: Optional[int],
+              memory: bool, out: Optional[str], command: str) -> int:
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        raise UserInputError("grpo bench needs TRL: pip install -e '.[bench]'") from None
+    if knobs.device == "cuda" and not torch.cuda.is_available():
+        raise UserInputError("--device cuda: no CUDA device here; allowed on this machine: cpu")
+    for name in setup_names:
+        if SETUPS[name].gpu_only and knobs.device != "cuda":
+            raise UserInputError(f"--setup {name}: runs on a GPU only (--device cuda); allowed here: "
+                                 + ", ".join(n for n, s in SETUPS.items() if not s.gpu_only))
+    Path(knobs.cache_dir).mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in setup_names:
+        setup = SETUPS[name]
+        n, w = steps or setup.steps, setup.warmup if warmup is None else warmup
+        print(f"[bench] {name}: {setup.description}; {w} warm-up + {n} measured steps each, alternating", flush=True)
+        row = {"setup": setup, **time_side_by_side(setup, knobs, n, w)}
+        row["ratio"] = row["ours"]["median_step_s"] / row["trl"]["median_step_s"]
+        if memory:
+            row["memory"] = measure_memory(setup, knobs, steps=w + 2)
+        rows.append(row)
+        print(f"[bench] {name}: ours/TRL median step time = {row['ratio']:.2f}", flush=True)
+    env = environment()
+    table = format_table(rows)
+    print(table)
+    if out:
+        text = [f"# grpo bench ({knobs.device})", "", f"Command: `{command}`", "",
+                f"β = {knobs.beta}, loss_type = {knobs.loss_type}, learning rate = {knobs.learning_rate}, "
+                f"seed = {knobs.seed}; {time.strftime('%Y-%m-%d')}.", "",
+                "Machine and versions: " + ", ".join(f"{k} {v}" for k, v in env.items() if v is not None) + ".", "",
+                table, ""]
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text("\n".join(text))
+        print(f"[bench] wrote {out}")
+    return 0

@@ -1,0 +1,38 @@
+"""`grpo bench` runs both trainers side by side and prints a ratio. Speed itself is never
+asserted here: benchmarks report medians and ratios (results/benchmarks/), tests check that
+the benchmark works."""
+
+import re
+
+import pytest
+
+from conftest import CACHE, run_grpo
+
+pytest.importorskip("trl", reason="TRL is the [bench] extra; scripts/bootstrap.sh installs it")
+
+
+def test_bench_tiny_two_steps_prints_ratio_memory_and_logps_check(tmp_path):
+    out = tmp_path / "bench.md"
+    proc = run_grpo("bench", "--setup", "tiny", "--steps", "2", "--warmup", "1", "--cache-dir", str(CACHE),
+                    "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"ours/TRL median step time = \d+\.\d\d", proc.stdout)
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| tiny"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    ratio, ours_mem, trl_mem, check = float(cells[4].strip("*")), cells[7], cells[8], float(cells[9])
+    assert ratio > 0
+    assert ours_mem.endswith("MiB") and trl_mem.endswith("MiB")
+    assert check <= 1e-5  # the log-probs the loss uses equal a plain forward's
+    assert "trl 1." in out.read_text() and "Command: `grpo bench" in out.read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--setup", "nope"], "--setup: unknown value 'nope'; allowed: tiny, smollm2-135m, qwen2-0.5b"),
+    (["--setup", "qwen2-0.5b"], "--setup qwen2-0.5b: runs on a GPU only"),
+    (["--steps", "0"], "--steps: got 0; allowed: an integer ≥ 1"),
+    (["--loss-type", "ppo"], "--loss-type: unknown value 'ppo'"),
+])
+def test_bench_bad_input_one_line_exit_2(args, message):
+    proc = run_grpo("bench", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
