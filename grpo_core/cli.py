@@ -66,6 +66,8 @@ def _build_parser() -> argparse.ArgumentParser:
                             "plus qwen2-0.5b with --device cuda)")
     bench.add_argument("--steps", type=int, default=None, help="measured steps per trainer (default: per setup)")
     bench.add_argument("--warmup", type=int, default=None, help="warm-up steps per trainer, not measured")
+    bench.add_argument("--block", type=int, default=5,
+                       help="steps each trainer runs before the other takes its turn (default 5)")
     bench.add_argument("--device", default="cpu", help="cpu or cuda")
     bench.add_argument("--beta", type=float, default=0.0)
     bench.add_argument("--loss-type", default="grpo")
@@ -164,7 +166,7 @@ def _cmd_bench(args) -> int:
         raise UserInputError(f"--device: unknown value {args.device!r}; allowed: cpu, cuda")
     if args.loss_type not in LOSS_TYPES:
         raise UserInputError(f"--loss-type: unknown value {args.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
-    for flag, value, low in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0)):
+    for flag, value, low in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0), ("--block", args.block, 1)):
         if value is not None and value < low:
             raise UserInputError(f"{flag}: got {value}; allowed: an integer ≥ {low}")
     if args.beta < 0 or not args.learning_rate > 0:
@@ -180,7 +182,8 @@ def _cmd_bench(args) -> int:
         print(json.dumps({"peak_bytes": peak}))
         return 0
     command = "grpo bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    return run_bench(names, knobs, args.steps, args.warmup, memory=not args.no_memory, out=args.out, command=command)
+    return run_bench(names, knobs, args.steps, args.warmup, args.block, memory=not args.no_memory, out=args.out,
+                     command=command)
 
 
 def _cmd_ui(args) -> int:

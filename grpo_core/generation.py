@@ -61,7 +61,6 @@ def sample_categorical(logits: Tensor, generator: torch.Generator | None) -> Ten
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=cdf.shape[1] - 1)
 
 
-@torch.no_grad()  # not inference_mode: the ids feed an autograd forward later
 def sample_completions(
     model,
     prompt_ids: Tensor,  # (B, P) left-padded
@@ -79,14 +78,25 @@ def sample_completions(
 ) -> tuple[Tensor, Tensor]:
     """Returns completion_ids (B, T) and completion_mask (B, T), T ≤ max_new_tokens; stops as
     soon as every row has produced EOS. With group_size G > 1 and rows in groups of G equal
-    prompts (checked), each prompt is prefilled once and its KV cache repeated G times."""
-    batch = prompt_ids.shape[0]
+    prompts (checked), each prompt is prefilled once and its KV cache repeated G times.
+    Runs under inference_mode; the returned tensors are ordinary ones (cloned), so they can
+    enter an autograd forward afterwards."""
+    with torch.inference_mode():
+        ids, mask = _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_token_id,
+                            temperature, top_p, top_k, generator, greedy, group_size)
+    return ids.clone(), mask.clone()
+
+
+def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, top_k,
+            generator, greedy, group_size):
+    from . import fast_decode
+
+    batch, P = prompt_ids.shape
     device = prompt_ids.device
-    attention_mask = prompt_mask.clone()
-    position_ids = positions_from_mask(attention_mask)
+    position_ids = positions_from_mask(prompt_mask)
     repeat = group_size if group_size > 1 and shares_prompts(prompt_ids, prompt_mask, group_size) else 1
     bool_masks = takes_bool_masks(model)  # then build the 4D masks here: cheaper than HF's general path
-    prefill_mask = attention_mask[::repeat]
+    prefill_mask = prompt_mask[::repeat]
     out = model(input_ids=prompt_ids[::repeat], position_ids=position_ids[::repeat], use_cache=True, logits_to_keep=1,
                 attention_mask=causal_bool_mask(prefill_mask) if bool_masks else prefill_mask)
     past = out.past_key_values
@@ -94,26 +104,36 @@ def sample_completions(
     if repeat > 1:
         past.batch_repeat_interleave(repeat)
         next_logits = next_logits.repeat_interleave(repeat, dim=0)  # (B, V)
-    next_position = position_ids[:, -1:] + 1  # (B, 1)
+    cache = fast_decode.cache_tensors(past) if bool_masks and fast_decode.supports(model) else None
+    # keys: the prompt's valid tokens, then every generated position (rows that ended keep
+    # decoding padding, which nothing reads)
+    key_mask = torch.cat([prompt_mask, torch.ones(batch, max_new_tokens, dtype=prompt_mask.dtype, device=device)], 1)
+    key_mask_4d = key_mask.bool()[:, None, None, :]  # (B, 1, 1, P+max_new_tokens)
+    first_position = position_ids[:, -1:] + 1  # (B, 1)
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    pad = torch.full((batch,), pad_token_id, dtype=prompt_ids.dtype, device=device)
     tokens, masks = [], []
     for step in range(max_new_tokens):
         if greedy:
             next_tokens = next_logits.argmax(dim=-1)
         else:
-            next_tokens = sample_categorical(filter_logits(next_logits / temperature, top_k, top_p), generator)
-        next_tokens = torch.where(finished, torch.full_like(next_tokens, pad_token_id), next_tokens)
+            scaled = next_logits if temperature == 1.0 else next_logits / temperature
+            next_tokens = sample_categorical(filter_logits(scaled, top_k, top_p), generator)
+        next_tokens = torch.where(finished, pad, next_tokens)
         masks.append(~finished)
         tokens.append(next_tokens)
         finished = finished | (next_tokens == eos_token_id)
         if step == max_new_tokens - 1 or bool(finished.all()):
             break
-        attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
-        out = model(input_ids=next_tokens.unsqueeze(1), position_ids=next_position, past_key_values=past,
-                    use_cache=True, attention_mask=attention_mask.bool()[:, None, None, :] if bool_masks else attention_mask)
-        past = out.past_key_values
-        next_logits = out.logits[:, -1, :].float()
-        next_position = next_position + 1
+        length = P + step + 1  # keys after this token is appended
+        if cache is not None:
+            next_logits = fast_decode.decode_step(model, next_tokens.unsqueeze(1), first_position + step, cache,
+                                                  key_mask_4d[..., :length]).float()
+        else:
+            out = model(input_ids=next_tokens.unsqueeze(1), position_ids=first_position + step, past_key_values=past,
+                        use_cache=True, attention_mask=key_mask_4d[..., :length] if bool_masks else key_mask[:, :length])
+            past = out.past_key_values
+            next_logits = out.logits[:, -1, :].float()
     completion_ids = torch.stack(tokens, dim=1)  # (B, T)
     completion_mask = torch.stack(masks, dim=1).long()  # (B, T)
     return completion_ids, completion_mask
@@ -303,8 +323,9 @@ def reference_logps(
     temperature: float,
     group_size: int = 1,
 ) -> Tensor:
-    """Log-probs that need no gradient (old policy, reference model)."""
-    with torch.no_grad():
+    """Log-probs that need no gradient (old policy, reference model), computed under
+    inference_mode and returned as an ordinary tensor."""
+    with torch.inference_mode():
         logps, _ = completion_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask, temperature,
                                     group_size=group_size)
-    return logps
+    return logps.clone()

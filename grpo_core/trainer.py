@@ -8,6 +8,7 @@ micro-batches. A new generation batch is sampled every `num_iterations` (μ) ste
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import random
@@ -43,6 +44,14 @@ class GenerationBatch:
     old_logps: Optional[torch.Tensor]  # (B, T) when μ > 1
     ref_logps: Optional[torch.Tensor]  # (B, T) when β > 0
     metrics: dict  # reward, advantage and completion metrics of this batch
+
+
+def _has_dropout(model) -> bool:
+    config = getattr(model, "config", None)
+    if any(float(getattr(config, name, 0.0) or 0.0) > 0 for name in ("attention_dropout", "hidden_dropout",
+                                                                         "dropout", "resid_pdrop", "embd_pdrop")):
+        return True
+    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 def seed_everything(seed: int) -> None:
@@ -83,7 +92,16 @@ class GRPOTrainer:
             model.parameters(), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
             eps=cfg.adam_epsilon, weight_decay=cfg.weight_decay, fused=True,  # one kernel for all tensors
         )
-        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        # One process without fp16 (CPU, one GPU): accelerate's wrappers would be no-ops that
+        # still cost ~1 ms per step on the tiny model (import probes, unwrapping), so the loop
+        # calls torch directly. Several processes or fp16 loss scaling go through accelerate.
+        self.direct = self.accelerator.num_processes == 1 and self.accelerator.mixed_precision != "fp16"
+        if self.direct:
+            self.model, self.optimizer = model.to(self.device), optimizer
+        else:
+            self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.policy = self.accelerator.unwrap_model(self.model)  # the bare module, for sampling
+        self._has_dropout = _has_dropout(self.policy)
         self.scheduler = make_scheduler(self.optimizer, cfg.effective_warmup_steps, cfg.max_steps,
                                         cfg.lr_scheduler_type)
         self.prompt_rng = random.Random(cfg.seed)
@@ -93,6 +111,17 @@ class GRPOTrainer:
         self.pad_id = self.tokenizer.pad_token_id
         self.step = 0
         self._batch: Optional[GenerationBatch] = None  # reused for μ steps
+
+    def _autocast(self):
+        if self.accelerator.mixed_precision == "no":
+            return contextlib.nullcontext()
+        return self.accelerator.autocast()
+
+    def _set_training(self, training: bool) -> None:
+        """Train mode for the loss forward, eval mode for sampling; a no-op (not a walk over
+        every module, ~0.3 ms) when the model has no dropout, where the modes compute the same."""
+        if self._has_dropout and self.model.training != training:
+            self.model.train(training)
 
     # ---- prompts and sampling -----------------------------------------------------------
     def _format(self, prompt: str) -> str:
@@ -112,9 +141,10 @@ class GRPOTrainer:
 
     def _sample(self, prompt_ids, prompt_mask, generator, greedy=False, group_size=1):
         cfg = self.cfg
-        with self.accelerator.autocast():
+        self._set_training(False)
+        with self._autocast():
             return sample_completions(
-                self.accelerator.unwrap_model(self.model), prompt_ids, prompt_mask,
+                self.policy, prompt_ids, prompt_mask,
                 max_new_tokens=cfg.max_completion_length, eos_token_id=self.eos_id, pad_token_id=self.pad_id,
                 temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, generator=generator, greedy=greedy,
                 group_size=group_size,
@@ -172,7 +202,7 @@ class GRPOTrainer:
 
         old_logps = ref_logps = None
         if cfg.num_iterations > 1 or cfg.beta > 0:
-            with self.accelerator.autocast():
+            with self._autocast():
                 if cfg.num_iterations > 1:  # the sampling policy's log-probs, reused for μ steps
                     old_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
                                                           completion_ids, completion_mask)
@@ -202,14 +232,16 @@ class GRPOTrainer:
         n_micro = cfg.gradient_accumulation_steps
         size = cfg.generation_batch_size // n_micro
         # dapo's normalizer: completion tokens of the whole generation batch, over all processes
-        total_tokens = self.accelerator.reduce(batch.completion_mask.sum().float(), reduction="sum")
-        self.model.train()
+        total_tokens = batch.completion_mask.sum().float()
+        if not self.direct:
+            total_tokens = self.accelerator.reduce(total_tokens, reduction="sum")
+        self._set_training(True)
         sums = {"loss": 0.0, "policy_loss": 0.0, "kl_loss": 0.0}
         means = {"kl": 0.0, "clip_ratio": 0.0, "entropy": 0.0}
         for s in range(0, cfg.generation_batch_size, size):
             sl = slice(s, s + size)
             mask = batch.completion_mask[sl]
-            with self.accelerator.autocast():
+            with self._autocast():
                 logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
                                                   batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True,
                                                   group_size=self._group_size(size))
@@ -222,7 +254,10 @@ class GRPOTrainer:
                     loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
                     num_micro_batches=n_micro, generation_batch_tokens=total_tokens,
                 )
-            self.accelerator.backward(loss)
+            if self.direct:
+                loss.backward()
+            else:
+                self.accelerator.backward(loss)
             sums["loss"] += loss.detach()
             sums["policy_loss"] += m["policy_loss"]
             sums["kl_loss"] += m["kl_loss"]
@@ -231,7 +266,10 @@ class GRPOTrainer:
             fmask = mask.float()
             means["entropy"] += (entropy * fmask).sum() / fmask.sum().clamp(min=1) / n_micro
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
+        if self.direct:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, foreach=True)
+        else:
+            grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
         metrics = {k: float(v) for k, v in {**sums, **means}.items()}
         metrics["grad_norm"] = float(grad_norm)
         metrics["learning_rate"] = self.scheduler.get_last_lr()[0]
@@ -248,7 +286,7 @@ class GRPOTrainer:
     def train_step(self) -> dict:
         """One optimizer step (sampling a new generation batch every μ steps); returns its metrics."""
         t0 = time.perf_counter()
-        self.model.eval()
+        self._set_training(False)
         if self.step % self.cfg.num_iterations == 0:
             self._batch = self.generate_batch()
         batch = self._batch
@@ -263,21 +301,21 @@ class GRPOTrainer:
         """Run max_steps optimizer steps; returns the summary (SPEC.md: Summary metrics)."""
         cfg = self.cfg
         start = time.perf_counter()
-        self.model.eval()
+        self._set_training(False)
         baseline = self.heldout_reward(cfg.baseline_prompts, greedy=False)
         eval_before = self.heldout_reward(cfg.eval_prompts, greedy=True) if cfg.eval_every else None
         rewards, losses, step_times = [], [], []
         while self.step < cfg.max_steps:
             metrics = self.train_step()
             if cfg.eval_every and self.step % cfg.eval_every == 0:
-                self.model.eval()
+                self._set_training(False)
                 metrics["eval/accuracy"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
             step_times.append(metrics["step_time"])
             rewards.append(metrics["reward"])
             losses.append(metrics["loss"])
             if on_step is not None:
                 on_step(metrics)
-        self.model.eval()
+        self._set_training(False)
         summary = summarize(rewards, losses, baseline, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps)
         if cfg.eval_every:
             summary["eval_accuracy_before"] = eval_before
