@@ -271,13 +271,68 @@ def spec_fingerprint(spec: SweepSpec) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _prepare_models(spec: SweepSpec) -> None:
-    """Build the tiny base models once, before workers start, instead of in every worker."""
+def _build_tiny_models(keys: list) -> None:
     from grpo_core.models import ensure_tiny_model
 
-    configs = [spec.config_for(p) for p in spec.grid_points()] if spec.mode == "grid" else [spec.config_for({})]
-    for key in {(c.cache_dir, c.task, c.tiny_pretrain_steps) for c in configs if c.model == "tiny"}:
+    for key in keys:
         ensure_tiny_model(*key)
+
+
+def _prepare_models(spec: SweepSpec, in_child: bool) -> list[str]:
+    """Build the tiny base models once, before workers start, instead of in every worker.
+    With `in_child`, missing models are built in a spawned process, so that this process never
+    runs a multi-threaded torch op before forking workers (GNU OpenMP is not fork-safe).
+    Returns the model folders."""
+    from grpo_core.models import tiny_cache_dir
+
+    configs = [spec.config_for(p) for p in spec.grid_points()] if spec.mode == "grid" else [spec.config_for({})]
+    keys = sorted({(c.cache_dir, c.task, c.tiny_pretrain_steps) for c in configs if c.model == "tiny"})
+    missing = [k for k in keys if not (tiny_cache_dir(*k) / "config.json").is_file()]
+    if missing and in_child:
+        proc = mp.get_context("spawn").Process(target=_build_tiny_models, args=(missing,), name="grpo-pretrain")
+        proc.start()
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"building the tiny base model failed (exit code {proc.exitcode})")
+    elif missing:
+        _build_tiny_models(missing)
+    return [str(tiny_cache_dir(*k)) for k in keys] + [c.model for c in configs if c.model != "tiny"]
+
+
+def _start_method(gpus: int) -> str:
+    """fork on Linux without GPUs: workers inherit the libraries this process has imported
+    (a spawned worker spends ~5 s importing torch, transformers, MLflow and Optuna again).
+    spawn with GPUs (CUDA is not fork-safe) and on other systems."""
+    if gpus == 0 and sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods():
+        return "fork"
+    return "spawn"
+
+
+def _preload_for_fork(model_dirs: list[str]) -> None:
+    """Import, before forking, what every worker imports: the trainer, the MLflow logger and the
+    transformers modeling module of each model (imported only, no torch op runs)."""
+    import grpo_core.run  # noqa: F401
+    import grpo_core.trainer  # noqa: F401
+    import sweeps.mlflow_logging  # noqa: F401
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    for path in model_dirs:
+        try:
+            config = AutoConfig.from_pretrained(path)
+            AutoModelForCausalLM._model_mapping[type(config)]  # imports the modeling module
+        except Exception:  # a hub id or an unknown architecture: the worker imports it itself
+            pass
+
+
+def _release_connections(*stores) -> None:
+    """Close pooled database connections before forking, so no worker shares one (SQLAlchemy:
+    a connection must not cross a fork). The pools reconnect on next use."""
+    for store in stores:
+        for obj in (store, getattr(store, "_backend", None), getattr(store, "store", None)):
+            engine = getattr(obj, "engine", None)
+            if engine is not None and hasattr(engine, "dispose"):
+                engine.dispose()
 
 
 def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
@@ -352,9 +407,10 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         print(trials_table(study, spec))
         return 0
 
-    _prepare_models(spec)
-    parent_run_id = _parent_run(study, spec, tracking_uri)
     gpus = _gpu_count()
+    method = _start_method(gpus) if workers > 1 else None
+    model_dirs = _prepare_models(spec, in_child=method == "fork")
+    parent_run_id = _parent_run(study, spec, tracking_uri)
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
                              parent_run_id=parent_run_id, invocation=invocation,
                              num_threads=max(1, _cpu_count() // workers) if not gpus else 0, out_root=out_root)
@@ -364,8 +420,11 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         if workers == 1:
             worker_loop(replace(base_ctx, gpu="0" if gpus else None))
         else:
-            spawn = mp.get_context("spawn")
-            procs = [spawn.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}",
+            if method == "fork":
+                _preload_for_fork(model_dirs)
+                _release_connections(storage, make_client(tracking_uri)._tracking_client.store)
+            context = mp.get_context(method)
+            procs = [context.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}",
                                    args=(replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None),))
                      for i in range(workers)]
             for p in procs:
