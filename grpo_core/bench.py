@@ -278,6 +278,14 @@ def measure_memory(setup: Setup, knobs: Knobs, steps: int) -> dict:
     return out
 
 
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 # ---- the report -----------------------------------------------------------------------------
 def environment() -> dict:
     import accelerate
@@ -340,9 +348,20 @@ def run_bench(setup_names: list[str], knobs: Knobs, steps: Optional[int], warmup
     table = format_table(rows)
     print(table)
     if out:
-        text = [f"# grpo bench ({knobs.device})", "", f"Command: `{command}`", "",
-                f"β = {knobs.beta}, loss_type = {knobs.loss_type}, learning rate = {knobs.learning_rate}, "
-                f"seed = {knobs.seed}; {time.strftime('%Y-%m-%d')}.", "",
+        steps_note = "; ".join(f"{r['setup'].name}: {r['ours']['steps']} measured steps each after "
+                               f"{r['setup'].warmup if warmup is None else warmup} warm-up" for r in rows)
+        text = [f"# grpo bench ({knobs.device})", "", f"Command: `{command}` at commit {_git_commit()}, "
+                f"{time.strftime('%Y-%m-%d')}.", "",
+                f"Both trainers: same model folder, task (addition), prompts per step, completions per prompt, "
+                f"max_completion_length, β = {knobs.beta}, loss_type = {knobs.loss_type}, learning rate "
+                f"{knobs.learning_rate}, seed {knobs.seed}, temperature 1, constant schedule. One process; they "
+                f"take turns in blocks of {block} optimizer steps ({steps_note}). Step time: TRL from its "
+                f"step-begin to its step-end callback (sampling, scoring, loss, backward, optimizer step); "
+                f"ours around `GRPOTrainer.train_step` (the same work). Tokens per second: completion tokens "
+                f"of a step over its time, median over steps. Peak memory: one fresh child process per trainer, "
+                f"peak RSS above the RSS after imports (CPU) or `torch.cuda.max_memory_allocated` (GPU). "
+                f"Log-prob check: max |Δ| between the log-probs our loss uses and a plain forward pass's "
+                f"log-softmax, float32.", "",
                 "Machine and versions: " + ", ".join(f"{k} {v}" for k, v in env.items() if v is not None) + ".", "",
                 table, ""]
         Path(out).parent.mkdir(parents=True, exist_ok=True)
