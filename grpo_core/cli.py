@@ -35,6 +35,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--tracking-uri", default=None,
                        help="MLflow tracking URI (default: sqlite:///results/local/mlflow.db)")
     sweep.add_argument("--out-root", default="results/local/sweeps", help="where trial run folders go")
+    sweep.add_argument("--heartbeat-interval", type=int, default=30,
+                       help="seconds between trial heartbeats on an RDB storage; a trial silent for 3 intervals "
+                            "is failed and retried (default 30)")
 
     trials = sub.add_parser("trials", help="list a sweep's trials and their states")
     trials.add_argument("spec", help="sweep spec YAML")
@@ -139,7 +142,7 @@ def _cmd_sweep(args) -> int:
     from sweeps.driver import run_sweep
 
     return run_sweep(args.spec, workers=args.workers, storage_url=args.storage, tracking_uri=args.tracking_uri,
-                     out_root=args.out_root)
+                     out_root=args.out_root, heartbeat_interval=args.heartbeat_interval)
 
 
 def _cmd_trials(args) -> int:

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
@@ -27,6 +28,7 @@ from grpo_core.errors import UserInputError
 from grpo_core.filelock import file_lock
 
 from .mlflow_logging import DEFAULT_TRACKING_URI, MlflowRunLogger, get_or_create_experiment, git_commit, make_client
+from .recovery import Heartbeat, end_orphaned_runs, fail_stale, owner_id
 from .spec import SweepSpec, load_spec
 from .storage import DEFAULT_JOURNAL, check_distinct, check_storage, check_tracking_uri, claim_lock_path, describe_storage, open_storage
 
@@ -43,6 +45,7 @@ class WorkerContext:
     num_threads: int = 0
     gpu: Optional[str] = None
     out_root: str = "results/local/sweeps"
+    heartbeat_interval: int = 30  # seconds; RDB storages only
 
 
 # ---- grid bookkeeping ----------------------------------------------------------------------
@@ -99,17 +102,29 @@ def free_points(spec: SweepSpec, trials, invocation: str, sampler) -> list[dict]
 
 
 def claim_trial(study, spec: SweepSpec, lock_path: Path, invocation: str):
-    """Create the next trial, or None when the sweep has nothing left for this invocation."""
+    """Create the next trial, or None when the sweep has nothing left for this invocation.
+    Trials of dead workers are failed first (sweeps/recovery.py); each new trial records its
+    owner process, so that its own death can be detected."""
     with file_lock(lock_path):
+        fail_stale(study)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
-            return study.ask() if len(trials) < spec.n_trials else None
-        free = free_points(spec, trials, invocation, study.sampler)
-        if not free:
-            return None
-        if len(trials) >= len(spec.grid_points()):  # past GridSampler's first pass: fix the point
-            study.enqueue_trial(free[0])
-        return study.ask()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                trial = study.ask() if len(trials) < spec.n_trials else None
+        else:
+            free = free_points(spec, trials, invocation, study.sampler)
+            if not free:
+                return None
+            waiting = any(t.state.name == "WAITING" for t in trials)  # e.g. a heartbeat retry
+            if len(trials) >= len(spec.grid_points()) and not waiting:  # past the first pass: fix the point
+                study.enqueue_trial(free[0])
+            with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
+                warnings.simplefilter("ignore", UserWarning)
+                trial = study.ask()
+        if trial is not None:
+            trial.set_user_attr("owner", owner_id())
+        return trial
 
 
 def has_work(study, spec: SweepSpec, invocation: str) -> bool:
@@ -134,14 +149,18 @@ def _run_name(spec: SweepSpec, number: int, point: dict) -> str:
 
 
 def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
-               out_dir: Path) -> tuple[dict, str]:
-    """Train one config with its own MLflow run (child of `parent_run_id`); returns (summary, run id)."""
+               out_dir: Path, on_run=None) -> tuple[dict, str]:
+    """Train one config with its own MLflow run (child of `parent_run_id`); returns (summary, run id).
+    `on_run(run_id)` is called as soon as the run exists (the trial records it, so that the run
+    can be ended as KILLED if this process dies)."""
     from grpo_core.run import read_metrics, run_training
 
     from .plots import reward_curve_png
 
     logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, run_name, cfg.to_dict(), tags=tags,
                              parent_run_id=parent_run_id)
+    if on_run is not None:
+        on_run(logger.run_id)
     try:
         summary = run_training(cfg, out_dir, logger=logger, progress=False)
     except BaseException as exc:
@@ -164,8 +183,8 @@ def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
         tags["claim"] = spec.text["claim"]
     out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}"
     trial.set_user_attr("run_dir", str(out))
-    summary, run_id = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, point), tags, ctx.parent_run_id, out)
-    trial.set_user_attr("mlflow_run_id", run_id)
+    summary, run_id = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
+                                 on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid))
     for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward"):
         trial.set_user_attr(key, summary.get(key))
     return spec.censor(summary, cfg.max_steps)
@@ -190,6 +209,7 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
     tags = {"sweep": spec.name, "trial_number": trial.number, **{f"variant.{k}": v for k, v in params.items()}}
     trial_logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, _run_name(spec, trial.number, params),
                                    trial_params, tags=tags, parent_run_id=ctx.parent_run_id)
+    trial.set_user_attr("mlflow_run_id", trial_logger.run_id)
     values, learned = [], []
     try:
         for seed in spec.seeds:
@@ -232,14 +252,15 @@ def worker_loop(ctx: WorkerContext) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(ctx.spec_path)
-    study = optuna.load_study(study_name=spec.name, storage=open_storage(ctx.storage_url),
+    study = optuna.load_study(study_name=spec.name, storage=open_storage(ctx.storage_url, ctx.heartbeat_interval),
                               sampler=make_sampler(spec, ctx.worker_index))
     lock = claim_lock_path(ctx.storage_url, spec.name)
     objective = grid_objective if spec.mode == "grid" else search_objective
     while (trial := claim_trial(study, spec, lock, ctx.invocation)) is not None:
         trial.set_user_attr("invocation", ctx.invocation)
         try:
-            value = objective(trial, spec, ctx)
+            with Heartbeat(study, trial):
+                value = objective(trial, spec, ctx)
         except KeyboardInterrupt:
             trial.set_user_attr("error", "interrupted")
             study.tell(trial, state=TrialState.FAIL)
@@ -376,20 +397,23 @@ def _gpu_count() -> int:
 
 
 def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = None,
-              tracking_uri: Optional[str] = None, out_root: str = "results/local/sweeps") -> int:
+              tracking_uri: Optional[str] = None, out_root: str = "results/local/sweeps",
+              heartbeat_interval: int = 30) -> int:
     """Run or resume a sweep. Every input is checked before anything is written."""
     import optuna
     from optuna.trial import TrialState
 
     if workers < 1:
         raise UserInputError(f"--workers: got {workers}; allowed: an integer ≥ 1")
+    if heartbeat_interval < 1:
+        raise UserInputError(f"--heartbeat-interval: got {heartbeat_interval}; allowed: an integer ≥ 1 (seconds)")
     spec = load_spec(spec_path)
     tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
     check_distinct(storage_url, tracking_uri)
     check_tracking_uri(tracking_uri)
     check_storage(storage_url)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = open_storage(storage_url)
+    storage = open_storage(storage_url, heartbeat_interval)
     fingerprint = spec_fingerprint(spec)
     try:
         existing = optuna.load_study(study_name=spec.name, storage=storage)
@@ -401,6 +425,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     study = optuna.create_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec),
                                 direction=spec.direction, load_if_exists=True)
     study.set_user_attr("spec_fingerprint", fingerprint)
+    _recover(study, tracking_uri, storage_url)
     invocation = uuid.uuid4().hex[:12]
     if not has_work(study, spec, invocation):
         print(f"sweep {spec.name}: nothing to run; every trial is already done")
@@ -412,7 +437,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     model_dirs = _prepare_models(spec, in_child=method == "fork")
     parent_run_id = _parent_run(study, spec, tracking_uri)
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
-                             parent_run_id=parent_run_id, invocation=invocation,
+                             parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
                              num_threads=max(1, _cpu_count() // workers) if not gpus else 0, out_root=out_root)
     started = time.perf_counter()
     status = "FINISHED"
@@ -441,12 +466,22 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         client.set_terminated(parent_run_id, status=status)
     wall = time.perf_counter() - started
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
+    _recover(study, tracking_uri, storage_url)  # a worker of this sweep that was killed
     print(trials_table(study, spec))
     failed = [t for t in study.get_trials(deepcopy=False)
               if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation]
     print(f"sweep {spec.name}: {workers} worker(s), {wall:.1f}s wall; "
           f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))
     return 1 if failed else 0
+
+
+def _recover(study, tracking_uri: str, storage_url: Optional[str]) -> None:
+    """Fail the trials of dead workers and end their MLflow runs as KILLED; say so."""
+    failed = fail_stale(study)
+    ended = end_orphaned_runs(study, tracking_uri)
+    if failed or ended:
+        print(f"grpo sweep: {len(failed)} trial(s) of dead workers failed ({describe_storage(storage_url)}), "
+              f"{len(ended)} MLflow run(s) ended as KILLED; their grid points run again", file=sys.stderr, flush=True)
 
 
 def trials_table(study, spec: SweepSpec) -> str:

@@ -59,7 +59,9 @@ def check_storage(url: str | None) -> None:
             engine.dispose()
 
 
-def open_storage(url: str | None):
+def open_storage(url: str | None, heartbeat_interval: int = 30):
+    """The Optuna storage for `url`. RDB storages get Optuna's heartbeat: a trial silent for
+    3 intervals is stale (its worker died) and RetryHeartbeatStaleTrialCallback retries it."""
     import optuna
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
@@ -68,7 +70,17 @@ def open_storage(url: str | None):
         path.parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(
             JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path) + ".lock")))
-    return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+    import inspect
+    import warnings
+
+    params = inspect.signature(optuna.storages.RDBStorage).parameters
+    callback = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params
+                else "failed_trial_callback")  # renamed in Optuna 4.9
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat_interval,
+            grace_period=3 * heartbeat_interval, **{callback: optuna.storages.RetryHeartbeatStaleTrialCallback()})
 
 
 def check_tracking_uri(uri: str) -> None:

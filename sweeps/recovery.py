@@ -1,0 +1,150 @@
+"""Trials whose worker died: detect them, fail them, end their MLflow runs as KILLED.
+
+A worker killed mid-trial (SIGKILL, the OOM killer, a lost machine) leaves its Optuna trial
+RUNNING forever, which would block its grid point. Two detectors:
+
+- every trial records its owner, `host:pid:process-start-time`; a RUNNING trial whose owner
+  process no longer exists on this host is failed (any storage; the start time guards against
+  a reused pid). This is the journal storage's detector: the journal is a one-machine store.
+- RDB storages (PostgreSQL, SQLite) also use Optuna's heartbeat: each worker records a heartbeat
+  every `heartbeat_interval` seconds while its trial runs, `optuna.storages.fail_stale_trials`
+  fails trials silent for longer than the grace period (a dead worker on any machine), and
+  `RetryHeartbeatStaleTrialCallback` enqueues a retry of the same parameters.
+
+A failed trial's grid point is free again for the next `grpo sweep`. Its MLflow run, left
+RUNNING by the dead process, is ended as KILLED with a `failure_reason` tag, and its run folder
+gets a summary.json with status "killed" when the process died before writing one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import warnings
+from pathlib import Path
+from typing import Optional
+
+HEARTBEAT_REASON = "worker stopped sending heartbeats (died, or lost its machine)"
+
+
+def _process_start(pid: int) -> Optional[str]:
+    """The process's start time in clock ticks since boot (Linux), or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22 of stat; fields after the command name
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid()) or ''}"
+
+
+def owner_alive(owner: str) -> Optional[bool]:
+    """False when the owner ran on this host and is gone; None when it cannot be told here."""
+    try:
+        host, pid, start = owner.rsplit(":", 2)
+    except ValueError:
+        return None
+    if host != socket.gethostname() or not start or not Path("/proc/self/stat").exists():
+        return None
+    return _process_start(int(pid)) == start
+
+
+def fail_dead_owners(study) -> list[int]:
+    """Fail the RUNNING trials whose owner process is gone from this host; their numbers."""
+    from optuna.trial import TrialState
+
+    failed = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.user_attrs.get("owner")
+        if owner and owner_alive(owner) is False:
+            pid = owner.rsplit(":", 2)[1]
+            study._storage.set_trial_user_attr(t._trial_id, "error", f"worker died (pid {pid} on this host)")
+            study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            failed.append(t.number)
+    return failed
+
+
+def heartbeat_interval(storage) -> Optional[float]:
+    """The storage's heartbeat interval in seconds, or None when it has no heartbeat (journal)."""
+    get = getattr(storage, "get_heartbeat_interval", None)
+    return get() if callable(get) else None
+
+
+def fail_stale(study) -> list[int]:
+    """Both detectors; returns the trial numbers failed now."""
+    import optuna
+    from optuna.trial import TrialState
+
+    failed = fail_dead_owners(study)
+    if heartbeat_interval(study._storage):
+        before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        after = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+        failed += sorted(before - after)
+    return failed
+
+
+class Heartbeat:
+    """Records the trial's heartbeat every interval while the trial runs (RDB storages only)."""
+
+    def __init__(self, study, trial):
+        self.storage = study._storage
+        self.trial_id = trial._trial_id
+        self.stop = threading.Event()
+        self.thread = None
+        interval = heartbeat_interval(self.storage)
+        if interval:
+            self.storage.record_heartbeat(self.trial_id)
+            self.thread = threading.Thread(target=self._beat, args=(interval,), daemon=True,
+                                           name=f"optuna-heartbeat-{self.trial_id}")
+            self.thread.start()
+
+    def _beat(self, interval: float) -> None:
+        while not self.stop.wait(interval):
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:  # a transient database error: the next beat retries
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+
+def end_orphaned_runs(study, tracking_uri: str) -> list[str]:
+    """End as KILLED the MLflow runs of FAIL trials that are still RUNNING (their process died),
+    and write the missing summary.json of their run folders. Returns the run ids ended."""
+    from optuna.trial import TrialState
+
+    from .mlflow_logging import make_client
+
+    client = make_client(tracking_uri)
+    ended = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+        reason = str(t.user_attrs.get("error") or HEARTBEAT_REASON)
+        run_dir = t.user_attrs.get("run_dir")
+        if run_dir and Path(run_dir).is_dir() and not (Path(run_dir) / "summary.json").exists():
+            (Path(run_dir) / "summary.json").write_text(json.dumps({"status": "killed", "error": reason}, indent=2))
+        run_id = t.user_attrs.get("mlflow_run_id")
+        if not run_id:
+            continue
+        try:
+            if client.get_run(run_id).info.status != "RUNNING":
+                continue
+            client.set_tag(run_id, "failure_reason", reason)
+            client.set_tag(run_id, "status", "killed")
+            client.set_terminated(run_id, status="KILLED")
+            ended.append(run_id)
+        except Exception:  # the run is in another tracking store, or was deleted
+            continue
+    return ended

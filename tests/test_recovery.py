@@ -1,0 +1,119 @@
+"""Killed workers: a SIGKILLed `grpo sweep` leaves a RUNNING trial and a RUNNING MLflow run;
+the next `grpo sweep` fails the trial, ends the run as KILLED, and runs the grid point again.
+Optuna's heartbeat path (RDB storages) is checked on its own."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from conftest import CACHE, ROOT, run_grpo as grpo
+
+
+def _spec(tmp_path, name, max_steps):
+    path = tmp_path / f"{name}.yaml"
+    base = {"cache_dir": str(CACHE), "max_steps": max_steps, "baseline_prompts": 8, "stl_window": 5}
+    path.write_text(yaml.safe_dump({"name": name, "base": base, "grid": {"learning_rate": [1e-4, 3e-4]},
+                                    "seeds": [0]}, sort_keys=False))
+    return path
+
+
+def _study(storage_url, name, spec_path):
+    import optuna
+
+    from sweeps.driver import make_sampler
+    from sweeps.spec import load_spec
+    from sweeps.storage import open_storage
+
+    spec = load_spec(spec_path)
+    return spec, optuna.load_study(study_name=name, storage=open_storage(storage_url), sampler=make_sampler(spec))
+
+
+def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
+    from mlflow.tracking import MlflowClient
+    from optuna.trial import TrialState
+
+    from sweeps.driver import grid_point_of, point_key
+
+    spec_path = _spec(tmp_path, "killme", max_steps=150)
+    journal = f"journal://{tmp_path}/optuna.log"
+    tracking = f"sqlite:///{tmp_path}/mlflow.db"
+    args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking,
+            "--out-root", str(tmp_path / "runs")]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    metrics = tmp_path / "runs" / "killme" / "trial-0000" / "metrics.jsonl"
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:  # mid-trial: some steps logged, not all
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    spec, study = _study(journal, "killme", spec_path)
+    killed = study.get_trials(deepcopy=False)[0]
+    assert killed.state == TrialState.RUNNING  # what the dead process left behind
+    client = MlflowClient(tracking_uri=tracking)
+    assert client.get_run(killed.user_attrs["mlflow_run_id"]).info.status == "RUNNING"
+
+    res = grpo(*args)  # the rerun detects the dead owner and completes the grid
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "1 trial(s) of dead workers failed" in res.stderr and "1 MLflow run(s) ended as KILLED" in res.stderr
+
+    spec, study = _study(journal, "killme", spec_path)
+    trials = study.get_trials(deepcopy=False)
+    killed = trials[0]
+    assert killed.state == TrialState.FAIL and "worker died" in killed.user_attrs["error"]
+    complete = [point_key(grid_point_of(spec, t, study.sampler)) for t in trials if t.state == TrialState.COMPLETE]
+    assert sorted(complete) == sorted(point_key(p) for p in spec.grid_points())  # every point exactly once
+    run = client.get_run(killed.user_attrs["mlflow_run_id"])
+    assert run.info.status == "KILLED" and "worker died" in run.data.tags["failure_reason"]
+    summary = json.loads((tmp_path / "runs" / "killme" / "trial-0000" / "summary.json").read_text())
+    assert summary["status"] == "killed"
+    assert len(metrics.read_text().splitlines()) >= 20  # what it trained before dying is kept
+
+
+def test_rdb_heartbeat_fails_a_silent_trial_and_enqueues_its_retry(tmp_path):
+    import optuna
+    from optuna.trial import TrialState
+
+    from sweeps.recovery import Heartbeat, fail_stale
+    from sweeps.storage import open_storage
+
+    storage = open_storage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=1)
+    study = optuna.create_study(study_name="hb", storage=storage)
+    alive, silent = study.ask(), study.ask()
+    for trial, lr in ((alive, 1e-4), (silent, 3e-4)):
+        trial.suggest_categorical("learning_rate", [1e-4, 3e-4])
+        trial.set_user_attr("owner", "another-machine:123:456")  # not on this host: only the heartbeat can tell
+    storage.record_heartbeat(silent._trial_id)  # one beat, then silence: its worker "died"
+    with Heartbeat(study, alive):
+        time.sleep(4.0)  # > grace period (3 intervals)
+        failed = fail_stale(study)
+    assert failed == [silent.number]
+    trials = study.get_trials(deepcopy=False)
+    assert trials[alive.number].state == TrialState.RUNNING
+    assert trials[silent.number].state == TrialState.FAIL
+    retry = trials[-1]  # RetryHeartbeatStaleTrialCallback: the same parameters, waiting to run
+    assert retry.state == TrialState.WAITING and retry.system_attrs["failed_trial"] == silent.number
+    assert retry.params == trials[silent.number].params
+
+
+def test_owner_detection_tells_live_dead_and_unknown():
+    from sweeps.recovery import owner_alive, owner_id
+
+    me = owner_id()
+    assert owner_alive(me) is True
+    host, pid, start = me.rsplit(":", 2)
+    assert owner_alive(f"{host}:{pid}:{int(start) + 1}") is False  # same pid, another process: reused pid
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert owner_alive(f"{host}:{dead.pid}:1") is False
+    assert owner_alive(f"other-host:{pid}:{start}") is None  # cannot tell from here
