@@ -88,8 +88,13 @@ def _cmd_train(args) -> int:
     cfg = load_config(args.config, args.overrides)
     run_name = cfg.run_name or cfg.default_run_name()
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else Path("results/local/runs") / f"{run_name}-{stamp}"
-    if out.exists() and any(out.iterdir()):
+    resume_dir = Path(cfg.resume_from_checkpoint).parent if cfg.resume_from_checkpoint else None
+    if args.out:
+        out = Path(args.out)
+    else:  # a resumed run goes on in its own folder
+        out = resume_dir or Path("results/local/runs") / f"{run_name}-{stamp}"
+    resuming_in_place = resume_dir is not None and out.resolve() == resume_dir.resolve()
+    if out.exists() and any(out.iterdir()) and not resuming_in_place:
         raise UserInputError(f"--out {out}: folder exists and is not empty; choose a new folder")
     from .run import run_training
 

@@ -127,6 +127,13 @@ class GRPOConfig:
     None = the task's calibrated value (addition 1000, reverse 75), written resolved to config.yaml."""
     cache_dir: str = "results/local/cache"
     """Where built-in tiny models are cached."""
+    save_steps: int = 0
+    """Write a checkpoint (model, optimizer, schedule, every random state, the metric history)
+    to `<run folder>/checkpoint-<step>` every N steps, keeping the latest; 0 = none."""
+    resume_from_checkpoint: Optional[str] = None
+    """A checkpoint folder to continue from: the run goes on at the step after it and gives the
+    same metrics as an uninterrupted run (same config, CPU). Every other key must equal the
+    checkpoint's config."""
     run_name: str = ""
     """Name of the run in MLflow; empty = derived from the variant settings and seed."""
     mlflow_tracking_uri: str = "sqlite:///results/local/mlflow.db"
@@ -284,11 +291,35 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(cfg.eval_every >= 0, "eval_every", "an integer ≥ 0 (0 = eval off)")
     require(cfg.eval_prompts >= 1, "eval_prompts", "an integer ≥ 1")
     require(cfg.num_threads >= 0, "num_threads", "an integer ≥ 0 (0 = torch's default)")
+    require(cfg.save_steps >= 0, "save_steps", "an integer ≥ 0 (0 = no checkpoints)")
     if cfg.tiny_pretrain_steps is None:
         cfg.tiny_pretrain_steps = TASKS[cfg.task].tiny_pretrain_steps
     require(cfg.tiny_pretrain_steps >= 0, "tiny_pretrain_steps", "an integer ≥ 0, or null for the task's value")
+    if cfg.resume_from_checkpoint is not None:
+        check_checkpoint(cfg)
     check_model_name(cfg.model)
     return cfg
+
+
+CHECKPOINT_STATE = "trainer_state.pt"
+_RESUME_MAY_DIFFER = {"resume_from_checkpoint", "save_steps", "run_name", "mlflow_tracking_uri",
+                      "mlflow_experiment", "num_threads"}
+
+
+def check_checkpoint(cfg: GRPOConfig) -> None:
+    """The checkpoint folder exists and was written by a run with the same config."""
+    folder = Path(cfg.resume_from_checkpoint)
+    if not (folder / CHECKPOINT_STATE).is_file() or not (folder / "config.yaml").is_file():
+        raise ConfigError("resume_from_checkpoint", f"{str(folder)!r} is not a checkpoint folder "
+                                                    f"(allowed: a <run folder>/checkpoint-<step> folder)")
+    saved = yaml.safe_load((folder / "config.yaml").read_text()) or {}
+    current = cfg.to_dict()
+    for key, value in saved.items():
+        if key in _RESUME_MAY_DIFFER:
+            continue
+        if key in current and current[key] != value:
+            raise ConfigError("resume_from_checkpoint", f"the checkpoint was written with {key}={value!r}, "
+                                                        f"this config has {current[key]!r}; allowed: the same config")
 
 
 def parse_override(text: str) -> tuple[str, Any]:

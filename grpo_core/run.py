@@ -54,11 +54,18 @@ def run_training(
 
     trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
     out = Path(out_dir)
+    kept = resumed_metrics(cfg)  # the steps up to the checkpoint, when resuming
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     bar = _progress_bar(cfg.max_steps, progress)
     status, summary = "failed", {}
     with open(out / "metrics.jsonl", "w") as metrics_file:
+        for line in kept:  # a resumed run's folder and MLflow run hold every step, 1 … max_steps
+            metrics_file.write(json.dumps(line) + "\n")
+            if logger is not None:
+                logger.log_step(line)
+        if bar is not None:
+            bar.update(len(kept))
 
         def on_step(metrics: dict) -> None:
             metrics_file.write(json.dumps({k: _json_value(v) for k, v in metrics.items()}) + "\n")
@@ -70,7 +77,7 @@ def run_training(
                 bar.set_postfix(reward=f"{metrics['reward']:.3f}", loss=f"{metrics['loss']:.2e}", refresh=False)
 
         try:
-            summary = trainer.train(on_step=on_step)
+            summary = trainer.train(on_step=on_step, checkpoint_dir=out)
             status = "finished"
         except RunFailure as exc:
             summary = {"error": str(exc)}
@@ -90,6 +97,18 @@ def run_training(
             if logger is not None:
                 logger.end(summary, status, out)
     return summary
+
+
+def resumed_metrics(cfg: GRPOConfig) -> list[dict]:
+    """The metrics.jsonl lines of the checkpoint's run up to the checkpoint's step."""
+    if not cfg.resume_from_checkpoint:
+        return []
+    folder = Path(cfg.resume_from_checkpoint)
+    step = int(folder.name.rsplit("-", 1)[-1]) if folder.name.rsplit("-", 1)[-1].isdigit() else None
+    source = folder.parent / "metrics.jsonl"
+    if step is None or not source.is_file():
+        return []
+    return [m for m in read_metrics(source) if m.get("step", 0) <= step]
 
 
 def _progress_bar(total: int, enabled: bool):

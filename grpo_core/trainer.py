@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 
 from .advantages import advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages
-from .config import GRPOConfig
+from .config import CHECKPOINT_STATE, GRPOConfig
 from .errors import RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
 from .loss import grpo_loss
@@ -297,30 +299,90 @@ class GRPOTrainer:
         metrics["tokens_per_second"] = float(batch.completion_mask.sum()) / elapsed
         return metrics
 
-    def train(self, on_step: Optional[Callable[[dict], None]] = None) -> dict:
-        """Run max_steps optimizer steps; returns the summary (SPEC.md: Summary metrics)."""
+    def train(self, on_step: Optional[Callable[[dict], None]] = None,
+              checkpoint_dir: Optional[str | Path] = None) -> dict:
+        """Run max_steps optimizer steps; returns the summary (SPEC.md: Summary metrics). With
+        cfg.save_steps, a checkpoint goes to `checkpoint_dir/checkpoint-<step>` every save_steps
+        steps; with cfg.resume_from_checkpoint, training goes on from that checkpoint."""
         cfg = self.cfg
         start = time.perf_counter()
         self._set_training(False)
-        baseline = self.heldout_reward(cfg.baseline_prompts, greedy=False)
-        eval_before = self.heldout_reward(cfg.eval_prompts, greedy=True) if cfg.eval_every else None
-        rewards, losses, step_times = [], [], []
+        if cfg.resume_from_checkpoint:
+            history = self.load_checkpoint(cfg.resume_from_checkpoint)
+        else:
+            history = {"baseline": self.heldout_reward(cfg.baseline_prompts, greedy=False),
+                       "eval_before": self.heldout_reward(cfg.eval_prompts, greedy=True) if cfg.eval_every else None,
+                       "rewards": [], "losses": [], "step_times": []}
         while self.step < cfg.max_steps:
             metrics = self.train_step()
             if cfg.eval_every and self.step % cfg.eval_every == 0:
                 self._set_training(False)
                 metrics["eval/accuracy"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
-            step_times.append(metrics["step_time"])
-            rewards.append(metrics["reward"])
-            losses.append(metrics["loss"])
+            history["step_times"].append(metrics["step_time"])
+            history["rewards"].append(metrics["reward"])
+            history["losses"].append(metrics["loss"])
             if on_step is not None:
                 on_step(metrics)
+            if cfg.save_steps and checkpoint_dir is not None and self.step % cfg.save_steps == 0:
+                self.save_checkpoint(Path(checkpoint_dir), history)
         self._set_training(False)
-        summary = summarize(rewards, losses, baseline, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps)
+        summary = summarize(history["rewards"], history["losses"], history["baseline"], cfg.stl_window,
+                            cfg.stl_delta, cfg.loss_departure_eps)
         if cfg.eval_every:
-            summary["eval_accuracy_before"] = eval_before
+            summary["eval_accuracy_before"] = history["eval_before"]
             summary["eval_accuracy_after"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
-        summary["median_step_time_s"] = float(np.median(step_times))
-        summary["train_time_s"] = float(np.sum(step_times))
+        summary["median_step_time_s"] = float(np.median(history["step_times"]))
+        summary["train_time_s"] = float(np.sum(history["step_times"]))
         summary["wall_time_s"] = time.perf_counter() - start
         return summary
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def save_checkpoint(self, run_dir: Path, history: dict) -> Path:
+        """Write `run_dir/checkpoint-<step>` (atomically: a temporary folder, then a rename) and
+        remove older checkpoints. Holds everything the next step depends on: weights, optimizer
+        and schedule, the four random streams, the batch being reused (μ > 1), the history."""
+        import shutil
+
+        import yaml
+
+        batch = None
+        if self._batch is not None and self.step % self.cfg.num_iterations != 0:
+            batch = {f.name: getattr(self._batch, f.name) for f in dataclasses.fields(self._batch)}
+        state = {
+            "step": self.step, "history": history, "batch": batch,
+            "model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": {"prompt": self.prompt_rng.getstate(), "sample": self.sample_gen.get_state(),
+                    "noise": self.noise_gen.get_state(), "torch": torch.get_rng_state(),
+                    "python": random.getstate(), "numpy": np.random.get_state()},
+        }
+        target = run_dir / f"checkpoint-{self.step}"
+        tmp = run_dir / f".checkpoint-{self.step}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(state, tmp / CHECKPOINT_STATE)
+        (tmp / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        for old in run_dir.glob("checkpoint-*"):
+            if old != target and old.name.split("-")[-1].isdigit():
+                shutil.rmtree(old, ignore_errors=True)
+        return target
+
+    def load_checkpoint(self, folder: str | Path) -> dict:
+        """Restore a checkpoint written by save_checkpoint; returns its metric history."""
+        state = torch.load(Path(folder) / CHECKPOINT_STATE, map_location=self.device, weights_only=False)
+        self.policy.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        rng = state["rng"]
+        self.prompt_rng.setstate(rng["prompt"])
+        self.sample_gen.set_state(rng["sample"])
+        self.noise_gen.set_state(rng["noise"])
+        torch.set_rng_state(rng["torch"])
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        self.step = state["step"]
+        if state["batch"] is not None:
+            self._batch = GenerationBatch(**state["batch"])
+        return state["history"]

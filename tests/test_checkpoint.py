@@ -1,0 +1,89 @@
+"""Checkpoints: a run killed after a checkpoint and resumed from it gives the same metrics, step
+for step, as a run that was never interrupted (same seed, CPU)."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import CACHE, ROOT, make_cfg, run_grpo as grpo
+from grpo_core.cli import main
+from grpo_core.run import TIMING_KEYS, read_metrics, run_training
+
+ARGS = ["--no-mlflow", "--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8"]
+
+
+def _without_timing(rows):
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+
+
+def _summary(path):
+    s = json.loads((path / "summary.json").read_text())
+    return {k: v for k, v in s.items() if not k.endswith("time_s")}
+
+
+def test_killed_run_resumed_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
+    settings = ["--set", "max_steps=200", "--set", "save_steps=50"]
+    ref = tmp_path / "ref"
+    assert grpo("train", *ARGS, *settings, "--out", str(ref)).returncode == 0
+    assert [p.name for p in ref.glob("checkpoint-*")] == ["checkpoint-200"]  # only the latest is kept
+
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "train", *ARGS, *settings, "--out", str(run)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if (run / "checkpoint-100").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) >= 110:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)  # preempted: steps after checkpoint-100 are lost
+    proc.wait()
+    killed_at = len(read_metrics(run / "metrics.jsonl"))
+    assert 100 < killed_at < 200
+
+    res = grpo("train", *ARGS, "--set", f"resume_from_checkpoint={run / 'checkpoint-100'}")  # goes on in run/
+    assert res.returncode == 0, res.stderr[-2000:]
+    resumed = read_metrics(run / "metrics.jsonl")
+    assert [m["step"] for m in resumed] == list(range(1, 201))
+    assert _without_timing(resumed) == _without_timing(read_metrics(ref / "metrics.jsonl"))
+    assert _summary(run) == _summary(ref)
+
+
+def test_resume_mid_iteration_restores_the_reused_batch(tmp_path):
+    # μ = 2: the checkpoint at step 3 falls between the two steps on one generation batch
+    cfg = make_cfg(max_steps=5, save_steps=3, num_iterations=2, beta=0.04, advantage_noise_std=0.01)
+    run_training(cfg, tmp_path / "ref", progress=False)
+    shutil.copytree(tmp_path / "ref" / "checkpoint-3", tmp_path / "ckpt" / "checkpoint-3")
+    shutil.copy(tmp_path / "ref" / "metrics.jsonl", tmp_path / "ckpt" / "metrics.jsonl")
+    resumed_cfg = make_cfg(max_steps=5, save_steps=3, num_iterations=2, beta=0.04, advantage_noise_std=0.01,
+                           resume_from_checkpoint=str(tmp_path / "ckpt" / "checkpoint-3"))
+    run_training(resumed_cfg, tmp_path / "resumed", progress=False)
+    assert _without_timing(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == \
+        _without_timing(read_metrics(tmp_path / "ref" / "metrics.jsonl"))
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("resume_from_checkpoint=/no/such/checkpoint", "is not a checkpoint folder"),
+    ("save_steps=-1", "save_steps"),
+])
+def test_bad_checkpoint_settings_one_line_exit_2(tmp_path, capsys, setting, message):
+    assert main(["train", *ARGS, "--set", setting, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path, capsys):
+    run_training(make_cfg(max_steps=2, save_steps=2), tmp_path / "ref", progress=False)
+    ckpt = tmp_path / "ref" / "checkpoint-2"
+    assert main(["train", *ARGS, "--set", "max_steps=2", "--set", "loss_type=bnpo",
+                 "--set", f"resume_from_checkpoint={ckpt}"]) == 2
+    err = capsys.readouterr().err
+    assert "loss_type='grpo'" in err and "allowed: the same config" in err
