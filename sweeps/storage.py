@@ -32,6 +32,17 @@ def _journal_path(url: str | None) -> Path | None:
     return None
 
 
+def sqlalchemy_url(url: str) -> str:
+    """`postgresql://` with the driver that is installed: SQLAlchemy 2.1 reads a bare
+    `postgresql://` as psycopg 3, while this project installs psycopg2 (`psycopg2-binary`)."""
+    if url.startswith("postgresql://"):
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+            return "postgresql+psycopg2://" + url[len("postgresql://"):]
+    return url
+
+
 def check_storage(url: str | None) -> None:
     """Raise a one-line UserInputError when the storage URL is malformed or unreachable."""
     if _journal_path(url) is not None:
@@ -48,7 +59,7 @@ def check_storage(url: str | None) -> None:
 
     engine_kwargs = {"connect_args": {"connect_timeout": 5}} if url.startswith("postgresql") else {}
     try:
-        engine = sqlalchemy.create_engine(url, **engine_kwargs)
+        engine = sqlalchemy.create_engine(sqlalchemy_url(url), **engine_kwargs)
         with engine.connect():
             pass
     except Exception as exc:  # driver missing, host down, bad credentials
@@ -76,11 +87,25 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
     params = inspect.signature(optuna.storages.RDBStorage).parameters
     callback = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params
                 else "failed_trial_callback")  # renamed in Optuna 4.9
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
-            url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat_interval,
-            grace_period=3 * heartbeat_interval, **{callback: optuna.storages.RetryHeartbeatStaleTrialCallback()})
+    import random
+    import time
+
+    import sqlalchemy.exc
+
+    for attempt in range(6):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    sqlalchemy_url(url), engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat_interval,
+                    grace_period=3 * heartbeat_interval,
+                    **{callback: optuna.storages.RetryHeartbeatStaleTrialCallback()})
+        except sqlalchemy.exc.DBAPIError:
+            # machines starting together on an empty database race to create Optuna's tables;
+            # the loser sees "already exists" and finds the tables on its next try
+            if attempt == 5:
+                raise
+            time.sleep(0.5 + random.random())
 
 
 def check_tracking_uri(uri: str) -> None:
