@@ -141,3 +141,41 @@ def test_non_finite_loss_stops_the_trial_with_its_reason_in_every_store(tmp_path
     assert summary["status"] == "failed" and "non-finite loss at step 1" in summary["error"]
     run = MlflowClient(tracking_uri=tracking).get_run(bad.user_attrs["mlflow_run_id"])
     assert run.info.status == "FAILED" and "non-finite loss" in run.data.tags["error"]
+
+
+def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
+    from mlflow.tracking import MlflowClient
+    from optuna.trial import TrialState
+
+    from sweeps.driver import grid_point_of, point_key
+
+    spec_path = _spec(tmp_path, "ctrlc", max_steps=150)
+    journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
+    args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
+            "--out-root", str(tmp_path / "runs")]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    metrics = tmp_path / "runs" / "ctrlc" / "trial-0000" / "metrics.jsonl"
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
+    proc.wait(timeout=60)
+    assert proc.returncode == 130, proc.stderr.read().decode()[-2000:]
+
+    spec, study = _study(journal, "ctrlc", spec_path)
+    interrupted = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.FAIL]
+    assert interrupted and all(t.user_attrs["error"] == "interrupted" for t in interrupted)
+    assert not [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+    client = MlflowClient(tracking_uri=tracking)
+    assert all(client.get_run(t.user_attrs["mlflow_run_id"]).info.status == "KILLED" for t in interrupted)
+
+    res = grpo(*args)
+    assert res.returncode == 0, res.stderr[-2000:]
+    spec, study = _study(journal, "ctrlc", spec_path)
+    complete = [point_key(grid_point_of(spec, t, study.sampler))
+                for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+    assert sorted(complete) == sorted(point_key(p) for p in spec.grid_points())
