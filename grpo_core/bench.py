@@ -206,13 +206,11 @@ def _alternating_callback(ours, ours_m: Measured, trl_m: Measured, warmup: int, 
 def logps_check(ours) -> float:
     """Max |Δ| between the log-probs our loss uses (shared-prompt forward) and a plain forward
     pass over the whole sequence with a full-vocabulary log-softmax, on one fresh batch."""
-    from .generation import positions_from_mask
+    from .generation import completion_logps, positions_from_mask
 
     batch = ours.generate_batch()
     model = ours.policy
     size = ours.cfg.generation_batch_size // ours.cfg.gradient_accumulation_steps
-    from .generation import completion_logps
-
     with torch.no_grad():
         used, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
                                    batch.completion_mask, ours.cfg.temperature, group_size=ours._group_size(size))
