@@ -232,13 +232,12 @@ class GRPOTrainer:
                 if cfg.num_iterations > 1:  # the sampling policy's log-probs, reused for μ steps
                     old_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
                                                           completion_ids, completion_mask)
-                if cfg.beta > 0 and cfg.use_peft:
-                    with self.policy.disable_adapter():
-                        ref_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
+                if cfg.beta > 0:  # LoRA: the reference is this network with its adapters off
+                    ref_model, adapters_off = ((self.model, self.policy.disable_adapter()) if cfg.use_peft
+                                               else (self.ref_model, contextlib.nullcontext()))
+                    with adapters_off:
+                        ref_logps = self._micro_batched_logps(ref_model, prompt_ids, prompt_mask,
                                                               completion_ids, completion_mask)
-                elif cfg.beta > 0:
-                    ref_logps = self._micro_batched_logps(self.ref_model, prompt_ids, prompt_mask,
-                                                          completion_ids, completion_mask)
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
                                advantages.to(self.device), old_logps, ref_logps, metrics)
 

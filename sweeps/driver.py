@@ -109,9 +109,8 @@ def claim_trial(study, spec: SweepSpec, lock_path: Path, invocation: str):
         fail_stale(study)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                trial = study.ask() if len(trials) < spec.n_trials else None
+            if len(trials) >= spec.n_trials:
+                return None
         else:
             free = free_points(spec, trials, invocation, study.sampler)
             if not free:
@@ -119,11 +118,10 @@ def claim_trial(study, spec: SweepSpec, lock_path: Path, invocation: str):
             waiting = any(t.state.name == "WAITING" for t in trials)  # e.g. a heartbeat retry
             if len(trials) >= len(spec.grid_points()) and not waiting:  # past the first pass: fix the point
                 study.enqueue_trial(free[0])
-            with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
-                warnings.simplefilter("ignore", UserWarning)
-                trial = study.ask()
-        if trial is not None:
-            trial.set_user_attr("owner", owner_id())
+        with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
+            warnings.simplefilter("ignore", UserWarning)
+            trial = study.ask()
+        trial.set_user_attr("owner", owner_id())
         return trial
 
 

@@ -18,7 +18,6 @@ gets a summary.json with status "killed" when the process died before writing on
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -126,6 +125,8 @@ def end_orphaned_runs(study, tracking_uri: str) -> list[str]:
     and write the missing summary.json of their run folders. Returns the run ids ended."""
     from optuna.trial import TrialState
 
+    from grpo_core.run import write_json
+
     from .mlflow_logging import make_client
 
     client = make_client(tracking_uri)
@@ -134,7 +135,7 @@ def end_orphaned_runs(study, tracking_uri: str) -> list[str]:
         reason = str(t.user_attrs.get("error") or HEARTBEAT_REASON)
         run_dir = t.user_attrs.get("run_dir")
         if run_dir and Path(run_dir).is_dir() and not (Path(run_dir) / "summary.json").exists():
-            (Path(run_dir) / "summary.json").write_text(json.dumps({"status": "killed", "error": reason}, indent=2))
+            write_json(Path(run_dir) / "summary.json", {"status": "killed", "error": reason})
         run_id = t.user_attrs.get("mlflow_run_id")
         if not run_id:
             continue
