@@ -93,10 +93,10 @@ class Measured:
 def model_dir(setup: Setup, knobs: Knobs) -> str:
     """A saved model folder for the setup (TRL reloads the reference model from a path)."""
     if setup.arch is None:
-        from .models import ensure_tiny_model
+        from .models import resolve_model_path
         from .tasks import TASKS
 
-        return str(ensure_tiny_model(knobs.cache_dir, "addition", TASKS["addition"].tiny_pretrain_steps))
+        return resolve_model_path("tiny", knobs.cache_dir, "addition", TASKS["addition"].tiny_pretrain_steps)
     target = Path(knobs.cache_dir) / f"bench-{setup.name}"
     if (target / "config.json").is_file():
         return str(target)

@@ -135,7 +135,7 @@ class _LazyLogger:
 
 
 def _cmd_pretrain(args) -> int:
-    from .models import ensure_tiny_model
+    from .models import resolve_model_path
     from .tasks import TASKS
 
     if args.task not in TASKS:
@@ -143,7 +143,7 @@ def _cmd_pretrain(args) -> int:
     steps = TASKS[args.task].tiny_pretrain_steps if args.steps is None else args.steps
     if steps < 0:
         raise UserInputError(f"--steps: got {steps}; allowed: an integer ≥ 0")
-    print(ensure_tiny_model(args.cache_dir, args.task, steps))
+    print(resolve_model_path("tiny", args.cache_dir, args.task, steps))
     return 0
 
 

@@ -129,12 +129,16 @@ class GRPOConfig:
     """Keep the k most likely tokens; 0 = off."""
 
     # ---- run metrics (steps-to-learn) ----------------------------------------------------
-    baseline_prompts: int = 64
-    """Held-out prompts used for baseline_reward (each sampled num_generations times)."""
+    baseline_prompts: int = 256
+    """Training prompts for baseline_reward, drawn as training draws them from one fixed stream and
+    sampled num_generations times each by the training sampler; more are added (up to 16×) until
+    the standard error over prompts is ≤ stl_delta / 4."""
     stl_window: int = 20
-    """w: moving-average window (steps) of the training reward for steps_to_learn."""
+    """w: trailing moving-average window (steps) of the training reward for steps_to_learn; the
+    first w − 1 steps average the steps so far."""
     stl_delta: float = 0.05
-    """δ: steps_to_learn is the first step where the moving average ≥ baseline_reward + δ."""
+    """δ: steps_to_learn is the first step where the moving average reaches baseline_reward + δ
+    and then stays ≥ baseline_reward + δ/2 to the end of the run, with ≥ w steps after it."""
     loss_departure_eps: float = 1e-3
     """ε: loss_departure_step is the first step with |loss| > ε."""
     eval_every: int = 0
@@ -155,7 +159,8 @@ class GRPOConfig:
     """Supervised steps that turn the built-in tiny model into a weak base (cached per value);
     None = the task's calibrated value (addition 1000, reverse 75), written resolved to config.yaml."""
     cache_dir: str = "results/local/cache"
-    """Where built-in tiny models are cached."""
+    """Where tiny models pretrained here (non-default tiny_pretrain_steps) and measured baselines
+    (built-in tasks) are cached."""
     save_steps: int = 0
     """Write a checkpoint (model, optimizer, schedule, every random state, the metric history)
     to `<run folder>/checkpoint-<step>` every N steps, keeping the latest; 0 = none."""

@@ -123,6 +123,55 @@ def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> 
     return target
 
 
+# ---- committed bases: one base per task, byte-identical on every machine ----------------------
+# Pretraining runs float32 matmuls whose rounding depends on the CPU's instruction set, so a base
+# pretrained on an AMD EPYC differs from one pretrained on an Intel Xeon (measured: addition
+# baseline 0.135 vs 0.254). The bases the claims use are therefore committed (≈1.6 MB each) with
+# their SHA-256 in BASES.json; `scripts/make_tiny_bases.py` rebuilds them.
+COMMITTED_BASES = Path(__file__).resolve().parent / "tiny_bases"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+
+
+def committed_bases() -> dict:
+    """task -> {sha256, pretrain_steps, ...} from tiny_bases/BASES.json ({} when absent)."""
+    path = COMMITTED_BASES / "BASES.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def weights_sha256(folder: str | Path) -> str:
+    """SHA-256 of a model folder's weight files (sorted by name; one file: that file's digest).
+    A hub id (no local folder) gives ''."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return ""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES
+                   and "checkpoint-" not in str(p.relative_to(folder)))
+    digests = []
+    for f in files:
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        digests.append(h.hexdigest())
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256("".join(f"{d}  {f.relative_to(folder)}\n" for d, f in zip(digests, files)).encode()).hexdigest()
+
+
+def committed_base(task: str, pretrain_steps: int) -> Path | None:
+    """The committed base for (task, steps), checked against its recorded SHA-256; None when no
+    base is committed for these settings (the base is then pretrained here and cached)."""
+    entry = committed_bases().get(task)
+    if entry is None or entry["pretrain_steps"] != pretrain_steps:
+        return None
+    folder = COMMITTED_BASES / task
+    digest = weights_sha256(folder)
+    if digest != entry["sha256"]:
+        raise UserInputError(f"model: the committed tiny base for {task!r} ({folder}) has SHA-256 {digest[:16] or 'none'}…, "
+                             f"BASES.json records {entry['sha256'][:16]}…; restore it with `git checkout {folder}`")
+    return folder
+
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -141,7 +190,8 @@ def check_model_name(model: str) -> str:
 def resolve_model_path(model: str, cache_dir: str, task: str, tiny_pretrain_steps: int) -> str:
     """The folder (or hub id) to load for config.model, building the tiny model when needed."""
     if model == "tiny":
-        return str(ensure_tiny_model(cache_dir, task, tiny_pretrain_steps))
+        committed = committed_base(task, tiny_pretrain_steps)
+        return str(committed or ensure_tiny_model(cache_dir, task, tiny_pretrain_steps))
     return check_model_name(model)
 
 

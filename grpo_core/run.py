@@ -92,7 +92,7 @@ def run_training(
         finally:
             if bar is not None:
                 bar.close()
-            summary = {"status": status, "steps_completed": trainer.step, **summary}
+            summary = {"status": status, "steps_completed": trainer.step, **trainer.record, **summary}
             write_json(out / "summary.json", summary)
             if logger is not None:
                 logger.end(summary, status, out)

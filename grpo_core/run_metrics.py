@@ -1,10 +1,14 @@
 """Summary metrics of one run, computed from its per-step series (SPEC.md: Summary metrics).
 
-Steps are 1-indexed, as in metrics.jsonl.
-- steps_to_learn: first step s ≥ w whose moving average of the training reward over steps
-  s−w+1..s is ≥ baseline_reward + δ; None when never reached.
-- loss_departure_step: first step with |loss| > ε; None when never reached.
-- final_reward: mean training reward over the last w steps (all steps if fewer).
+Steps are 1-indexed, as in metrics.jsonl. With b = baseline_reward, w = stl_window, δ = stl_delta:
+- moving average MA(s): mean training reward over the full window of steps s−w+1..s (s ≥ w, so
+  steps_to_learn is never below w: the floor, stated beside every value in the report);
+- steps_to_learn: the first step s with MA(s) ≥ b + δ from which the rise is sustained: MA stays
+  ≥ b + δ/2 at every later step to the end of the run, and at least w steps follow s (so the
+  last w steps of a run only confirm). None when there is no such step. A run that crosses and
+  then falls back (a collapse, or noise) has not learned;
+- loss_departure_step: first step with |loss| > ε; None when never reached;
+- final_reward: mean training reward over the last w steps (all steps if fewer);
 - reward_auc: mean training reward over all steps (area under the curve per step).
 """
 
@@ -12,6 +16,9 @@ from __future__ import annotations
 
 import math
 from typing import Optional, Sequence
+
+SUSTAIN_FRACTION = 0.5  # after the crossing, MA must stay ≥ b + SUSTAIN_FRACTION·δ (hysteresis)
+_TOL = 1e-12  # rounding in the running sums
 
 
 def moving_average(values: Sequence[float], window: int) -> list[float]:
@@ -26,11 +33,39 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def trailing_average(values: Sequence[float], window: int) -> list[float]:
+    """Element s−1 is the mean of values over steps max(1, s−w+1)..s: one value per step."""
+    out, running = [], 0.0
+    for i, v in enumerate(values):
+        running += v
+        if i >= window:
+            running -= values[i - window]
+        out.append(running / min(i + 1, window))
+    return out
+
+
 def steps_to_learn(rewards: Sequence[float], baseline_reward: float, window: int = 20,
                    delta: float = 0.05) -> Optional[int]:
-    threshold = baseline_reward + delta
+    """First step of a sustained rise to baseline + δ (module docstring); None when never."""
+    ma = moving_average(rewards, window)  # ma[k] ends at step k + window
+    last = len(rewards) - window  # the latest step that still has w steps after it
+    threshold, floor = baseline_reward + delta, baseline_reward + SUSTAIN_FRACTION * delta
+    answer, suffix_ok = None, True
+    for k in range(len(ma) - 1, -1, -1):  # from the end: suffix_ok = every MA from here on is ≥ floor
+        suffix_ok = suffix_ok and ma[k] >= floor - _TOL
+        if not suffix_ok:
+            break
+        if k + window <= last and ma[k] >= threshold - _TOL:
+            answer = k + window
+    return answer
+
+
+def first_crossing_step(rewards: Sequence[float], baseline_reward: float, window: int = 20,
+                        delta: float = 0.05) -> Optional[int]:
+    """The first version of steps_to_learn: the first full window reaching baseline + δ, with no
+    check that the rise lasts. Kept to show, on placebo runs, what the sustained rule prevents."""
     for k, avg in enumerate(moving_average(rewards, window)):
-        if avg >= threshold - 1e-12:  # tolerate rounding in the running sum
+        if avg >= baseline_reward + delta - _TOL:
             return k + window
     return None
 

@@ -55,13 +55,24 @@ def _reverse_examples() -> list[tuple[str, str]]:
     return [(f"r:{s}=", s[::-1]) for s in sorted(seen)]
 
 
+def _repeat_examples() -> list[tuple[str, str]]:
+    # 20,000 distinct (unit, k): a 2-4 digit unit written k = 3..9 times, "407*5=" -> "407407407407407".
+    # Answers are 6-36 characters long and their length is what the model must get right (claim C5).
+    rng = random.Random(_SPLIT_SEED)
+    seen: set[tuple[str, int]] = set()
+    while len(seen) < 20_000:
+        n = rng.randint(2, 4)
+        seen.add(("".join(rng.choice("0123456789") for _ in range(n)), rng.randint(3, 9)))
+    return [(f"{u}*{k}=", u * k) for u, k in sorted(seen)]
+
+
 TASKS: dict[str, Task] = {
     "addition": Task(
         name="addition",
         description="two-number addition a+b with a, b in [0, 99]; exact-match reward",
         default_rewards=("exact_match",),
         examples=_addition_examples,
-        tiny_pretrain_steps=1000,  # measured: ~23% sampled, ~36% greedy exact match on eval (~33 s)
+        tiny_pretrain_steps=1200,  # measured: ~23% sampled exact match on train prompts (~50 s)
     ),
     "reverse": Task(
         name="reverse",
@@ -69,6 +80,13 @@ TASKS: dict[str, Task] = {
         default_rewards=("exact_match",),
         examples=_reverse_examples,
         tiny_pretrain_steps=75,  # reverse is easy for attention: ~29% sampled, ~51% greedy (~4 s)
+    ),
+    "repeat": Task(
+        name="repeat",
+        description="write a 2-4 digit unit k = 3..9 times (answers of 6-36 characters); exact-match reward",
+        default_rewards=("exact_match",),
+        examples=_repeat_examples,
+        tiny_pretrain_steps=2000,  # measured: ~26% sampled exact match on train prompts, 23 ± 9 characters (~3 min)
     ),
 }
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
+import json
 import math
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -26,14 +29,17 @@ from .config import CHECKPOINT_STATE, GRPOConfig
 from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
 from .loss import grpo_loss
-from .models import load_model_and_tokenizer, resolve_model_path
+from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
+from .provenance import run_record
 from .rewards import RewardFunc, compute_rewards, resolve_reward, reward_name
 from .run_metrics import summarize
 from .schedule import make_scheduler
 from .tasks import dataset_task, get_task
 
 _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
-_HELDOUT_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
+_BASELINE_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
+_BASELINE_MAX_FACTOR = 16  # the baseline uses at most 16 × baseline_prompts prompts
+_BASELINE_VERSION = 1  # bump when the baseline's procedure changes, so cached baselines are recomputed
 
 
 @dataclass
@@ -127,6 +133,8 @@ class GRPOTrainer:
         else:
             self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.policy = self.accelerator.unwrap_model(self.model)  # the bare module, for sampling
+        # where the run ran and on which base weights ('' sha256 for a hub id): in every summary
+        self.record = run_record(str(self.device), weights_sha256(path))
         self._has_dropout = _has_dropout(self.policy)
         self.scheduler = make_scheduler(self.optimizer, cfg.effective_warmup_steps, cfg.max_steps,
                                         cfg.lr_scheduler_type)
@@ -183,24 +191,72 @@ class GRPOTrainer:
         columns = {**rows, "prompts": rows["prompt"]}
         return compute_rewards(self.reward_funcs, completions, columns)
 
-    def heldout_reward(self, num_prompts: int, greedy: bool) -> float:
-        """Mean summed reward on the first `num_prompts` eval prompts: sampled num_generations
-        times as in training (baseline_reward), or once greedily (eval accuracy)."""
-        rows = self.eval_set[:num_prompts]
-        repeat = 1 if greedy else self.cfg.num_generations
+    def _mean_rewards(self, rows: dict[str, list], repeat: int, greedy: bool, generator) -> list[float]:
+        """Each row's prompt sampled `repeat` times (or once greedily); the mean summed reward per row."""
         expanded = {k: [v for v in vals for _ in range(repeat)] for k, vals in rows.items()}
-        generator = torch.Generator(device=self.device).manual_seed(_HELDOUT_SEED)
-        total, count = 0.0, 0
-        chunk = 256
+        per_completion: list[float] = []
+        chunk = max(repeat, 256 // repeat * repeat)  # whole groups per sampling call
         for start in range(0, len(expanded["prompt"]), chunk):
             part = {k: v[start:start + chunk] for k, v in expanded.items()}
             ids, mask = self._encode(part["prompt"])
-            completion_ids, completion_mask = self._sample(ids, mask, generator, greedy=greedy)
+            completion_ids, _ = self._sample(ids, mask, generator, greedy=greedy, group_size=repeat)
             rewards = self._score(part, self._decode(completion_ids))
-            per_completion = [sum(vals) for vals in zip(*rewards.values())]
-            total += sum(per_completion)
-            count += len(per_completion)
-        return total / count
+            per_completion += [sum(vals) for vals in zip(*rewards.values())]
+        return [sum(per_completion[i:i + repeat]) / repeat for i in range(0, len(per_completion), repeat)]
+
+    def baseline_reward(self) -> dict:
+        """The untrained policy's reward where the training reward is measured: train prompts
+        drawn as training draws them, num_generations samples each, the training sampler. One
+        fixed stream (independent of the run's seed), so every seed of every variant shares the
+        threshold. Starts with baseline_prompts prompts and adds the number the standard error
+        over prompts says is missing, until it is ≤ stl_delta / 4 (at most 16 × baseline_prompts).
+        Returns the mean, its standard error and the prompt count. Built-in tasks and rewards on
+        a local model: computed once per setting and kept in cache_dir/baselines/."""
+        cache = self._baseline_cache_path()
+        if cache is not None and cache.is_file():
+            return json.loads(cache.read_text())
+        cfg = self.cfg
+        prompt_rng = random.Random(_BASELINE_SEED)
+        generator = torch.Generator(device=self.device).manual_seed(_BASELINE_SEED)
+        target, per_prompt = cfg.stl_delta / 4, []
+        want, cap = cfg.baseline_prompts, _BASELINE_MAX_FACTOR * cfg.baseline_prompts
+        while True:
+            idx = [prompt_rng.randrange(len(self.train_set)) for _ in range(want - len(per_prompt))]
+            per_prompt += self._mean_rewards(self.train_set[idx], cfg.num_generations, False, generator)
+            n = len(per_prompt)
+            mean = sum(per_prompt) / n
+            sd = math.sqrt(sum((x - mean) ** 2 for x in per_prompt) / (n - 1)) if n > 1 else math.inf
+            se = sd / math.sqrt(n)
+            if se <= target or n >= cap:
+                break
+            want = min(cap, max(n + 1, math.ceil(1.1 * (sd / target) ** 2)))  # 10% margin on the estimate
+        result = {"baseline_reward": mean, "baseline_reward_se": se, "baseline_prompts_used": n}
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(result))
+            os.replace(tmp, cache)
+        return result
+
+    def _baseline_cache_path(self) -> Optional[Path]:
+        """Where this setting's baseline is kept, or None when it is not cached (your own data or
+        reward code can change without the config changing)."""
+        cfg = self.cfg
+        if cfg.dataset or not self.record["base_model_sha256"] or any(":" in n for n in cfg.reward_funcs):
+            return None
+        key = {"version": _BASELINE_VERSION, "base": self.record["base_model_sha256"], "task": cfg.task,
+               "rewards": sorted(self.reward_funcs), "device": self.device.type,
+               "precision": self.accelerator.mixed_precision,
+               **{k: getattr(cfg, k) for k in ("num_generations", "max_completion_length", "temperature", "top_p",
+                                               "top_k", "baseline_prompts", "stl_delta", "dtype")}}
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+        return Path(cfg.cache_dir) / "baselines" / f"{cfg.task}-{digest}.json"
+
+    def eval_accuracy(self) -> float:
+        """Greedy reward (exact match: accuracy) on the first eval_prompts held-out prompts."""
+        rows = self.eval_set[:self.cfg.eval_prompts]
+        per_prompt = self._mean_rewards(rows, 1, True, torch.Generator(device=self.device).manual_seed(0))
+        return sum(per_prompt) / len(per_prompt)
 
     def generate_batch(self) -> GenerationBatch:
         """Sample, score and compute advantages for the next generation batch (at self.step + 1)."""
@@ -337,14 +393,14 @@ class GRPOTrainer:
         if cfg.resume_from_checkpoint:
             history = self.load_checkpoint(cfg.resume_from_checkpoint)
         else:
-            history = {"baseline": self.heldout_reward(cfg.baseline_prompts, greedy=False),
-                       "eval_before": self.heldout_reward(cfg.eval_prompts, greedy=True) if cfg.eval_every else None,
+            history = {"baseline": self.baseline_reward(),
+                       "eval_before": self.eval_accuracy() if cfg.eval_every else None,
                        "rewards": [], "losses": [], "step_times": []}
         while self.step < cfg.max_steps:
             metrics = self.train_step()
             if cfg.eval_every and self.step % cfg.eval_every == 0:
                 self._set_training(False)
-                metrics["eval/accuracy"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
+                metrics["eval/accuracy"] = self.eval_accuracy()
             history["step_times"].append(metrics["step_time"])
             history["rewards"].append(metrics["reward"])
             history["losses"].append(metrics["loss"])
@@ -353,11 +409,13 @@ class GRPOTrainer:
             if cfg.save_steps and checkpoint_dir is not None and self.step % cfg.save_steps == 0:
                 self.save_checkpoint(Path(checkpoint_dir), history)
         self._set_training(False)
-        summary = summarize(history["rewards"], history["losses"], history["baseline"], cfg.stl_window,
+        baseline = history["baseline"]
+        summary = summarize(history["rewards"], history["losses"], baseline["baseline_reward"], cfg.stl_window,
                             cfg.stl_delta, cfg.loss_departure_eps)
+        summary.update(baseline)
         if cfg.eval_every:
             summary["eval_accuracy_before"] = history["eval_before"]
-            summary["eval_accuracy_after"] = self.heldout_reward(cfg.eval_prompts, greedy=True)
+            summary["eval_accuracy_after"] = self.eval_accuracy()
         summary["median_step_time_s"] = float(np.median(history["step_times"]))
         summary["train_time_s"] = float(np.sum(history["step_times"]))
         summary["wall_time_s"] = time.perf_counter() - start

@@ -29,7 +29,7 @@ from grpo_core.filelock import file_lock
 
 from .mlflow_logging import DEFAULT_TRACKING_URI, MlflowRunLogger, get_or_create_experiment, git_commit, make_client
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale, owner_id
-from .spec import SweepSpec, load_spec
+from .spec import CENSORED_AT_MAX_STEPS, SweepSpec, load_spec
 from .storage import DEFAULT_JOURNAL, check_distinct, check_storage, check_tracking_uri, claim_lock_path, describe_storage, open_storage
 
 
@@ -302,10 +302,12 @@ def _prepare_models(spec: SweepSpec, in_child: bool) -> list[str]:
     With `in_child`, missing models are built in a spawned process, so that this process never
     runs a multi-threaded torch op before forking workers (GNU OpenMP is not fork-safe).
     Returns the model folders."""
-    from grpo_core.models import tiny_cache_dir
+    from grpo_core.models import committed_base, resolve_model_path, tiny_cache_dir
 
     configs = [spec.config_for(p) for p in spec.grid_points()] if spec.mode == "grid" else [spec.config_for({})]
     keys = sorted({(c.cache_dir, c.task, c.tiny_pretrain_steps) for c in configs if c.model == "tiny"})
+    committed = {k: resolve_model_path("tiny", *k) for k in keys if committed_base(k[1], k[2]) is not None}
+    keys = [k for k in keys if k not in committed]
     missing = [k for k in keys if not (tiny_cache_dir(*k) / "config.json").is_file()]
     if missing and in_child:
         proc = mp.get_context("spawn").Process(target=_build_tiny_models, args=(missing,), name="grpo-pretrain")
@@ -315,7 +317,8 @@ def _prepare_models(spec: SweepSpec, in_child: bool) -> list[str]:
             raise RuntimeError(f"building the tiny base model failed (exit code {proc.exitcode})")
     elif missing:
         _build_tiny_models(missing)
-    return [str(tiny_cache_dir(*k)) for k in keys] + [c.model for c in configs if c.model != "tiny"]
+    return ([*committed.values()] + [str(tiny_cache_dir(*k)) for k in keys]
+            + [c.model for c in configs if c.model != "tiny"])
 
 
 def _start_method(gpus: int) -> str:
@@ -491,6 +494,9 @@ def trials_table(study, spec: SweepSpec) -> str:
         point = grid_point_of(spec, t, study.sampler) if spec.mode == "grid" else dict(t.params)
         point = point or {}
         value = "" if t.value is None else f"{t.value:g}"
+        if t.value is not None and spec.objective in CENSORED_AT_MAX_STEPS and spec.objective in t.user_attrs \
+                and t.user_attrs[spec.objective] is None:
+            value = f"not reached (counted as {t.value:g})"
         if t.state.name == "FAIL" and t.user_attrs.get("error"):
             value = "error: " + str(t.user_attrs["error"])[:60]
         rows.append([str(t.number), t.state.name, *[str(point.get(n, "")) for n in names], value])

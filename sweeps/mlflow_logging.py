@@ -209,6 +209,8 @@ class MlflowRunLogger:
                 summary["logging/overhead_frac"] = self.logging_seconds / summary["train_time_s"]
             self.log_summary(summary)
             tags = [RunTag("status", status)]
+            tags += [RunTag(k, v[:5000]) for k, v in summary.items()  # provenance: base checksum, device
+                     if isinstance(v, str) and k not in ("status", "error", "traceback")]
             if summary.get("error"):
                 tags.append(RunTag("error", str(summary["error"])[:5000]))
             self.client.log_batch(self.run_id, tags=tags)

@@ -8,17 +8,19 @@ import json
 import math
 import statistics as pystats
 from dataclasses import dataclass
+from typing import Optional
 from pathlib import Path
 
 import yaml
 
 from grpo_core import statistics as st
 from grpo_core.errors import UserInputError
+from grpo_core.run_metrics import first_crossing_step, trailing_average
 
 from .spec import SweepSpec
 
 ALPHA = 0.05
-TEST_KINDS = ("better", "differ", "zero_loss_step1")
+TEST_KINDS = ("paired", "differ", "zero_loss_step1", "placebo")
 FIGURE_KINDS = ("reward", "early_loss", "completion_length")
 CENSORED = ("steps_to_learn", "loss_departure_step")
 
@@ -56,18 +58,23 @@ def validate_report(spec: SweepSpec) -> None:
         kind = test.get("kind")
         if kind not in TEST_KINDS:
             raise UserInputError(f"{where}.tests[{i}].kind: {kind!r}; allowed: {', '.join(TEST_KINDS)}")
-        if kind == "zero_loss_step1":
+        if kind in ("zero_loss_step1", "placebo"):
             continue
         axis = test.get("axis")
         if axis not in spec.grid:
             raise UserInputError(f"{where}.tests[{i}].axis: {axis!r} is not a grid axis ({', '.join(spec.grid)})")
-        if kind == "better":
+        if kind == "paired":
             values = spec.grid[axis]
             for v in [*test.get("treatment", []), test.get("control")]:
                 if v not in values:
                     raise UserInputError(f"{where}.tests[{i}]: {v!r} is not a value of grid axis {axis} {values}")
             if test.get("direction") not in ("lower", "higher"):
                 raise UserInputError(f"{where}.tests[{i}].direction: allowed: lower, higher")
+            if test.get("note") is not None and test["note"] not in NOTES:
+                raise UserInputError(f"{where}.tests[{i}].note: {test['note']!r}; allowed: {', '.join(NOTES)}")
+            if "claimed_effect" in test and not isinstance(test["claimed_effect"], (int, float)):
+                raise UserInputError(f"{where}.tests[{i}].claimed_effect: allowed: a number (the paired "
+                                     f"difference treatment − control the source claims)")
 
 
 def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], int]:
@@ -100,7 +107,7 @@ def _label(pairs) -> str:
 def _fmt_steps(v: float, max_steps: int) -> str:
     if math.isnan(v):
         return "–"
-    return f">{max_steps}" if math.isinf(v) else f"{v:g}"
+    return "not learned" if math.isinf(v) else f"{v:g}"
 
 
 def _group(spec: SweepSpec, runs: list[Run], exclude: tuple = ()) -> dict[tuple, list[Run]]:
@@ -114,8 +121,9 @@ def _group(spec: SweepSpec, runs: list[Run], exclude: tuple = ()) -> dict[tuple,
 def variant_table(spec: SweepSpec, runs: list[Run]) -> str:
     max_steps = runs[0].config["max_steps"] if runs else 0
     show_length = "completion_length" in spec.report.get("figures", [])
-    head = ["variant", "n", "learned", "median steps_to_learn [95% CI]", "median loss_departure_step",
-            "final reward (mean ± sd)"]
+    window = runs[0].config["stl_window"] if runs else 0
+    head = ["variant", "n", "learned", f"median steps_to_learn [95% CI] (floor {window})", "median loss_departure_step",
+            "baseline (± SE)", "final reward (mean ± sd)"]
     if show_length:
         head.append("final completion length")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -127,7 +135,10 @@ def variant_table(spec: SweepSpec, runs: list[Run]) -> str:
         sd = pystats.stdev(final) if len(final) > 1 else 0.0
         row = [_label(key), str(len(group)), f"{sum(not math.isinf(v) for v in stl)}/{len(group)}",
                f"{_fmt_steps(st.median(stl), max_steps)} [{_fmt_steps(lo, max_steps)}, {_fmt_steps(hi, max_steps)}]",
-               _fmt_steps(st.median(dep), max_steps), f"{pystats.mean(final):.3f} ± {sd:.3f}"]
+               _fmt_steps(st.median(dep), max_steps).replace("not learned", "never"),
+               f"{pystats.mean(r.summary['baseline_reward'] for r in group):.3f} "
+               f"(± {max(r.summary.get('baseline_reward_se', math.nan) for r in group):.3f})",
+               f"{pystats.mean(final):.3f} ± {sd:.3f}"]
         if show_length:
             row.append(f"{pystats.mean(r.value('final:completions/mean_length') for r in group):.2f}")
         lines.append("| " + " | ".join(row) + " |")
@@ -135,89 +146,259 @@ def variant_table(spec: SweepSpec, runs: list[Run]) -> str:
 
 
 # ---- tests and verdicts -----------------------------------------------------------------------
+# Four verdict words, computed below: supported (significant in the claimed direction),
+# contradicted (significant in the opposite direction), no effect detected (not significant; the
+# reason states the largest effect the 95% intervals still allow), inconclusive (these sample
+# sizes cannot reach significance, or no run learned to compare). Strata where the outcome
+# differs are named ("supported only under …").
+SUPPORTED, CONTRADICTED, NO_EFFECT, INCONCLUSIVE = "supported", "contradicted", "no effect detected", "inconclusive"
+
+
 @dataclass
 class Verdict:
     statement: str
-    verdict: str  # "holds", "does not hold", "holds only under ..."
+    verdict: str
     reason: str
     table: str
 
 
-def _combine(statement: str, rows: list[tuple[str, bool, str]], table: str, best_p: list[float]) -> Verdict:
-    """rows: (label, significant, _); best_p: the smallest p each comparison could reach with its
-    sample sizes. If none could reach significance after Holm, the data cannot decide."""
-    holding = [label for label, ok, _ in rows if ok]
-    reachable = [p * len(best_p) < ALPHA for p in best_p]
-    if rows and not any(reachable):
-        smallest = min(best_p) if best_p else math.nan
-        return Verdict(statement, "inconclusive (too few seeds)",
-                       f"with these sample sizes the smallest possible Holm-adjusted p is "
-                       f"{smallest * len(best_p):.3g} ≥ {ALPHA}", table)
-    if rows and len(holding) == len(rows):
-        verdict = "holds"
-    elif not holding:
-        verdict = "does not hold"
+@dataclass
+class Comparison:
+    label: str
+    n_pairs: int
+    estimate: float  # Hodges-Lehmann paired difference (treatment − control)
+    low: float
+    high: float
+    p: float
+    best_p: float  # the smallest p these pair counts allow
+    informative: bool  # a censored metric: at least one run of the pairs reached it
+    p_adj: float = math.nan
+    outcome: str = ""  # SUPPORTED / CONTRADICTED / "" after Holm
+
+
+def _paired(spec: SweepSpec, group: list[Run], axis: str, level, control, metric: str) -> tuple[list, list]:
+    """Values of `metric` for the seeds run at both levels: (treated, control), seed order."""
+    by_seed = {}
+    for r in group:
+        by_seed.setdefault(r.point["seed"], {})[repr(r.point[axis])] = r.value(metric)
+    seeds = sorted(s for s, v in by_seed.items() if repr(level) in v and repr(control) in v)
+    return [by_seed[s][repr(level)] for s in seeds], [by_seed[s][repr(control)] for s in seeds]
+
+
+def _compare(label: str, treated: list[float], control: list[float], metric: str, horizon: float) -> Comparison:
+    """Paired comparison on seeds; censored metrics are capped at the horizon (st.capped)."""
+    informative = True
+    if metric in CENSORED:
+        informative = any(not math.isinf(v) for v in [*treated, *control])
+        treated, control = st.capped(treated, horizon), st.capped(control, horizon)
+    d = [t - c for t, c in zip(treated, control)]
+    est, lo, hi = st.hodges_lehmann(d)
+    return Comparison(label, len(d), est, lo, hi, st.signed_rank_test(d), st.smallest_signed_rank_p(len(d)),
+                      informative)
+
+
+def _holm_outcomes(comparisons: list[Comparison], direction: Optional[str]) -> None:
+    """Holm within the test; a significant comparison supports the claim when its estimate points
+    the claimed way (direction lower: treatment − control < 0), else contradicts it."""
+    for c, p_adj in zip(comparisons, st.holm([c.p for c in comparisons])):
+        c.p_adj = p_adj
+        if math.isnan(p_adj) or p_adj >= ALPHA or not c.informative:
+            continue
+        if direction is None:
+            c.outcome = SUPPORTED
+        else:
+            towards = c.estimate < 0 if direction == "lower" else c.estimate > 0
+            c.outcome = SUPPORTED if towards else CONTRADICTED
+
+
+def _fmt_num(v: float, metric: str) -> str:
+    if math.isinf(v):
+        return "unbounded" if v > 0 else "−unbounded"
+    return f"{v:+.0f}" if metric in CENSORED else f"{v:+.3f}"
+
+
+def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: str) -> str:
+    """The largest effect the 95% intervals still allow, in the claimed direction (or either)."""
+    unit = " steps" if metric in CENSORED else ""
+    if direction == "lower":
+        worst = min(comparisons, key=lambda c: c.low)
+        what = "a speed-up" if metric in CENSORED else f"a decrease of {metric}"
+        return f"{what} of more than {-worst.low:.3g}{unit} is ruled out (largest allowed: {worst.label})"
+    if direction == "higher":
+        worst = max(comparisons, key=lambda c: c.high)
+        return f"an increase of {metric} of more than {worst.high:.3g}{unit} is ruled out (largest allowed: {worst.label})"
+    worst = max(comparisons, key=lambda c: max(-c.low, c.high))
+    return f"a paired difference larger than {max(-worst.low, worst.high):.3g}{unit} is ruled out (largest allowed: {worst.label})"
+
+
+def _verdict(statement: str, comparisons: list[Comparison], direction: Optional[str], metric: str,
+             table: str, extra: str = "") -> Verdict:
+    m = len(comparisons)
+    if not comparisons:
+        return Verdict(statement, INCONCLUSIVE, "no paired runs to compare", table)
+    if not any(c.best_p * m < ALPHA for c in comparisons):
+        best = min(c.best_p for c in comparisons)
+        return Verdict(statement, f"{INCONCLUSIVE} (too few seeds)",
+                       f"with {max(c.n_pairs for c in comparisons)} seeds per comparison the smallest possible p is "
+                       f"{best:.3g}, and Holm over {m} comparison(s) needs p < {ALPHA / m:.3g}", table)
+    informative = [c for c in comparisons if c.informative]
+    if not informative:
+        return Verdict(statement, INCONCLUSIVE, "no run in either arm reached the metric within max_steps", table)
+    sup = [c.label for c in comparisons if c.outcome == SUPPORTED]
+    con = [c.label for c in comparisons if c.outcome == CONTRADICTED]
+    counts = f"{len(sup)} of {m} comparisons significant in the claimed direction, {len(con)} in the opposite"
+    counts += f" (two-sided, Holm-adjusted p < {ALPHA})"
+    if sup and con:
+        verdict = f"{SUPPORTED} only under {'; '.join(sup)}; {CONTRADICTED} under {'; '.join(con)}"
+    elif sup:
+        verdict = SUPPORTED if len(sup) == m else f"{SUPPORTED} only under {'; '.join(sup)}"
+    elif con:
+        verdict = CONTRADICTED if len(con) == m else f"{CONTRADICTED} only under {'; '.join(con)}"
     else:
-        verdict = "holds only under " + "; ".join(holding)
-    reason = f"{len(holding)} of {len(rows)} comparisons significant at Holm-adjusted p < {ALPHA}"
-    return Verdict(statement, verdict, reason, table)
+        if any(math.isinf(c.low) or math.isinf(c.high) for c in informative):
+            return Verdict(statement, INCONCLUSIVE, counts + "; the 95% intervals are unbounded with these pair "
+                           "counts", table)
+        verdict = NO_EFFECT
+        counts += "; " + _allowed(informative, direction, metric)
+    uninformative = m - len(informative)
+    if uninformative:
+        counts += f"; {uninformative} comparison(s) had no run that learned in either arm"
+    return Verdict(statement, verdict, counts + extra, table)
 
 
-def check_better(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
-    """One-sided rank test of each treatment against the control, in every stratum of the other
-    axes; Holm across all comparisons. A comparison holds when significant in the expected way."""
-    axis, metric = test["axis"], test["metric"]
-    alternative = "less" if test["direction"] == "lower" else "greater"
+def _claimed(test: dict, comparisons: list[Comparison]) -> tuple[str, list[str]]:
+    """The magnitude the claim's source states, as a paired difference: ruled out where the 95%
+    interval excludes it. Returns (sentence, per-comparison cells)."""
+    if "claimed_effect" not in test:
+        return "", ["" for _ in comparisons]
+    claimed = float(test["claimed_effect"])
+    cells = ["ruled out" if not (c.low <= claimed <= c.high) else "not ruled out" for c in comparisons]
+    text = test.get("claimed_effect_text", f"a paired difference of {claimed:g}")
+    return (f"; the source's magnitude ({text}, a paired difference of {claimed:+g}) is ruled out by the 95% "
+            f"interval in {cells.count('ruled out')} of {len(cells)} comparisons"), cells
+
+
+def _fmt_value(v: float, metric: str, max_steps: int) -> str:
+    if metric in CENSORED:
+        return "not learned" if math.isinf(v) else _fmt_steps(v, max_steps)
+    return f"{v:.3f}"
+
+
+def noise_loss_floor(runs: list[Run], test: dict) -> str:
+    """Claim C3's loss-departure test holds by construction: with μ = 1 the grpo loss is
+    −mean_i(A_i) + β·KL, the standardized A_i sum to 0 per group, so noise of std σ on B
+    advantages (scaled by advantage_scale) alone moves the step loss by N(0, (σ·scale/√B)²)."""
+    treated = [r for r in runs if r.point[test["axis"]] in test["treatment"]]
+    if not treated:
+        return ""
+    cfg = treated[0].config
+    sd = cfg["advantage_noise_std"] * cfg["advantage_scale"] / math.sqrt(cfg["prompts_per_step"] * cfg["num_generations"])
+    if sd == 0:
+        return ""
+    from scipy.stats import norm
+
+    p = 2 * norm.sf(cfg["loss_departure_eps"] / sd)
+    return (f"; by construction: the noise alone moves each step's loss by a N(0, {sd:.2g}²) term, so |loss| > ε = "
+            f"{cfg['loss_departure_eps']:g} at each step with probability {p:.2f} (departure expected by step "
+            f"{1 / p:.1f}) whatever the model learns{'' if cfg['loss_type'] == 'grpo' else ' (approximately, for ' + cfg['loss_type'] + ')'}")
+
+
+NOTES = {"noise_loss_floor": noise_loss_floor}
+
+
+def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
+    """Each treatment against the control on the seeds both ran, in every stratum of the other
+    axes: two-sided Wilcoxon signed-rank test, Hodges-Lehmann paired difference with its exact
+    95% interval, Holm across the test's comparisons."""
+    axis, metric, direction = test["axis"], test["metric"], test.get("direction")
     max_steps = runs[0].config["max_steps"] if runs else 0
-    comparisons = []
+    comparisons, medians = [], []
     for stratum, group in _group(spec, runs, exclude=(axis,)).items():
-        control = [r.value(metric) for r in group if r.point[axis] == test["control"]]
         for treatment in test["treatment"]:
-            treated = [r.value(metric) for r in group if r.point[axis] == treatment]
-            p = st.rank_test(treated, control, alternative)
-            best = st.rank_test(list(range(len(treated))), list(range(len(treated), len(treated) + len(control))),
-                                "less")  # perfectly separated samples of these sizes
-            comparisons.append((stratum, treatment, treated, control, p, best))
-    adjusted = st.holm([c[4] for c in comparisons])
-    fmt = (lambda v: _fmt_steps(v, max_steps)) if metric in CENSORED else (lambda v: f"{v:.3f}")
-    rows, lines = [], [f"| stratum | {axis} | median {metric} | control ({axis}={test['control']}) | p | Holm p | significant |",
-                       "|---|---|---|---|---|---|---|"]
-    for (stratum, treatment, treated, control, p, _), p_adj in zip(comparisons, adjusted):
-        ok = not math.isnan(p_adj) and p_adj < ALPHA
-        label = _label(stratum) or "all runs"
-        rows.append((f"{label} ({axis}={treatment})" if len(test["treatment"]) > 1 else label, ok, ""))
-        lines.append(f"| {label} | {treatment} | {fmt(st.median(treated))} | {fmt(st.median(control))} | "
-                     f"{p:.3g} | {p_adj:.3g} | {'yes' if ok else 'no'} |")
-    return _combine(test["statement"], rows, "\n".join(lines), [c[5] for c in comparisons])
+            treated, control = _paired(spec, group, axis, treatment, test["control"], metric)
+            label = _label(stratum) or "all runs"
+            if len(test["treatment"]) > 1:
+                label += f" ({axis}={treatment})"
+            comparisons.append(_compare(label, treated, control, metric, max_steps))
+            medians.append((st.median(treated), st.median(control)))
+    _holm_outcomes(comparisons, direction)
+    extra, claimed_cells = _claimed(test, comparisons)
+    note = NOTES[test["note"]](runs, test) if test.get("note") else ""
+    unit = "steps, never-learned runs at max_steps" if metric in CENSORED else metric
+    head = (f"| comparison | pairs | median {metric} | control ({axis}={test['control']}) | paired difference "
+            f"[95% CI] ({unit}) | p | Holm p | outcome |" + (" claimed magnitude |" if extra else ""))
+    lines = [head, "|" + "---|" * (9 if extra else 8)]
+    for c, (mt, mc), cell in zip(comparisons, medians, claimed_cells):
+        lines.append(f"| {c.label} | {c.n_pairs} | {_fmt_value(mt, metric, max_steps)} | {_fmt_value(mc, metric, max_steps)} | "
+                     f"{_fmt_num(c.estimate, metric)} [{_fmt_num(c.low, metric)}, {_fmt_num(c.high, metric)}] | "
+                     f"{c.p:.3g} | {c.p_adj:.3g} | {c.outcome or '–'} |" + (f" {cell} |" if extra else ""))
+    return _verdict(test["statement"], comparisons, direction, metric, "\n".join(lines), extra + note)
 
 
 def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
-    """Kruskal-Wallis across the levels of `axis` in every stratum of the other axes; Holm."""
+    """The levels of `axis` on the seeds that ran them all, in every stratum: Friedman's test
+    (seeds as blocks; two levels: signed-rank), Holm across strata; each level's paired
+    difference to the first level with its 95% interval."""
     axis, metric = test["axis"], test["metric"]
-    strata = list(_group(spec, runs, exclude=(axis,)).items())
-    pvals, best = [], []
-    for _, group in strata:
-        levels = [[r.value(metric) for r in group if r.point[axis] == v] for v in spec.grid[axis]]
-        pvals.append(st.kruskal_test(levels))
-        sizes, start, separated = [len(level) for level in levels], 0, []
-        for n in sizes:  # perfectly separated groups of the same sizes
-            separated.append(list(range(start, start + n)))
-            start += n
-        best.append(st.kruskal_test(separated))
-    adjusted = st.holm(pvals)
-    rows, lines = [], [f"| stratum | medians of {metric} by {axis} | Kruskal-Wallis p | Holm p | significant |",
-                       "|---|---|---|---|---|"]
+    levels = spec.grid[axis]
     max_steps = runs[0].config["max_steps"] if runs else 0
-    for (stratum, group), p, p_adj in zip(strata, pvals, adjusted):
-        meds = []
-        for v in spec.grid[axis]:
-            med = st.median([r.value(metric) for r in group if r.point[axis] == v])
-            meds.append(f"{v}: {_fmt_steps(med, max_steps) if metric in CENSORED else f'{med:.3g}'}")
-        ok = not math.isnan(p_adj) and p_adj < ALPHA
+    comparisons, rows = [], []
+    for stratum, group in _group(spec, runs, exclude=(axis,)).items():
+        by_seed = {}
+        for r in group:
+            by_seed.setdefault(r.point["seed"], {})[repr(r.point[axis])] = r.value(metric)
+        seeds = sorted(s for s, v in by_seed.items() if all(repr(lv) in v for lv in levels))
+        blocks = [[by_seed[s][repr(lv)] for lv in levels] for s in seeds]
+        informative = metric not in CENSORED or any(not math.isinf(v) for b in blocks for v in b)
+        if metric in CENSORED:
+            blocks = [st.capped(b, max_steps) for b in blocks]
+        p = st.friedman_test(blocks)
+        best = st.friedman_test([list(range(len(levels)))] * len(seeds)) if len(seeds) >= 2 else 1.0
+        effects = []
+        for k in range(1, len(levels)):
+            est, lo, hi = st.hodges_lehmann([b[k] - b[0] for b in blocks])
+            effects.append((levels[k], est, lo, hi))
+        widest = max(effects, key=lambda e: max(-e[2], e[3]))
         label = _label(stratum) or "all runs"
-        rows.append((label, ok, ""))
-        lines.append(f"| {label} | {', '.join(meds)} | {p:.3g} | {p_adj:.3g} | {'yes' if ok else 'no'} |")
-    return _combine(test["statement"], rows, "\n".join(lines), best)
+        comparisons.append(Comparison(label, len(seeds), widest[1], widest[2], widest[3],
+                                      1.0 if math.isnan(p) else p, best, informative))
+        rows.append((stratum, seeds, blocks, effects))
+    _holm_outcomes(comparisons, None)
+    ref = levels[0]
+    lines = [f"| stratum | seeds | medians of {metric} by {axis} | paired difference to {axis}={ref} [95% CI] | "
+             f"Friedman p | Holm p | outcome |", "|---|---|---|---|---|---|---|"]
+    for c, (stratum, seeds, blocks, effects) in zip(comparisons, rows):
+        meds = ", ".join(f"{lv}: {_fmt_value(st.median([b[k] for b in blocks]) if blocks else math.nan, metric, max_steps)}"
+                         for k, lv in enumerate(levels))
+        diffs = "; ".join(f"{lv}: {_fmt_num(e, metric)} [{_fmt_num(lo, metric)}, {_fmt_num(hi, metric)}]"
+                          for lv, e, lo, hi in effects)
+        lines.append(f"| {c.label} | {len(seeds)} | {meds} | {diffs} | {c.p:.3g} | {c.p_adj:.3g} | {c.outcome or '–'} |")
+    return _verdict(test["statement"], comparisons, None, metric, "\n".join(lines))
+
+
+def check_placebo(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
+    """The calibration check: runs that cannot learn (learning rate so small that no weight
+    moves) must never get a steps_to_learn. Per stratum: false positives, with the exact
+    one-sided 95% upper bound on the false-positive rate."""
+    lines = ["| stratum | runs | learned (false positives) | 95% upper bound on the rate | first crossing, no "
+             "sustain check (the first version) | baseline ± SE | final reward − baseline (mean) |",
+             "|---|---|---|---|---|---|---|"]
+    total = fp = 0
+    for stratum, group in _group(spec, runs).items():
+        learned = sum(r.summary.get("learned", 0) for r in group)
+        crossed = sum(first_crossing_step([m["reward"] for m in r.metrics], r.summary["baseline_reward"],
+                                          r.config["stl_window"], r.config["stl_delta"]) is not None for r in group)
+        total, fp = total + len(group), fp + learned
+        base = pystats.mean(r.summary["baseline_reward"] for r in group)
+        se = max(r.summary.get("baseline_reward_se", math.nan) for r in group)
+        gap = pystats.mean(r.summary["final_reward"] - r.summary["baseline_reward"] for r in group)
+        lines.append(f"| {_label(stratum) or 'all runs'} | {len(group)} | {learned} | "
+                     f"{st.clopper_pearson_upper(learned, len(group)):.2f} | {crossed} of {len(group)} | "
+                     f"{base:.3f} ± {se:.4f} | {gap:+.3f} |")
+    verdict = SUPPORTED if fp == 0 and total else CONTRADICTED
+    reason = (f"{fp} of {total} placebo runs got a steps_to_learn; the false-positive rate is below "
+              f"{st.clopper_pearson_upper(fp, total):.2f} (exact one-sided 95% bound)")
+    return Verdict(test["statement"], verdict, reason, "\n".join(lines))
 
 
 def check_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
@@ -237,13 +418,14 @@ def check_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdi
     bnpo_nonzero = bool(bnpo0) and min(abs(r.metrics[0]["loss"]) for r in bnpo0) > 1e-6
     checks = [("grpo step-1 |loss| ≤ 1e-6", zero), ("grpo step-1 grad_norm > 0", grad),
               ("at least half the grpo runs learn", learns)]
-    verdict = "holds" if all(ok for _, ok in checks) else "does not hold"
+    verdict = SUPPORTED if all(ok for _, ok in checks) else CONTRADICTED
     reason = "; ".join(f"{name}: {'yes' if ok else 'no'}" for name, ok in checks)
     reason += f"; corollary (#2995) bnpo with β = 0 has step-1 loss ≠ 0 in every run: {'yes' if bnpo_nonzero else 'no'}"
     return Verdict(test["statement"], verdict, reason, "\n".join(lines))
 
 
-TESTS = {"better": check_better, "differ": check_differ, "zero_loss_step1": check_zero_loss_step1}
+TESTS = {"paired": check_paired, "differ": check_differ, "zero_loss_step1": check_zero_loss_step1,
+         "placebo": check_placebo}
 
 
 def verdicts(spec: SweepSpec, runs: list[Run]) -> list[Verdict]:
@@ -251,16 +433,6 @@ def verdicts(spec: SweepSpec, runs: list[Run]) -> list[Verdict]:
 
 
 # ---- figures --------------------------------------------------------------------------------------
-def _smooth(values: list[float], window: int) -> list[float]:
-    out, acc = [], 0.0
-    for i, v in enumerate(values):
-        acc += v
-        if i >= window:
-            acc -= values[i - window]
-        out.append(acc / min(i + 1, window))
-    return out
-
-
 def figures(spec: SweepSpec, runs: list[Run], fig_dir: Path, prefix: str) -> list[Path]:
     import matplotlib
 
@@ -282,7 +454,7 @@ def figures(spec: SweepSpec, runs: list[Run], fig_dir: Path, prefix: str) -> lis
             fig, axes = plt.subplots(1, len(cols), figsize=(6.5 * len(cols), 4), dpi=100, squeeze=False)
             for ax, (key, title, limit, smooth) in zip(axes[0], cols):
                 for vkey, group in _group(spec, task_runs, exclude=("task",)).items():
-                    curves = [_smooth([m[key] for m in r.metrics][:limit], smooth) for r in group]
+                    curves = [trailing_average([m[key] for m in r.metrics][:limit], smooth) for r in group]
                     mean, lo, hi = st.mean_band(curves)
                     steps = list(range(1, len(mean) + 1))
                     line, = ax.plot(steps, mean, lw=1.5, label=_label(vkey))
@@ -299,6 +471,26 @@ def figures(spec: SweepSpec, runs: list[Run], fig_dir: Path, prefix: str) -> lis
             plt.close(fig)
             paths.append(path)
     return paths
+
+
+def bases_table(runs: list[Run]) -> list[str]:
+    """The base model of each task (SHA-256 of its weights, as every run recorded it) and the
+    baseline reward each sampling setting measured on it."""
+    rows = {}
+    for r in runs:
+        key = (r.config["task"] if not r.config.get("dataset") else r.config["dataset"], r.config["model"],
+               r.summary.get("base_model_sha256", "") or "not recorded", r.config["num_generations"],
+               r.config["max_completion_length"], r.config["temperature"])
+        rows.setdefault(key, set()).add((round(r.summary["baseline_reward"], 6),
+                                         round(r.summary.get("baseline_reward_se", math.nan), 6),
+                                         r.summary.get("baseline_prompts_used")))
+    lines = ["| task | model | weights SHA-256 | G | max_completion_length | temperature | baseline reward ± SE "
+             "(prompts) |", "|---|---|---|---|---|---|---|"]
+    for (task, model, sha, g, mcl, temp), values in sorted(rows.items(), key=lambda kv: [str(x) for x in kv[0]]):
+        shown = "; ".join(f"{b:.3f} ± {se:.4f} ({n})" for b, se, n in sorted(values))
+        lines.append(f"| {task} | {model} | `{sha[:16]}` | {g} | {mcl} | {temp:g} | {shown} |")
+    return ["Base models (each run records the SHA-256 of the weights it loaded; the tiny bases are committed "
+            "under `grpo_core/tiny_bases/`, so every machine trains from the same bytes):", "", *lines]
 
 
 # ---- the report -----------------------------------------------------------------------------------

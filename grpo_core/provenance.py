@@ -1,0 +1,64 @@
+"""Where a run ran: the CPU or GPU, library versions, and the base model's checksum. Every run
+records these in summary.json (and as MLflow tags), and the report prints them."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import platform
+from pathlib import Path
+
+VERSIONED = ("torch", "transformers", "accelerate", "datasets", "peft", "optuna", "mlflow", "scipy")
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def gpu_name() -> str:
+    """The name of the GPU torch uses, or '' without one."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+
+
+def versions(names: tuple[str, ...] = VERSIONED) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    out["python"] = platform.python_version()
+    return out
+
+
+def machine() -> str:
+    """One line: CPU, cores, memory, OS, and the GPU when there is one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    mem = ""
+    try:
+        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 2**20:.0f} GiB memory"
+    except (OSError, StopIteration, ValueError):
+        pass
+    gpu = gpu_name()
+    return f"{cpu_name()}, {cores} cores{mem}, {platform.system()} {platform.machine()}, " + (gpu or "no GPU used")
+
+
+def run_record(device: str, base_sha256: str) -> dict[str, str]:
+    """The summary.json fields that say where a run ran and on which base weights."""
+    import torch
+
+    return {"base_model_sha256": base_sha256,
+            "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name(),
+            "versions": ", ".join(f"{k} {v}" for k, v in versions().items())}
