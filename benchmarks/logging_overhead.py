@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grpo_core.config import config_from_dict
 from grpo_core.run import run_training
-from sweeps.mlflow_logging import MlflowRunLogger
+from grpo_core.mlflow_logging import MlflowRunLogger
 
 
 def main() -> None:

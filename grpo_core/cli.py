@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import RunFailure, UserInputError
+from .errors import RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +54,10 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--max-steps", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
     rep.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
 
+    recover = sub.add_parser("recover", help="end as KILLED the MLflow runs whose process died (SIGKILL, OOM), "
+                                             "backfilling their curves from metrics.jsonl")
+    recover.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
+
     ui = sub.add_parser("ui", help="serve the MLflow UI on the default store (127.0.0.1 only)")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
@@ -98,18 +102,23 @@ def _cmd_train(args) -> int:
     else:  # a resumed run goes on in its own folder
         out = resume_dir or Path("results/local/runs") / f"{run_name}-{stamp}"
     resuming_in_place = resume_dir is not None and out.resolve() == resume_dir.resolve()
-    if out.exists() and any(out.iterdir()) and not resuming_in_place:
-        raise UserInputError(f"--out {out}: folder exists and is not empty; choose a new folder")
+    if 2 * cfg.stl_window > cfg.max_steps:
+        print(f"grpo: note: steps_to_learn cannot be reached in {cfg.max_steps} steps: it needs a full window of "
+              f"stl_window = {cfg.stl_window} steps and as many after it (set stl_window ≤ {cfg.max_steps // 2})",
+              file=sys.stderr)
     from .run import run_training
 
     logger = None
     if not args.no_mlflow:  # the MLflow run is created only once training has started
+        from .mlflow_logging import check_tracking_uri
+
+        check_tracking_uri(cfg.mlflow_tracking_uri, flag="mlflow_tracking_uri")
         logger = _LazyLogger(dict(tracking_uri=cfg.mlflow_tracking_uri, experiment=cfg.mlflow_experiment,
-                                  run_name=run_name, params=cfg.to_dict()))
-    summary = run_training(cfg, out, logger=logger, progress=not args.no_progress)
+                                  run_name=run_name, params=cfg.to_dict(), run_dir=out))
+    summary = run_training(cfg, out, logger=logger, progress=not args.no_progress, allow_existing=resuming_in_place)
     stl = summary.get("steps_to_learn")
     print(f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
-          f"steps_to_learn={stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
+          f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
           f"wall {summary['wall_time_s']:.1f}s")
     return 0
 
@@ -122,7 +131,7 @@ class _LazyLogger:
 
     def _get(self):
         if self.inner is None:
-            from sweeps.mlflow_logging import MlflowRunLogger
+            from .mlflow_logging import MlflowRunLogger
 
             self.inner = MlflowRunLogger(**self.kwargs)
         return self.inner
@@ -187,6 +196,8 @@ def _cmd_bench(args) -> int:
     for name in names:
         if name not in SETUPS:
             raise UserInputError(f"--setup: unknown value {name!r}; allowed: {', '.join(SETUPS)}")
+    if args.out is not None:
+        _check_writable_file(args.out, "--out")
     knobs = Knobs(beta=args.beta, loss_type=args.loss_type, learning_rate=args.learning_rate, device=args.device,
                   cache_dir=args.cache_dir)
     if args.memory_probe:  # internal: one trainer in a fresh process, for its peak memory
@@ -198,6 +209,28 @@ def _cmd_bench(args) -> int:
                      command=command)
 
 
+def _check_writable_file(path: str, flag: str) -> None:
+    """Before a long command runs: its output file can be written (its folder exists, or can be
+    made, and is writable; the path is not a folder)."""
+    import os
+    import tempfile
+
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    existing = next((p for p in [folder, *folder.parents] if p.exists()), Path("."))
+    if target.is_dir():
+        raise UserInputError(f"{flag} {path}: is a folder; allowed: a file path")
+    try:  # a probe file in the nearest existing folder, removed at once (os.access says yes to root everywhere)
+        if not existing.is_dir():
+            raise OSError
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+        if target.exists() and not os.access(target, os.W_OK):
+            raise OSError
+    except OSError:
+        raise UserInputError(f"{flag} {path}: cannot be written here; allowed: a file in a writable folder") from None
+
+
 def _cmd_fetch_model(args) -> int:
     from .models import fetch_smollm2
 
@@ -205,33 +238,60 @@ def _cmd_fetch_model(args) -> int:
     return 0
 
 
+def _cmd_recover(args) -> int:
+    from .mlflow_logging import DEFAULT_TRACKING_URI, check_tracking_uri, recover_runs
+
+    uri = args.tracking_uri or DEFAULT_TRACKING_URI
+    check_tracking_uri(uri, must_exist=True)
+    ended, left = recover_runs(uri)
+    for run_id, name, steps in ended:
+        print(f"ended as KILLED: {name} ({run_id}), {steps} step(s) of metrics backfilled from its metrics.jsonl")
+    for run_id, why in left:
+        print(f"left RUNNING: {why}")
+    print(f"grpo recover: {len(ended)} run(s) ended, {len(left)} left alone ({mask_secrets(uri)})")
+    return 0
+
+
 def _cmd_ui(args) -> int:
     import os
 
-    from sweeps.mlflow_logging import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, ui_command
+    from .mlflow_logging import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, check_tracking_uri, ui_command
+
+    import socket
 
     uri = args.tracking_uri or DEFAULT_TRACKING_URI
+    if not 1 <= args.port <= 65535:
+        raise UserInputError(f"--port: got {args.port}; allowed: an integer in 1-65535")
+    check_tracking_uri(uri)
+    with socket.socket() as probe:  # the UI would start, fail to bind and still exit 0
+        try:
+            probe.bind(("127.0.0.1", args.port))
+        except OSError as exc:
+            raise UserInputError(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); "
+                                 f"allowed: a free port") from None
     cmd = ui_command(uri, args.port)
     print(f"MLflow UI on http://127.0.0.1:{args.port} (store {uri}, artifacts {DEFAULT_ARTIFACT_ROOT})", flush=True)
     os.execvp(cmd[0], cmd)
 
 
 def main(argv: list[str] | None = None) -> int:
+    handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
     args = _build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
                 "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
-                "fetch-model": _cmd_fetch_model}
+                "fetch-model": _cmd_fetch_model, "recover": _cmd_recover}
     try:
         return handlers[args.command](args)
     except UserInputError as exc:
-        print(f"grpo: error: {exc}", file=sys.stderr)
+        print(f"grpo: error: {mask_secrets(exc)}", file=sys.stderr)
         return 2
     except RunFailure as exc:
-        print(f"grpo: run failed: {exc}", file=sys.stderr)
+        print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("grpo: interrupted; the run is recorded as killed", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"grpo: {what}; the run is recorded as killed", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":

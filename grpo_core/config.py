@@ -17,6 +17,8 @@ import yaml
 
 from .errors import ConfigError, UserInputError
 
+TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stores: a file, a folder, a server
+
 # Allowed names of the string-valued switches. Each registry lists its names in its errors.
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -24,6 +26,7 @@ LR_SCHEDULERS = ("constant", "linear", "cosine")
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+DECODE_MODES = ("auto", "dynamic", "static", "graph")
 
 
 @dataclass
@@ -52,6 +55,15 @@ class GRPOConfig:
     """Reward functions by name (`exact_match`, `format_digits`, `math_answer`, `think_answer_format`)
     or import path `package.module:function`; rewards are summed. Empty = the task's defaults
     (`math_answer` and `think_answer_format` for a dataset)."""
+    reward_workers: int = 0
+    """Processes that compute rewards, one completion per call, while the trainer computes
+    reference log-probs; 0 = in the training process, the whole batch per call."""
+    reward_timeout: float = 0.0
+    """Seconds a reward function may take on one completion (needs reward_workers ≥ 1); a
+    completion that takes longer gets reward_timeout_value and counts in `rewards/timeouts`;
+    0 = no limit."""
+    reward_timeout_value: float = 0.0
+    """The reward a timed-out completion gets (from each function that timed out)."""
 
     # ---- LoRA (PEFT) -------------------------------------------------------------------
     use_peft: bool = False
@@ -127,6 +139,13 @@ class GRPOConfig:
     """Nucleus sampling mass in (0, 1]; 1 = off."""
     top_k: int = 0
     """Keep the k most likely tokens; 0 = off."""
+    decode: str = "auto"
+    """How the sampler keeps its KV cache: `dynamic` (grown per token; the CPU's fast path),
+    `static` (preallocated, fixed-shape steps), `graph` (static, each step replayed as a CUDA
+    graph; CUDA only), `auto` (graph on CUDA, dynamic on a CPU). Same tokens either way."""
+    eos_check_every: int = 0
+    """Look for "every completion ended" every N decoded tokens (a host sync on a GPU); 0 = auto
+    (1 on a CPU, 8 with CUDA graphs)."""
 
     # ---- run metrics (steps-to-learn) ----------------------------------------------------
     baseline_prompts: int = 256
@@ -290,11 +309,19 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
 
         check_dataset(cfg.dataset, cfg.prompt_column, cfg.answer_column)
     _one_of("scale_rewards", cfg.scale_rewards, SCALE_REWARDS)
+    _one_of("decode", cfg.decode, DECODE_MODES)
+    require(cfg.eos_check_every >= 0, "eos_check_every", "an integer ≥ 0 (0 = auto)")
     _one_of("lr_scheduler_type", cfg.lr_scheduler_type, LR_SCHEDULERS)
     _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)
     _one_of("device", cfg.device, DEVICES)
     _one_of("task", cfg.task, tuple(TASKS))
     check_reward_names(cfg.reward_funcs)
+    require(cfg.reward_workers >= 0, "reward_workers", "an integer ≥ 0 (0 = in the training process)")
+    require(math.isfinite(cfg.reward_timeout) and cfg.reward_timeout >= 0, "reward_timeout",
+            "a number of seconds ≥ 0 (0 = no limit)")
+    require(cfg.reward_timeout == 0 or cfg.reward_workers >= 1, "reward_timeout",
+            "0 unless reward_workers ≥ 1 (a timeout needs a worker process that can be stopped)")
+    require(math.isfinite(cfg.reward_timeout_value), "reward_timeout_value", "a finite number")
 
     def finite(key: str) -> None:
         require(math.isfinite(getattr(cfg, key)), key, "a finite number")
@@ -335,12 +362,26 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(0 < cfg.top_p <= 1, "top_p", "a number in (0, 1] (1 = off)")
     require(cfg.top_k >= 0, "top_k", "an integer ≥ 0 (0 = off)")
     require(cfg.baseline_prompts >= 1, "baseline_prompts", "an integer ≥ 1")
-    require(cfg.stl_window >= 1, "stl_window", "an integer ≥ 1")
+    require(1 <= cfg.stl_window <= cfg.max_steps, "stl_window",
+            f"an integer in [1, max_steps = {cfg.max_steps}] (steps_to_learn needs a full window)")
     require(cfg.stl_delta >= 0, "stl_delta", "a number ≥ 0")
     require(cfg.loss_departure_eps > 0, "loss_departure_eps", "a number > 0")
     require(cfg.eval_every >= 0, "eval_every", "an integer ≥ 0 (0 = eval off)")
     require(cfg.eval_prompts >= 1, "eval_prompts", "an integer ≥ 1")
     require(cfg.num_threads >= 0, "num_threads", "an integer ≥ 0 (0 = torch's default)")
+    require(0 <= cfg.seed < 2 ** 32, "seed", "an integer in [0, 2^32 − 1] (numpy's seed range)")
+    if cfg.device == "cuda" or cfg.mixed_precision in ("bf16", "fp16") or cfg.decode == "graph":
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+        require(cfg.device != "cuda" or has_cuda, "device", "auto or cpu: no CUDA GPU is visible to torch here")
+        on_gpu = has_cuda and cfg.device != "cpu"
+        require(cfg.mixed_precision != "fp16" or on_gpu, "mixed_precision",
+                "auto, no or bf16 on a CPU (fp16 autocast and loss scaling need a CUDA GPU)")
+        require(cfg.decode != "graph" or on_gpu, "decode", "auto, dynamic or static on a CPU (graph needs CUDA)")
+    require(cfg.mlflow_tracking_uri.startswith(TRACKING_SCHEMES), "mlflow_tracking_uri",
+            f"a store URI starting with {', '.join(TRACKING_SCHEMES)}")
+    require(bool(cfg.mlflow_experiment.strip()), "mlflow_experiment", "a non-empty name")
     require(cfg.save_steps >= 0, "save_steps", "an integer ≥ 0 (0 = no checkpoints)")
     if cfg.tiny_pretrain_steps is None:
         cfg.tiny_pretrain_steps = TASKS[cfg.task].tiny_pretrain_steps
@@ -385,21 +426,48 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def unknown_key(key: Any, source: str) -> ConfigError:
+    """'unknown key', with the closest known keys as a suggestion (the full list is in the README)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), FIELD_NAMES, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else \
+        "see `python -m grpo_core.config_doc` or the README's config reference for the allowed keys"
+    return ConfigError(str(key), f"unknown key in {source}; {hint}")
+
+
 def config_from_dict(values: dict[str, Any], source: str = "config") -> GRPOConfig:
-    unknown = sorted(set(values) - set(FIELD_NAMES))
+    unknown = sorted((k for k in values if k not in FIELD_NAMES), key=str)
     if unknown:
-        raise ConfigError(unknown[0], f"unknown key in {source}; allowed keys: {', '.join(FIELD_NAMES)}")
+        raise unknown_key(unknown[0], source)
     kwargs = {k: _coerce(k, v) for k, v in values.items()}
     return validate(GRPOConfig(**kwargs))
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with a repeated key (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key) if isinstance(key, (str, int, float, bool)) else None
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
-    """Read a YAML file that must hold a mapping; one-line errors for every failure."""
+    """Read a YAML file that must hold a mapping with string keys; one-line errors for every failure."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+    except (UnicodeDecodeError, ValueError):
+        raise UserInputError(f"{path}: not a text file; allowed: a YAML mapping of config keys") from None
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -409,6 +477,9 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    odd = [k for k in data if not isinstance(k, str)]
+    if odd:
+        raise UserInputError(f"{path}: key {odd[0]!r} is a {type(odd[0]).__name__}; allowed: names (strings)")
     return data
 
 
@@ -419,6 +490,6 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     for text in overrides:
         key, value = parse_override(text)
         if key not in FIELD_NAMES:
-            raise ConfigError(key, f"unknown key in --set; allowed keys: {', '.join(FIELD_NAMES)}")
+            raise unknown_key(key, "--set")
         values[key] = value
     return config_from_dict(values, source)

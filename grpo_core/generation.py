@@ -75,21 +75,26 @@ def sample_completions(
     generator: torch.Generator | None,
     greedy: bool = False,
     group_size: int = 1,
+    decoder=None,
+    check_every: int = 1,
 ) -> tuple[Tensor, Tensor]:
     """Returns completion_ids (B, T) and completion_mask (B, T), T ≤ max_new_tokens; stops as
     soon as every row has produced EOS. With group_size G > 1 and rows in groups of G equal
     prompts (checked), each prompt is prefilled once and its KV cache repeated G times.
+    `decoder`: a static_decode.StaticDecoder (fixed-shape steps, CUDA graphs) for models it
+    supports; else the dynamic cache. `check_every` k: look for "every row ended" every k tokens
+    (a host sync on a GPU); the extra tokens are padding and are cut off.
     Runs under inference_mode; the returned tensors are ordinary ones (cloned), so they can
     enter an autograd forward afterwards."""
     with torch.inference_mode():
         ids, mask = _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_token_id,
-                            temperature, top_p, top_k, generator, greedy, group_size)
+                            temperature, top_p, top_k, generator, greedy, group_size, decoder, check_every)
     return ids.clone(), mask.clone()
 
 
 def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, top_k,
-            generator, greedy, group_size):
-    from . import fast_decode
+            generator, greedy, group_size, decoder=None, check_every=1):
+    from . import fast_decode, static_decode
 
     batch, P = prompt_ids.shape
     device = prompt_ids.device
@@ -104,7 +109,10 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
     if repeat > 1:
         past.batch_repeat_interleave(repeat)
         next_logits = next_logits.repeat_interleave(repeat, dim=0)  # (B, V)
-    cache = fast_decode.cache_tensors(past) if bool_masks and fast_decode.supports(model) else None
+    static_step = None
+    if decoder is not None and bool_masks and static_decode.supports(decoder.model):
+        static_step = decoder.start(past, prompt_mask, max_new_tokens)
+    cache = fast_decode.cache_tensors(past) if static_step is None and bool_masks and fast_decode.supports(model) else None
     # keys: the prompt's valid tokens, then every generated position (rows that ended keep
     # decoding padding, which nothing reads)
     key_mask = torch.cat([prompt_mask, torch.ones(batch, max_new_tokens, dtype=prompt_mask.dtype, device=device)], 1)
@@ -123,10 +131,13 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
         masks.append(~finished)
         tokens.append(next_tokens)
         finished = finished | (next_tokens == eos_token_id)
-        if step == max_new_tokens - 1 or bool(finished.all()):
+        if step == max_new_tokens - 1 or ((step + 1) % check_every == 0 and bool(finished.all())):
             break
         length = P + step + 1  # keys after this token is appended
-        if cache is not None:
+        if static_step is not None:
+            write_index = torch.full((1,), P + step, dtype=torch.long, device=device)
+            next_logits = static_step(next_tokens.unsqueeze(1), first_position + step, write_index).float()
+        elif cache is not None:
             next_logits = fast_decode.decode_step(model, next_tokens.unsqueeze(1), first_position + step, cache,
                                                   key_mask_4d[..., :length]).float()
         else:
@@ -136,6 +147,9 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
             next_logits = out.logits[:, -1, :].float()
     completion_ids = torch.stack(tokens, dim=1)  # (B, T)
     completion_mask = torch.stack(masks, dim=1).long()  # (B, T)
+    if check_every > 1:  # steps after every row ended hold only padding
+        T = int(completion_mask.any(dim=0).nonzero().max()) + 1
+        completion_ids, completion_mask = completion_ids[:, :T], completion_mask[:, :T]
     return completion_ids, completion_mask
 
 

@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 
 from .errors import ConfigError, UserInputError
-from .filelock import file_lock
 
 TINY_CHARS = list("0123456789+-*=:,. abcdefghijklmnopqrstuvwxyz")
 TINY_SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -109,7 +109,14 @@ def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> 
     target = tiny_cache_dir(cache_dir, task, pretrain_steps)
     if (target / "config.json").is_file():
         return target
-    with file_lock(target.with_name(target.name + ".lock")):
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=target.parent)
+        probe.close()
+    except OSError as exc:
+        raise ConfigError("cache_dir", f"cannot write to {target.parent} ({exc.strerror}); allowed: a writable "
+                                       f"folder (needed to pretrain tiny_pretrain_steps={pretrain_steps})") from None
+    with FileLock(target.with_name(target.name + ".lock")):
         if (target / "config.json").is_file():  # another process built it meanwhile
             return target
         model, tokenizer = pretrain_tiny(task, pretrain_steps)
@@ -232,7 +239,7 @@ def fetch_smollm2(dest: str | Path) -> Path:
     if (dest / "config.json").is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(dest.with_name(dest.name + ".lock")):
+    with FileLock(dest.with_name(dest.name + ".lock")):
         if (dest / "config.json").is_file():
             return dest
         work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".fetching-"))

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import platform
+import socket
 from pathlib import Path
+from typing import Optional
 
 VERSIONED = ("torch", "transformers", "accelerate", "datasets", "peft", "optuna", "mlflow", "scipy")
 
@@ -62,3 +64,28 @@ def run_record(device: str, base_sha256: str) -> dict[str, str]:
     return {"base_model_sha256": base_sha256,
             "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name(),
             "versions": ", ".join(f"{k} {v}" for k, v in versions().items())}
+
+
+# ---- the process that owns a run: `host:pid:start time`, to tell later whether it is gone ----------
+def _process_start(pid: int) -> Optional[str]:
+    """The process's start time in clock ticks since boot (Linux), or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22 of stat; fields after the command name
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid()) or ''}"
+
+
+def owner_alive(owner: str) -> Optional[bool]:
+    """False when the owner ran on this host and is gone; None when it cannot be told here."""
+    try:
+        host, pid, start = owner.rsplit(":", 2)
+    except ValueError:
+        return None
+    if host != socket.gethostname() or not start or not Path("/proc/self/stat").exists():
+        return None
+    return _process_start(int(pid)) == start

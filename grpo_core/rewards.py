@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
 import re
 from typing import Callable
 
@@ -84,13 +85,19 @@ def resolve_reward(name: str) -> RewardFunc:
 
 
 def check_reward_names(names: list[str]) -> None:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError("reward_funcs", f"{repeated[0]!r} is listed twice; allowed: each reward function once "
+                                          f"(rewards are summed: list a function once per term)")
     for name in names:
         resolve_reward(name)
 
 
-def reward_name(name: str) -> str:
-    """Metric suffix for `rewards/<name>`: the function name for import paths."""
-    return name.split(":")[-1]
+def reward_names(names: list[str]) -> list[str]:
+    """Metric suffixes for `rewards/<name>`: the function name for an import path, unless two
+    functions share it (mod_a:score, mod_b:score), then the dotted path (mod_a.score, mod_b.score)."""
+    short = [n.split(":")[-1] for n in names]
+    return [s if short.count(s) == 1 else n.replace(":", ".") for n, s in zip(names, short)]
 
 
 def compute_rewards(
@@ -102,18 +109,28 @@ def compute_rewards(
     out: dict[str, list[float]] = {}
     for name, func in funcs.items():
         try:
-            values = [float(v) for v in func(completions, **columns)]
+            raw = list(func(completions, **columns))
         except Exception as exc:
             raise RunFailure(_locate_failure(name, func, completions, columns, exc)) from exc
-        if len(values) != len(completions):
-            raise RunFailure(f"reward function {name} returned {len(values)} values for "
-                             f"{len(completions)} completions")
-        bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
-        if bad:
-            raise RunFailure(f"reward function {name} returned {values[bad[0]]} (non-finite) for "
-                             f"completion {bad[0]}: {completions[bad[0]]!r}")
-        out[name] = values
+        out[name] = check_values(name, raw, completions)
     return out
+
+
+def check_values(name: str, raw: list, completions: list[str]) -> list[float]:
+    """One finite number per completion, or a RunFailure naming the function and the completion."""
+    if len(raw) != len(completions):
+        raise RunFailure(f"reward function {name} returned {len(raw)} values for {len(completions)} completions")
+    wrong = [i for i, v in enumerate(raw) if not isinstance(v, numbers.Real)]
+    if wrong:  # "1.0" would pass float() and hide a bug in the reward function
+        i = wrong[0]
+        raise RunFailure(f"reward function {name} returned {raw[i]!r} ({type(raw[i]).__name__}) for completion "
+                         f"{i}: {completions[i]!r}; allowed: numbers")
+    values = [float(v) for v in raw]
+    bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
+    if bad:
+        raise RunFailure(f"reward function {name} returned {values[bad[0]]} (non-finite) for "
+                         f"completion {bad[0]}: {completions[bad[0]]!r}")
+    return values
 
 
 def _locate_failure(name, func, completions, columns, exc) -> str:

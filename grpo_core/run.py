@@ -4,16 +4,20 @@ line per optimizer step (flushed, so a killed run keeps its steps), summary.json
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import shutil
+import socket
 import traceback
 from pathlib import Path
-from typing import Callable, Optional, Protocol
+from typing import Callable, Iterator, Optional, Protocol
 
 import yaml
 
 from .config import GRPOConfig
-from .errors import RunFailure
+from .errors import RunFailure, Terminated, UserInputError
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
 
@@ -41,6 +45,55 @@ def read_metrics(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def read_metrics_lenient(path: str | Path) -> list[dict]:
+    """read_metrics for a run that was killed: a last line cut off mid-write is left out."""
+    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                raise
+    return rows
+
+
+RUN_LOCK = ".grpo-run.lock"  # held by the run writing the folder, for the run's whole life
+
+
+@contextlib.contextmanager
+def claim_run_folder(out: Path, allow_existing: bool = False) -> Iterator[Path]:
+    """One writer per run folder: create it (or take an existing one when resuming in place) and
+    hold an exclusive lock on it until the run ends. A second writer gets a one-line error. A run
+    refused before it wrote anything (bad input found while loading) leaves no folder behind."""
+    from filelock import FileLock, Timeout
+
+    if out.exists() and not out.is_dir():
+        raise UserInputError(f"--out {out}: is a file; allowed: a new or empty folder")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(out / RUN_LOCK, timeout=0)
+        lock.acquire()
+    except Timeout:
+        holder = (out / RUN_LOCK).read_text().strip() or "unknown"
+        raise UserInputError(f"--out {out}: another grpo run ({holder}) is writing to this folder; "
+                             f"choose another folder") from None
+    except OSError as exc:
+        raise UserInputError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
+    try:
+        (out / RUN_LOCK).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        if not allow_existing and any(p.name != RUN_LOCK for p in out.iterdir()):
+            raise UserInputError(f"--out {out}: folder exists and is not empty; choose a new folder")
+        yield out
+    except UserInputError:
+        if created and all(p.name == RUN_LOCK for p in out.iterdir()):
+            shutil.rmtree(out, ignore_errors=True)  # refused before anything was written
+        raise
+    finally:
+        lock.release()
+
+
 def run_training(
     cfg: GRPOConfig,
     out_dir: str | Path,
@@ -48,14 +101,23 @@ def run_training(
     logger: Optional[RunLogger] = None,
     progress: bool = True,
     reward_funcs: Optional[dict[str, Callable]] = None,
+    allow_existing: bool = False,
 ) -> dict:
-    """Build the trainer (bad input raises before anything is written), then train and record."""
-    from .trainer import GRPOTrainer
+    """Claim the run folder, build the trainer and read the checkpoint (bad input raises before
+    anything is written), then train and record. `allow_existing`: resume in the checkpoint's folder."""
+    with claim_run_folder(Path(out_dir), allow_existing) as out:
+        from .trainer import GRPOTrainer
 
-    trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
-    out = Path(out_dir)
-    kept = resumed_metrics(cfg)  # the steps up to the checkpoint, when resuming
-    out.mkdir(parents=True, exist_ok=True)
+        trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
+        try:
+            history = trainer.load_checkpoint(cfg.resume_from_checkpoint) if cfg.resume_from_checkpoint else None
+            kept = resumed_metrics(cfg)  # the steps up to the checkpoint, when resuming
+            return _train_and_record(cfg, out, trainer, history, kept, logger, progress)
+        finally:
+            trainer.close()
+
+
+def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger, progress: bool) -> dict:
     (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     bar = _progress_bar(cfg.max_steps, progress)
     status, summary = "failed", {}
@@ -77,13 +139,14 @@ def run_training(
                 bar.set_postfix(reward=f"{metrics['reward']:.3f}", loss=f"{metrics['loss']:.2e}", refresh=False)
 
         try:
-            summary = trainer.train(on_step=on_step, checkpoint_dir=out)
+            summary = trainer.train(on_step=on_step, checkpoint_dir=out, history=history)
             status = "finished"
         except RunFailure as exc:
             summary = {"error": str(exc)}
             raise
-        except KeyboardInterrupt:
-            status, summary = "killed", {"error": "interrupted (KeyboardInterrupt)"}
+        except KeyboardInterrupt as exc:
+            what = "SIGTERM" if isinstance(exc, Terminated) else "KeyboardInterrupt"
+            status, summary = "killed", {"error": f"interrupted ({what})"}
             raise
         except BaseException as exc:
             summary = {"error": f"{type(exc).__name__}: {exc}",

@@ -3,24 +3,18 @@ comparisons for variants that share a seed (and so share their prompts and sampl
 
 A run that never reaches the learning threshold has steps_to_learn > max_steps: right-censored
 at a time every run shares. Such a value is represented as `math.inf` here: it sorts after
-every observed value, so medians and bootstrap bounds can be "> max_steps", and a rank test on
-this ordering is Gehan's generalized Wilcoxon test for a common censoring time (censored runs
-tie with each other and rank above every run that learned).
+every observed value, so medians and bootstrap bounds can read "not learned". Paired tests
+count it at the horizon (`capped`), which keeps its order and so the test's exactness.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 INF = math.inf
-
-
-def censored_values(steps: Sequence[Optional[float]]) -> list[float]:
-    """steps_to_learn per run, None (never learned) -> inf."""
-    return [INF if s is None else float(s) for s in steps]
 
 
 def median(values: Sequence[float]) -> float:
@@ -54,46 +48,6 @@ def bootstrap_median_ci(values: Sequence[float], confidence: float = 0.95, n_boo
     alpha = (1 - confidence) / 2
     # "lower"/"higher" pick order statistics, so inf bounds stay inf instead of becoming nan
     return (float(np.quantile(meds, alpha, method="lower")), float(np.quantile(meds, 1 - alpha, method="higher")))
-
-
-def learned_fraction(steps: Sequence[Optional[float]]) -> float:
-    return sum(s is not None for s in steps) / len(steps) if steps else math.nan
-
-
-def _finite_ranks(values: Sequence[float], cap: float) -> np.ndarray:
-    """inf -> cap (a common value above every observed one) so scipy ranks censored runs as ties."""
-    return np.array([cap if math.isinf(x) else x for x in values], dtype=float)
-
-
-def rank_test(a: Sequence[float], b: Sequence[float], alternative: str = "two-sided") -> float:
-    """p-value of Gehan's test (Mann-Whitney U with censored runs tied above all observed ones).
-    alternative 'less': a tends to be smaller (learns sooner) than b."""
-    from scipy.stats import mannwhitneyu
-
-    if not a or not b:
-        return math.nan
-    finite = [x for x in [*a, *b] if not math.isinf(x)]
-    cap = (max(finite) if finite else 0.0) + 1.0
-    xa, xb = _finite_ranks(a, cap), _finite_ranks(b, cap)
-    if np.all(np.concatenate([xa, xb]) == xa[0]):
-        return 1.0  # everything tied: no evidence either way
-    return float(mannwhitneyu(xa, xb, alternative=alternative).pvalue)
-
-
-def kruskal_test(groups: Sequence[Sequence[float]]) -> float:
-    """p-value of Kruskal-Wallis across several variants, censored runs tied above all others."""
-    from scipy.stats import kruskal
-
-    groups = [g for g in groups if len(g)]
-    if len(groups) < 2:
-        return math.nan
-    finite = [x for g in groups for x in g if not math.isinf(x)]
-    cap = (max(finite) if finite else 0.0) + 1.0
-    arrays = [_finite_ranks(g, cap) for g in groups]
-    flat = np.concatenate(arrays)
-    if np.all(flat == flat[0]):
-        return 1.0
-    return float(kruskal(*arrays).pvalue)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

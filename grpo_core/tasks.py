@@ -149,6 +149,10 @@ def check_dataset(source: str, prompt_column: str, answer_column: str) -> None:
     for key, column in (("prompt_column", prompt_column), ("answer_column", answer_column)):
         if column not in columns:
             raise ConfigError(key, f"{source!r} has no column {column!r}; its columns: {', '.join(sorted(columns))}")
+        missing = next((i for i, r in enumerate(rows) if r.get(column) is None), None)
+        if missing is not None:
+            raise ConfigError(key, f"row {missing + 1} of {source!r} has no {column!r}; allowed: every row with a "
+                                   f"{column!r} value")
 
 
 def dataset_task(source: str, prompt_column: str, answer_column: str) -> Task:

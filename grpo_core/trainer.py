@@ -26,12 +26,13 @@ import torch
 
 from .advantages import advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages
 from .config import CHECKPOINT_STATE, GRPOConfig
-from .errors import ConfigError, RunFailure
+from .errors import ConfigError, RunFailure, UserInputError
 from .generation import completion_logps, reference_logps, sample_completions
 from .loss import grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
-from .rewards import RewardFunc, compute_rewards, resolve_reward, reward_name
+from .reward_pool import make_pool
+from .rewards import RewardFunc, compute_rewards, resolve_reward, reward_names
 from .run_metrics import summarize
 from .schedule import make_scheduler
 from .tasks import dataset_task, get_task
@@ -95,6 +96,23 @@ def _mixed_precision(cfg: GRPOConfig, use_cuda: bool) -> str:
     return "bf16" if use_cuda and torch.cuda.is_bf16_supported() else "no"
 
 
+def _numpy_state_to_plain(state: tuple) -> tuple:
+    """np.random.get_state() with its key array as a list, so torch.load(weights_only=True) reads it."""
+    name, keys, pos, has_gauss, cached = state
+    return (name, keys.tolist(), int(pos), int(has_gauss), float(cached))
+
+
+def _numpy_state_from_plain(state) -> tuple:
+    name, keys, pos, has_gauss, cached = state
+    return (name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached)
+
+
+def _as_tuple(state):
+    """random.getstate() as saved (tuples may come back as lists): (version, tuple(internal), gauss)."""
+    version, internal, gauss = state
+    return (version, tuple(internal), gauss)
+
+
 class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, reward_funcs: Optional[dict[str, RewardFunc]] = None):
         from accelerate import Accelerator
@@ -111,10 +129,12 @@ class GRPOTrainer:
                      else get_task(cfg.task))
         self.train_set, self.eval_set = self.task.splits()
         names = cfg.reward_funcs or list(self.task.default_rewards)
-        self.reward_funcs = reward_funcs or {reward_name(n): resolve_reward(n) for n in names}
+        self.reward_funcs = reward_funcs or {key: resolve_reward(n) for key, n in zip(reward_names(names), names)}
+        self.reward_pool = make_pool(self.reward_funcs, cfg.reward_workers, cfg.reward_timeout, cfg.reward_timeout_value)
 
         path = resolve_model_path(cfg.model, cfg.cache_dir, cfg.task, cfg.tiny_pretrain_steps)
         model, self.tokenizer = load_model_and_tokenizer(path, _weights_dtype(cfg, use_cuda), cfg.gguf_file)
+        self._check_positions(model)
         self.ref_model = None
         if cfg.use_peft:  # the reference is this network with its adapters disabled (no copy)
             model = _with_lora(model, cfg)
@@ -141,10 +161,36 @@ class GRPOTrainer:
         self.prompt_rng = random.Random(cfg.seed)
         self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.noise_gen = torch.Generator().manual_seed(cfg.seed + _NOISE_SEED_OFFSET)
+        self.decoder, self.eos_check_every = self._make_decoder(use_cuda)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
         self.step = 0
         self._batch: Optional[GenerationBatch] = None  # reused for μ steps
+
+    def _make_decoder(self, use_cuda: bool):
+        """The sampler's cache (config `decode`) and how often it looks for the end of every row."""
+        from .static_decode import AdapterWeights, StaticDecoder, supports
+
+        mode = self.cfg.decode if self.cfg.decode != "auto" else ("graph" if use_cuda else "dynamic")
+        check_every = self.cfg.eos_check_every or (8 if mode == "graph" else 1)
+        core = self.policy.get_base_model() if self.cfg.use_peft else self.policy
+        if mode == "dynamic" or not supports(core):
+            return None, check_every
+        adapters = AdapterWeights(self.policy) if self.cfg.use_peft else None  # decode at the base model's cost
+        return StaticDecoder(self.policy, use_graph=mode == "graph", adapters=adapters), check_every
+
+    def _check_positions(self, model) -> None:
+        """The longest prompt plus max_completion_length must fit the model's positions."""
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if not limit:
+            return
+        prompts = [*self.train_set["prompt"], *self.eval_set["prompt"]]
+        longest = max(len(ids) for ids in self.tokenizer([self._format(p) for p in prompts],
+                                                         add_special_tokens=False).input_ids)
+        if longest + self.cfg.max_completion_length > limit:
+            raise ConfigError("max_completion_length", f"{self.cfg.max_completion_length} + the longest prompt "
+                                                       f"({longest} tokens) exceeds the model's {limit} positions; "
+                                                       f"allowed: ≤ {limit - longest}")
 
     def _autocast(self):
         if self.accelerator.mixed_precision == "no":
@@ -181,15 +227,30 @@ class GRPOTrainer:
                 self.policy, prompt_ids, prompt_mask,
                 max_new_tokens=cfg.max_completion_length, eos_token_id=self.eos_id, pad_token_id=self.pad_id,
                 temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, generator=generator, greedy=greedy,
-                group_size=group_size,
+                group_size=group_size, decoder=self.decoder, check_every=self.eos_check_every,
             )
 
     def _decode(self, completion_ids: torch.Tensor) -> list[str]:
         return self.tokenizer.batch_decode(completion_ids.tolist(), skip_special_tokens=True)
 
-    def _score(self, rows: dict[str, list], completions: list[str]) -> dict[str, list[float]]:
+    def _score_async(self, rows: dict[str, list], completions: list[str]):
+        """Start scoring; returns a function that waits for ({name: values}, timeouts). In the
+        training process the work happens now; with reward_workers it runs in the pool meanwhile."""
         columns = {**rows, "prompts": rows["prompt"]}
-        return compute_rewards(self.reward_funcs, completions, columns)
+        if self.reward_pool is None:
+            done = compute_rewards(self.reward_funcs, completions, columns), 0
+            return lambda: done
+        job = self.reward_pool.submit(completions, columns)
+        return lambda: self.reward_pool.collect(job)
+
+    def _score(self, rows: dict[str, list], completions: list[str]) -> dict[str, list[float]]:
+        return self._score_async(rows, completions)()[0]
+
+    def close(self) -> None:
+        """Stop the reward worker processes (if any)."""
+        if self.reward_pool is not None:
+            self.reward_pool.close()
+            self.reward_pool = None
 
     def _mean_rewards(self, rows: dict[str, list], repeat: int, greedy: bool, generator) -> list[float]:
         """Each row's prompt sampled `repeat` times (or once greedily); the mean summed reward per row."""
@@ -232,10 +293,13 @@ class GRPOTrainer:
             want = min(cap, max(n + 1, math.ceil(1.1 * (sd / target) ** 2)))  # 10% margin on the estimate
         result = {"baseline_reward": mean, "baseline_reward_se": se, "baseline_prompts_used": n}
         if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(result))
-            os.replace(tmp, cache)
+            try:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+                tmp.write_text(json.dumps(result))
+                os.replace(tmp, cache)
+            except OSError:  # an unwritable cache_dir: the next run measures it again
+                pass
         return result
 
     def _baseline_cache_path(self) -> Optional[Path]:
@@ -267,20 +331,8 @@ class GRPOTrainer:
         prompt_ids, prompt_mask = self._encode(unique["prompt"], repeat=G)  # (B, P)
         completion_ids, completion_mask = self._sample(prompt_ids, prompt_mask, self.sample_gen, group_size=G)
         completions = self._decode(completion_ids)
-        per_func = self._score(rows, completions)
-        rewards = torch.tensor([sum(v) for v in zip(*per_func.values())], dtype=torch.float32)  # (B,)
-
-        advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
-        if noise_active(self.step + 1, cfg.advantage_noise_std, cfg.advantage_noise_steps):
-            advantages = perturb_advantages(advantages, cfg.advantage_noise_std, self.noise_gen)
-        advantages = scale_advantages(advantages, cfg.advantage_scale)
-        metrics.update(advantage_metrics(advantages, G))
-        for name, values in per_func.items():
-            metrics[f"rewards/{name}"] = sum(values) / len(values)
-        lengths = completion_mask.sum(dim=1).float()
-        ended = (completion_ids == self.eos_id).any(dim=1)
-        metrics["completions/mean_length"] = lengths.mean().item()
-        metrics["completions/clipped_ratio"] = (~ended).float().mean().item()
+        # rewards: submitted to the worker pool (if any) and collected after the log-prob forwards
+        pending = self._score_async(rows, completions)
 
         old_logps = ref_logps = None
         if cfg.num_iterations > 1 or cfg.beta > 0:
@@ -294,6 +346,22 @@ class GRPOTrainer:
                     with adapters_off:
                         ref_logps = self._micro_batched_logps(ref_model, prompt_ids, prompt_mask,
                                                               completion_ids, completion_mask)
+        per_func, timeouts = pending()
+        rewards = torch.tensor([sum(v) for v in zip(*per_func.values())], dtype=torch.float32)  # (B,)
+
+        advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
+        if noise_active(self.step + 1, cfg.advantage_noise_std, cfg.advantage_noise_steps):
+            advantages = perturb_advantages(advantages, cfg.advantage_noise_std, self.noise_gen)
+        advantages = scale_advantages(advantages, cfg.advantage_scale)
+        metrics.update(advantage_metrics(advantages, G))
+        for name, values in per_func.items():
+            metrics[f"rewards/{name}"] = sum(values) / len(values)
+        if cfg.reward_timeout:
+            metrics["rewards/timeouts"] = float(timeouts)
+        lengths = completion_mask.sum(dim=1).float()
+        ended = (completion_ids == self.eos_id).any(dim=1)
+        metrics["completions/mean_length"] = lengths.mean().item()
+        metrics["completions/clipped_ratio"] = (~ended).float().mean().item()
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
                                advantages.to(self.device), old_logps, ref_logps, metrics)
 
@@ -383,15 +451,16 @@ class GRPOTrainer:
         return metrics
 
     def train(self, on_step: Optional[Callable[[dict], None]] = None,
-              checkpoint_dir: Optional[str | Path] = None) -> dict:
+              checkpoint_dir: Optional[str | Path] = None, history: Optional[dict] = None) -> dict:
         """Run max_steps optimizer steps; returns the summary (SPEC.md: Summary metrics). With
         cfg.save_steps, a checkpoint goes to `checkpoint_dir/checkpoint-<step>` every save_steps
-        steps; with cfg.resume_from_checkpoint, training goes on from that checkpoint."""
+        steps; with cfg.resume_from_checkpoint, training goes on from that checkpoint (`history`:
+        what load_checkpoint returned, when the caller loaded it already)."""
         cfg = self.cfg
         start = time.perf_counter()
         self._set_training(False)
         if cfg.resume_from_checkpoint:
-            history = self.load_checkpoint(cfg.resume_from_checkpoint)
+            history = history if history is not None else self.load_checkpoint(cfg.resume_from_checkpoint)
         else:
             history = {"baseline": self.baseline_reward(),
                        "eval_before": self.eval_accuracy() if cfg.eval_every else None,
@@ -439,7 +508,7 @@ class GRPOTrainer:
             "scheduler": self.scheduler.state_dict(),
             "rng": {"prompt": self.prompt_rng.getstate(), "sample": self.sample_gen.get_state(),
                     "noise": self.noise_gen.get_state(), "torch": torch.get_rng_state(),
-                    "python": random.getstate(), "numpy": np.random.get_state()},
+                    "python": random.getstate(), "numpy": _numpy_state_to_plain(np.random.get_state())},
         }
         target = run_dir / f"checkpoint-{self.step}"
         tmp = run_dir / f".checkpoint-{self.step}.tmp"
@@ -455,19 +524,26 @@ class GRPOTrainer:
         return target
 
     def load_checkpoint(self, folder: str | Path) -> dict:
-        """Restore a checkpoint written by save_checkpoint; returns its metric history."""
-        state = torch.load(Path(folder) / CHECKPOINT_STATE, map_location=self.device, weights_only=False)
-        self.policy.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        rng = state["rng"]
-        self.prompt_rng.setstate(rng["prompt"])
-        self.sample_gen.set_state(rng["sample"])
-        self.noise_gen.set_state(rng["noise"])
-        torch.set_rng_state(rng["torch"])
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
-        self.step = state["step"]
-        if state["batch"] is not None:
-            self._batch = GenerationBatch(**state["batch"])
-        return state["history"]
+        """Restore a checkpoint written by save_checkpoint; returns its metric history. The file is
+        read with `weights_only=True`: tensors and plain containers only, so a checkpoint cannot
+        run code. A file that is not such a checkpoint is a one-line UserInputError."""
+        path = Path(folder) / CHECKPOINT_STATE
+        try:
+            state = torch.load(path, map_location=self.device, weights_only=True)
+            self.policy.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            rng = state["rng"]
+            self.prompt_rng.setstate(_as_tuple(rng["prompt"]))
+            self.sample_gen.set_state(rng["sample"])
+            self.noise_gen.set_state(rng["noise"])
+            torch.set_rng_state(rng["torch"])
+            random.setstate(_as_tuple(rng["python"]))
+            np.random.set_state(_numpy_state_from_plain(rng["numpy"]))
+            self.step = int(state["step"])
+            self._batch = GenerationBatch(**state["batch"]) if state["batch"] is not None else None
+            return state["history"]
+        except Exception as exc:  # unpickling refused, a truncated file, missing or mismatched entries
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise UserInputError(f"resume_from_checkpoint: cannot restore {path}: {first}; allowed: a checkpoint "
+                                 f"written by grpo train with save_steps") from None

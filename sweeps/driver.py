@@ -24,13 +24,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from grpo_core.errors import UserInputError
-from grpo_core.filelock import file_lock
+from filelock import FileLock
 
-from .mlflow_logging import DEFAULT_TRACKING_URI, MlflowRunLogger, get_or_create_experiment, git_commit, make_client
-from .recovery import Heartbeat, end_orphaned_runs, fail_stale, owner_id
+from grpo_core.errors import Terminated, UserInputError, handle_sigterm
+from grpo_core.mlflow_logging import (DEFAULT_TRACKING_URI, MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
+                                      git_commit, make_client)
+from grpo_core.provenance import owner_id
+
+from .recovery import Heartbeat, end_orphaned_runs, fail_stale
 from .spec import CENSORED_AT_MAX_STEPS, SweepSpec, load_spec
-from .storage import DEFAULT_JOURNAL, check_distinct, check_storage, check_tracking_uri, claim_lock_path, describe_storage, open_storage
+from .storage import DEFAULT_JOURNAL, check_distinct, check_storage, claim_lock_path, describe_storage, open_storage
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ def claim_trial(study, spec: SweepSpec, lock_path: Path, invocation: str):
     """Create the next trial, or None when the sweep has nothing left for this invocation.
     Trials of dead workers are failed first (sweeps/recovery.py); each new trial records its
     owner process, so that its own death can be detected."""
-    with file_lock(lock_path):
+    with FileLock(lock_path):
         fail_stale(study)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
@@ -156,7 +159,7 @@ def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: di
     from .plots import reward_curve_png
 
     logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, run_name, cfg.to_dict(), tags=tags,
-                             parent_run_id=parent_run_id)
+                             parent_run_id=parent_run_id, run_dir=out_dir)
     if on_run is not None:
         on_run(logger.run_id)
     try:
@@ -259,8 +262,8 @@ def worker_loop(ctx: WorkerContext) -> None:
         try:
             with Heartbeat(study, trial):
                 value = objective(trial, spec, ctx)
-        except KeyboardInterrupt:
-            trial.set_user_attr("error", "interrupted")
+        except KeyboardInterrupt as exc:
+            trial.set_user_attr("error", "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
             study.tell(trial, state=TrialState.FAIL)
             raise
         except Exception as exc:
@@ -277,10 +280,11 @@ def worker_loop(ctx: WorkerContext) -> None:
 
 
 def _worker_entry(ctx: WorkerContext) -> None:
+    handle_sigterm()  # spawned workers start without the parent's handler
     try:
         worker_loop(ctx)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        sys.exit(143 if isinstance(exc, Terminated) else 130)
 
 
 # ---- the sweep ------------------------------------------------------------------------------------
@@ -335,7 +339,7 @@ def _preload_for_fork(model_dirs: list[str]) -> None:
     transformers modeling module of each model (imported only, no torch op runs)."""
     import grpo_core.run  # noqa: F401
     import grpo_core.trainer  # noqa: F401
-    import sweeps.mlflow_logging  # noqa: F401
+    import grpo_core.mlflow_logging  # noqa: F401
 
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -406,6 +410,8 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
 
     if workers < 1:
         raise UserInputError(f"--workers: got {workers}; allowed: an integer ≥ 1")
+    if Path(out_root).exists() and not Path(out_root).is_dir():
+        raise UserInputError(f"--out-root {out_root}: is a file; allowed: a folder for the trial run folders")
     if heartbeat_interval < 1:
         raise UserInputError(f"--heartbeat-interval: got {heartbeat_interval}; allowed: an integer ≥ 1 (seconds)")
     spec = load_spec(spec_path)
@@ -441,7 +447,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                              parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
                              num_threads=max(1, _cpu_count() // workers) if not gpus else 0, out_root=out_root)
     started = time.perf_counter()
-    status = "FINISHED"
+    status, procs = "FINISHED", []
     try:
         if workers == 1:
             worker_loop(replace(base_ctx, gpu="0" if gpus else None))
@@ -457,8 +463,14 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                 p.start()
             for p in procs:
                 p.join()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         status = "KILLED"
+        if isinstance(exc, Terminated):  # Ctrl-C reaches the workers itself; SIGTERM went to this process
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+        for p in procs:  # each records its trial as failed and its run as killed first
+            p.join()
         print("grpo sweep: interrupted; run the same command again to resume", file=sys.stderr)
         raise
     finally:
@@ -496,7 +508,7 @@ def trials_table(study, spec: SweepSpec) -> str:
         value = "" if t.value is None else f"{t.value:g}"
         if t.value is not None and spec.objective in CENSORED_AT_MAX_STEPS and spec.objective in t.user_attrs \
                 and t.user_attrs[spec.objective] is None:
-            value = f"not reached (counted as {t.value:g})"
+            value = f"{'not learned' if spec.objective == 'steps_to_learn' else 'not reached'} (counted as {t.value:g})"
         if t.state.name == "FAIL" and t.user_attrs.get("error"):
             value = "error: " + str(t.user_attrs["error"])[:60]
         rows.append([str(t.number), t.state.name, *[str(point.get(n, "")) for n in names], value])
@@ -508,9 +520,9 @@ def list_trials(spec_path: str, storage_url: Optional[str] = None) -> int:
     import optuna
 
     spec = load_spec(spec_path)
-    check_storage(storage_url)
     if storage_url is None and not Path(DEFAULT_JOURNAL).exists():
         raise UserInputError(f"{spec.path}: no sweep has run on this machine yet ({DEFAULT_JOURNAL} is missing)")
+    check_storage(storage_url, must_exist=True)  # a read-only command creates no database
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = optuna.load_study(study_name=spec.name, storage=open_storage(storage_url),

@@ -18,38 +18,14 @@ gets a summary.json with status "killed" when the process died before writing on
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import warnings
 from pathlib import Path
 from typing import Optional
 
+from grpo_core.provenance import owner_alive
+
 HEARTBEAT_REASON = "worker stopped sending heartbeats (died, or lost its machine)"
-
-
-def _process_start(pid: int) -> Optional[str]:
-    """The process's start time in clock ticks since boot (Linux), or None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22 of stat; fields after the command name
-
-
-def owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid()) or ''}"
-
-
-def owner_alive(owner: str) -> Optional[bool]:
-    """False when the owner ran on this host and is gone; None when it cannot be told here."""
-    try:
-        host, pid, start = owner.rsplit(":", 2)
-    except ValueError:
-        return None
-    if host != socket.gethostname() or not start or not Path("/proc/self/stat").exists():
-        return None
-    return _process_start(int(pid)) == start
 
 
 def fail_dead_owners(study) -> list[int]:
@@ -121,31 +97,27 @@ class Heartbeat:
 
 
 def end_orphaned_runs(study, tracking_uri: str) -> list[str]:
-    """End as KILLED the MLflow runs of FAIL trials that are still RUNNING (their process died),
-    and write the missing summary.json of their run folders. Returns the run ids ended."""
+    """End as KILLED the MLflow runs of FAIL trials that are still RUNNING (their process died):
+    their curves backfilled from metrics.jsonl, the missing summary.json written. Returns the run
+    ids ended."""
     from optuna.trial import TrialState
 
+    from grpo_core.mlflow_logging import backfill_and_end, make_client
     from grpo_core.run import write_json
-
-    from .mlflow_logging import make_client
 
     client = make_client(tracking_uri)
     ended = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
         reason = str(t.user_attrs.get("error") or HEARTBEAT_REASON)
         run_dir = t.user_attrs.get("run_dir")
-        if run_dir and Path(run_dir).is_dir() and not (Path(run_dir) / "summary.json").exists():
-            write_json(Path(run_dir) / "summary.json", {"status": "killed", "error": reason})
         run_id = t.user_attrs.get("mlflow_run_id")
-        if not run_id:
-            continue
         try:
-            if client.get_run(run_id).info.status != "RUNNING":
-                continue
-            client.set_tag(run_id, "failure_reason", reason)
-            client.set_tag(run_id, "status", "killed")
-            client.set_terminated(run_id, status="KILLED")
-            ended.append(run_id)
+            running = bool(run_id) and client.get_run(run_id).info.status == "RUNNING"
         except Exception:  # the run is in another tracking store, or was deleted
-            continue
+            running = False
+        if running:
+            backfill_and_end(client, run_id, run_dir, reason)
+            ended.append(run_id)
+        elif run_dir and Path(run_dir).is_dir() and not (Path(run_dir) / "summary.json").exists():
+            write_json(Path(run_dir) / "summary.json", {"status": "killed", "error": reason})
     return ended

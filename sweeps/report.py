@@ -505,7 +505,10 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: int, fig_dir: Pa
     seeds = sorted({r.point["seed"] for r in runs})
     grid = "; ".join(f"{k} ∈ {v}" for k, v in spec.grid.items())
     out += [f"- **Settings:** {grid}; seeds {seeds}; max_steps {max_steps}; base {json.dumps(spec.base)}",
-            f"- **Runs:** {len(runs)} finished" + (f", {unfinished} not finished (left out)" if unfinished else ""),
+            f"- **Runs:** {len(runs)} finished" + (f", {unfinished} not finished (left out)" if unfinished else "")
+            + (f"; **{imprecise} run(s) had a baseline standard error above δ/4** (baseline_prompts too small)"
+               if (imprecise := sum(r.summary.get("baseline_reward_se", 0) > r.config["stl_delta"] / 4 for r in runs))
+               else ""),
             f"- **Command:** `{command}` (sweep `{spec.name}`, MLflow experiment `{spec.experiment}`)", ""]
     if not runs:
         out += ["No finished runs: no verdict.", ""]

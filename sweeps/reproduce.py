@@ -7,6 +7,7 @@ results/local/quick/, so the committed report is never overwritten."""
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,14 +15,15 @@ from typing import Optional
 
 import yaml
 
-from grpo_core.config import read_yaml_mapping
+from grpo_core.config import GRPOConfig, read_yaml_mapping
 from grpo_core.errors import UserInputError
+from grpo_core.mlflow_logging import DEFAULT_TRACKING_URI, check_tracking_uri, git_commit
 from grpo_core.provenance import machine, versions
 
 from .driver import run_sweep
-from .mlflow_logging import git_commit
 from .report import bases_table, claim_section, collect_runs, validate_report
 from .spec import load_spec
+from .storage import check_distinct, check_storage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,6 +55,11 @@ def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Option
     if seeds is not None:
         data["seeds"] = data["seeds"][:seeds]
         suffix.append(f"seeds{seeds}")
+    base = data.get("base") or {}
+    window = base.get("stl_window", GRPOConfig.stl_window)
+    if (quick or max_steps is not None) and 2 * window > base.get("max_steps", GRPOConfig.max_steps):
+        # shortened runs keep a window they can fill and confirm (steps_to_learn needs 2 windows)
+        data["base"] = {**base, "stl_window": max(1, base["max_steps"] // 2)}
     if suffix:
         data["name"] = "-".join([data.get("name", path.stem), *suffix])
     spec_dir.mkdir(parents=True, exist_ok=True)
@@ -81,6 +88,12 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
               max_steps: Optional[int] = None, seeds: Optional[int] = None, storage: Optional[str] = None,
               tracking_uri: Optional[str] = None) -> int:
     started = time.perf_counter()
+    for flag, value in (("--workers", workers), ("--seeds", seeds), ("--max-steps", max_steps)):
+        if value is not None and value < 1:
+            raise UserInputError(f"{flag}: got {value}; allowed: an integer ≥ 1")
+    check_distinct(storage, tracking_uri or DEFAULT_TRACKING_URI)
+    check_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
+    check_storage(storage)
     exp_dir = Path(experiments) if experiments else REPO / "experiments"
     paths = claim_specs(exp_dir)
     for p in paths:  # every spec and its report section is checked before anything runs
@@ -88,9 +101,10 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     report_dir = Path(out) if out else (Path("results/local/quick") if quick else Path("results"))
     work = report_dir if (quick or out) else Path("results/local/reproduce")
     runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
+    with tempfile.TemporaryDirectory() as staging:  # derived specs are checked before any is written
+        for p in paths:
+            load_spec(derive_spec(p, quick, max_steps, seeds, Path(staging)))
     derived = [derive_spec(p, quick, max_steps, seeds, spec_dir) for p in paths]
-    for p in derived:
-        load_spec(p)
 
     failures, trained = 0, False
     for p in derived:

@@ -188,6 +188,8 @@ def load_spec(path: str | Path) -> SweepSpec:
     sampler = data.get("sampler", "tpe")
     if sampler not in SAMPLERS:
         raise _err(path, "sampler", f"unknown sampler {sampler!r}; allowed: {', '.join(SAMPLERS)}")
+    if "sampler" in data and not search:
+        raise _err(path, "sampler", "only for a search; a grid runs every point once (remove `sampler`)")
     n_trials = data.get("n_trials")
     if search:
         if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 1:
@@ -195,6 +197,8 @@ def load_spec(path: str | Path) -> SweepSpec:
     elif n_trials is not None:
         raise _err(path, "n_trials", "only for a search; a grid runs each of its points once")
     experiment = data.get("mlflow_experiment", "") or ""
+    if not isinstance(experiment, str):
+        raise _err(path, "mlflow_experiment", f"expected a name (a string), got {experiment!r}")
     text = {k: str(data[k]) for k in TEXT_KEYS if k in data}
     for key in ("report", "quick"):
         if not isinstance(data.get(key) or {}, dict):

@@ -7,21 +7,18 @@ before anything is written."""
 from __future__ import annotations
 
 import contextlib
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from grpo_core.errors import UserInputError
-from grpo_core.filelock import file_lock
+from grpo_core.errors import UserInputError, mask_secrets
 
-from .mlflow_logging import DEFAULT_TRACKING_URI
+from grpo_core.mlflow_logging import DEFAULT_TRACKING_URI
 
 DEFAULT_JOURNAL = "results/local/optuna-journal.log"
 _RDB_SCHEMES = ("postgresql://", "postgresql+psycopg2://", "mysql://", "sqlite:///")
 
 
 def describe_storage(url: str | None) -> str:
-    return url or f"journal file {DEFAULT_JOURNAL}"
+    return mask_secrets(url) if url else f"journal file {DEFAULT_JOURNAL}"
 
 
 def _journal_path(url: str | None) -> Path | None:
@@ -43,17 +40,28 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def check_storage(url: str | None) -> None:
-    """Raise a one-line UserInputError when the storage URL is malformed or unreachable."""
-    if _journal_path(url) is not None:
+def check_storage(url: str | None, must_exist: bool = False) -> None:
+    """Raise a one-line UserInputError when the storage URL is malformed or unreachable. A journal
+    or SQLite file's folder must exist (the default journal's folder is created); with
+    `must_exist` (read-only commands) the file itself must exist, so nothing is created."""
+    journal = _journal_path(url)
+    if journal is not None:
+        if must_exist and not journal.is_file():
+            raise UserInputError(f"--storage {describe_storage(url)!r}: no such journal file {journal}")
+        if url is not None and not journal.resolve().parent.is_dir():
+            raise UserInputError(f"--storage {url!r}: folder {journal.resolve().parent} does not exist")
+        if journal.is_file():
+            _check_journal_readable(journal, url)
         return
     if not url.startswith(_RDB_SCHEMES):
         raise UserInputError(f"--storage {url!r}: unknown storage; allowed: journal:///path/file.log, "
                              f"postgresql://user:pass@host:port/db, sqlite:///path.db")
     if url.startswith("sqlite:///"):  # connecting would create the file: check its folder instead
-        folder = Path(url[len("sqlite:///"):]).resolve().parent
-        if not folder.is_dir():
-            raise UserInputError(f"--storage {url!r}: folder {folder} does not exist")
+        path = Path(url[len("sqlite:///"):])
+        if must_exist and not path.is_file():
+            raise UserInputError(f"--storage {url!r}: no such database file {path}")
+        if not path.resolve().parent.is_dir():
+            raise UserInputError(f"--storage {url!r}: folder {path.resolve().parent} does not exist")
         return
     import sqlalchemy
 
@@ -68,6 +76,25 @@ def check_storage(url: str | None) -> None:
     finally:
         with contextlib.suppress(Exception):
             engine.dispose()
+
+
+def _check_journal_readable(path: Path, url: str | None) -> None:
+    """Every line of an Optuna journal is one JSON object; a line that is not (a truncated or
+    foreign file) makes Optuna fail later with a traceback, so it is refused here. The last line
+    may be cut off by a writer that died mid-write: Optuna skips it, and so does this check."""
+    import json
+
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as exc:
+        raise UserInputError(f"--storage {describe_storage(url)!r}: cannot read {path}: {exc.strerror}") from None
+    for number, line in enumerate(lines[:-1], start=1):
+        try:
+            if line.strip() and not isinstance(json.loads(line), dict):
+                raise ValueError
+        except ValueError:
+            raise UserInputError(f"--storage {describe_storage(url)!r}: {path} line {number} is not an Optuna journal "
+                                 f"record; allowed: a journal file written by Optuna (move this one aside)") from None
 
 
 def open_storage(url: str | None, heartbeat_interval: int = 30):
@@ -108,17 +135,6 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
             time.sleep(0.5 + random.random())
 
 
-def check_tracking_uri(uri: str) -> None:
-    if uri.startswith(("http://", "https://")):
-        try:
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
-                resp.read()
-        except (urllib.error.URLError, OSError) as exc:
-            raise UserInputError(f"--tracking-uri {uri!r}: MLflow server not reachable: {exc}") from None
-    elif not uri.startswith("sqlite:///") and not uri.startswith("file:"):
-        raise UserInputError(f"--tracking-uri {uri!r}: allowed: sqlite:///path.db, file:/path, http(s)://host:port")
-
-
 def check_distinct(storage_url: str | None, tracking_uri: str) -> None:
     """The MLflow store and the Optuna storage must never be the same file."""
     def file_of(uri: str | None) -> Path | None:
@@ -143,5 +159,5 @@ def claim_lock_path(storage_url: str | None, study_name: str) -> Path:
     return base / f".claim-{study_name}.lock"
 
 
-__all__ = ["DEFAULT_JOURNAL", "DEFAULT_TRACKING_URI", "check_storage", "open_storage", "check_tracking_uri",
-           "check_distinct", "claim_lock_path", "file_lock", "describe_storage"]
+__all__ = ["DEFAULT_JOURNAL", "DEFAULT_TRACKING_URI", "check_storage", "open_storage", "check_distinct",
+           "claim_lock_path", "describe_storage"]

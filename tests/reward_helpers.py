@@ -32,3 +32,8 @@ def interrupt(completions, **kwargs):
 def negative_length(completions, **kwargs):
     """Shorter is better: has spread even for an untrained model."""
     return [-float(len(c)) for c in completions]
+
+
+def string_reward(completions, **kwargs):
+    """A bug a user can make: numbers as strings (float() would accept them silently)."""
+    return ["1.0"] * len(completions)

@@ -33,7 +33,7 @@ def postgres_bin_or_reason() -> tuple[Path | None, str]:
     """The PostgreSQL bin folder, installing Debian's package when we may; else why not."""
     found = _postgres_bin()
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], capture_output=True, timeout=900,
+        subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], capture_output=True,
                        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
         found = _postgres_bin()
     if found is None:
@@ -79,18 +79,17 @@ def mlflow_server(folder: Path):
         cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
-        while True:
+        while True:  # until it answers or exits, however long this machine takes
             try:
                 with urllib.request.urlopen(url + "/health", timeout=2):
                     break
             except OSError:
-                if proc.poll() is not None or time.time() > deadline:
+                if proc.poll() is not None:
                     raise RuntimeError(f"mlflow server did not start: {(folder / 'mlflow-server.log').read_text()[-2000:]}")
                 time.sleep(0.5)
         yield url
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
+        proc.wait()
         log.close()

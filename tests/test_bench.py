@@ -31,6 +31,7 @@ def test_bench_tiny_two_steps_prints_ratio_memory_and_logps_check(tmp_path):
     (["--setup", "qwen2-0.5b"], "--setup qwen2-0.5b: runs on a GPU only"),
     (["--steps", "0"], "--steps: got 0; allowed: an integer ≥ 1"),
     (["--loss-type", "ppo"], "--loss-type: unknown value 'ppo'"),
+    (["--out", "/proc/no-such-dir/cpu.md"], "--out /proc/no-such-dir/cpu.md: cannot be written"),  # before the bench runs
 ])
 def test_bench_bad_input_one_line_exit_2(args, message):
     proc = run_grpo("bench", *args)

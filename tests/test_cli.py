@@ -26,7 +26,8 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
     (["warmup_steps=500", "max_steps=100"], "warmup_steps", "≤ max_steps"),
     (["warmup_ratio=1.5"], "warmup_ratio", "[0, 1)"),
     (["task=sorting"], "task", "addition, reverse"),
-    (["not_a_key=1"], "not_a_key", "allowed keys"),
+    (["not_a_key=1"], "not_a_key", "unknown key"),
+    (["learning_rat=1e-4"], "learning_rat", "did you mean 'learning_rate'"),
     (["max_steps=ten"], "max_steps", "integer"),
     (["learning_rate=fast"], "learning_rate", "number"),
     (["top_p=0"], "top_p", "(0, 1]"),
@@ -35,6 +36,18 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
     (["reward_funcs=no_such_reward"], "reward_funcs", "exact_match"),
     (["reward_funcs=no_such_module_xyz:f"], "reward_funcs", "cannot import"),
     (["max_completion_length=0"], "max_completion_length", "≥ 1"),
+    # found by the reliability review (issue: no silent corruption)
+    (["seed=-1"], "seed", "[0, 2^32 − 1]"),
+    (["seed=1e23"], "seed", "expected an integer"),  # YAML reads 1e23 as text
+    (["seed=4294967296"], "seed", "[0, 2^32 − 1]"),
+    (["mlflow_tracking_uri=bogus://x"], "mlflow_tracking_uri", "sqlite:///"),
+    (["mlflow_experiment="], "mlflow_experiment", "non-empty"),
+    (["device=cuda"], "device", "no CUDA GPU"),
+    (["mixed_precision=fp16"], "mixed_precision", "need a CUDA GPU"),
+    (["max_completion_length=100"], "max_completion_length", "positions"),  # tiny model: 64
+    (["stl_window=300"], "stl_window", "max_steps"),
+    (["reward_funcs=[exact_match, exact_match]"], "reward_funcs", "listed twice"),
+    (["cache_dir=/proc/grpo-no-cache", "tiny_pretrain_steps=3"], "cache_dir", "writable"),
 ]
 
 
@@ -73,7 +86,7 @@ def test_bad_input_from_a_real_process_has_no_traceback(tmp_path):
 
 def test_train_writes_run_folder_and_mlflow(tmp_path):
     config = tmp_path / "exp.yaml"
-    config.write_text("task: addition\nmax_steps: 3\nloss_type: dapo\n")  # partial file
+    config.write_text("task: addition\nmax_steps: 3\nstl_window: 1\nloss_type: dapo\n")  # partial file
     db = tmp_path / "mlflow.db"
     res = grpo("train", str(config), *BASE, "--set", "beta=0.04", "--set", f"mlflow_tracking_uri=sqlite:///{db}",
                "--out", str(tmp_path / "run"), cwd=tmp_path)
@@ -85,7 +98,7 @@ def test_train_writes_run_folder_and_mlflow(tmp_path):
     assert summary["status"] == "finished" and summary["steps_completed"] == 3
     import yaml
     resolved = yaml.safe_load((run / "config.yaml").read_text())
-    assert resolved["loss_type"] == "dapo" and resolved["beta"] == 0.04 and resolved["tiny_pretrain_steps"] == 1000
+    assert resolved["loss_type"] == "dapo" and resolved["beta"] == 0.04 and resolved["tiny_pretrain_steps"] == 1200
 
     from mlflow.tracking import MlflowClient
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
@@ -96,12 +109,15 @@ def test_train_writes_run_folder_and_mlflow(tmp_path):
     assert set(resolved) == set(mrun.data.params)  # every config value is logged
     assert [m.step for m in client.get_metric_history(mrun.info.run_id, "reward")] == [1, 2, 3]
     assert "baseline_reward" in mrun.data.metrics
+    assert mrun.data.metrics["steps_to_learn"] == 4  # not learned in 3 steps: logged as max_steps + 1
+    assert mrun.data.tags["base_model_sha256"] == summary["base_model_sha256"] and mrun.data.tags["run_dir"]
     assert exp.artifact_location.startswith("file://")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI's model-training view
 
 
 def test_reward_function_that_raises_is_recorded_as_failed(tmp_path):
     db = tmp_path / "mlflow.db"
-    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:explode_on_seven", "--set", "max_steps=3",
+    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:explode_on_seven", "--set", "max_steps=3", "--set", "stl_window=1",
                "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -140,3 +156,91 @@ def test_interrupted_run_is_recorded_as_killed(tmp_path):
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
     assert mrun.info.status == "KILLED"
+
+
+def test_bad_files_one_line_exit_2_nothing_written(tmp_path, capsys):
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text("1: a\nloss_type: grpo\n")
+    duplicate = tmp_path / "dup.yaml"
+    duplicate.write_text("beta: 0.0\nbeta: 0.04\n")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"prompt": "1+1=", "answer": "2"}\n{"answer": "3"}\n')
+    readme = tmp_path / "README.md"
+    readme.write_text("not a folder")
+    cases = [
+        ([str(binary)], "not a text file"),
+        ([str(mixed)], "key 1 is a int"),
+        ([str(duplicate)], "duplicate key 'beta'"),
+        (["--set", f"dataset={rows}"], "row 2"),
+        (["--out", str(readme)], "is a file"),
+        (["--out", "/proc/grpo-read-only/run"], "cannot write there"),
+    ]
+    for args, needle in cases:
+        out = ["--out", str(tmp_path / "run")] if "--out" not in args else []
+        assert main(["train", *args, *out, "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db", *BASE]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, err
+        assert not (tmp_path / "run").exists() and not (tmp_path / "m.db").exists()
+    assert readme.read_text() == "not a folder"
+
+
+def test_a_second_writer_to_a_run_folder_is_refused_and_the_first_is_untouched(tmp_path, capsys):
+    from grpo_core.run import RUN_LOCK, claim_run_folder
+
+    out = tmp_path / "run"
+    with claim_run_folder(out):  # a run holding the folder, as a running `grpo train` does
+        (out / "metrics.jsonl").write_text('{"step": 1}\n')
+        assert main(["train", "--out", str(out), "--no-mlflow", *BASE]) == 2
+        err = capsys.readouterr().err
+        assert "another grpo run" in err and f"pid {__import__('os').getpid()}" in err
+        assert (out / "metrics.jsonl").read_text() == '{"step": 1}\n'
+    assert sorted(p.name for p in out.iterdir()) == [RUN_LOCK, "metrics.jsonl"]
+
+
+def test_two_real_runs_into_one_folder_one_is_refused(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    out = tmp_path / "o"
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "train", "--set", "max_steps=100", "--out", str(out),
+                              "--no-mlflow", *BASE], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    while first.poll() is None and not (out / "config.yaml").exists():  # until the first run is writing
+        __import__("time").sleep(0.05)
+    second = grpo("train", "--set", "seed=1", "--set", "max_steps=100", "--out", str(out), "--no-mlflow", *BASE)
+    assert first.wait() == 0, first.stderr.read()
+    assert second.returncode == 2 and "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 101))  # one writer: every line whole, in order
+    assert json.loads((out / "summary.json").read_text())["status"] == "finished"
+
+
+def test_reward_functions_with_one_name_stay_apart(tmp_path):
+    from conftest import make_cfg
+    from grpo_core.trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(make_cfg(reward_funcs=["reward_helpers:constant", "reward_helpers_other:constant"]))
+    assert sorted(trainer.reward_funcs) == ["reward_helpers.constant", "reward_helpers_other.constant"]
+    batch = trainer.generate_batch()
+    assert batch.metrics["rewards/reward_helpers.constant"] == 1.0
+    assert batch.metrics["rewards/reward_helpers_other.constant"] == 0.5  # both counted, neither overwritten
+    assert batch.metrics["reward"] == 1.5
+
+
+def test_reward_returned_as_a_string_fails_the_run(tmp_path):
+    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:string_reward", "--no-mlflow",
+               "--out", str(tmp_path / "run"))
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "'1.0' (str)" in summary["error"] and "allowed: numbers" in summary["error"]
+
+
+def test_secrets_are_masked_in_error_lines(capsys):
+    storage = "postgresql://grpo:hunter2@127.0.0.1:1/optuna"
+    from conftest import ROOT
+    assert main(["trials", str(ROOT / "experiments" / "example-grid.yaml"), "--storage", storage]) == 2
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "grpo:***@127.0.0.1" in err

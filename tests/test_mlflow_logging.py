@@ -3,7 +3,7 @@ log_batch would have written it: every point, and the latest value per key."""
 
 from mlflow.entities import Metric
 
-from sweeps.mlflow_logging import MlflowRunLogger, make_client
+from grpo_core.mlflow_logging import MlflowRunLogger, make_client
 
 
 def _history(client, run_id, key):
@@ -30,3 +30,32 @@ def test_bulk_write_matches_log_batch(tmp_path):
         assert run.data.metrics[key] == ref.data.metrics[key]  # latest value per key
     assert run.data.metrics["final_reward"] == 1.0 and run.info.status == "FINISHED"
     assert 0 <= run.data.metrics["logging/overhead_frac"] < 1
+
+
+def test_curves_are_handed_to_the_writer_every_few_seconds(tmp_path, monkeypatch):
+    # a slow step (the real model on a CPU: ~90 s) must not keep its curve out of MLflow for 50 steps
+    import grpo_core.mlflow_logging as ml
+
+    clock = [0.0]
+    monkeypatch.setattr(ml.time, "monotonic", lambda: clock[0])
+    logger = MlflowRunLogger(f"sqlite:///{tmp_path}/m.db", "t", "slow", {"max_steps": 10}, flush_every=50,
+                             flush_seconds=2.0)
+    logger.log_step({"step": 1, "reward": 0.1})
+    assert logger._buffer  # 0 s since the last flush: still buffered
+    clock[0] = 2.5
+    logger.log_step({"step": 2, "reward": 0.2})
+    assert logger._buffer == []  # 2.5 s: handed to the writer thread
+    logger.end({"steps_to_learn": None, "learned": 0}, "finished")
+    client = make_client(f"sqlite:///{tmp_path}/m.db")
+    assert _history(client, logger.run_id, "reward") == [(1, 0.1), (2, 0.2)]
+    run = client.get_run(logger.run_id)
+    assert run.data.metrics["steps_to_learn"] == 11  # never learned: max_steps + 1, always present
+    assert client.get_experiment(logger.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_credentials_in_params_are_masked(tmp_path):
+    logger = MlflowRunLogger(f"sqlite:///{tmp_path}/m.db", "t", "secret",
+                             {"mlflow_tracking_uri": "http://alice:s3cret@tracking:5000"})
+    logger.end({}, "finished")
+    params = make_client(f"sqlite:///{tmp_path}/m.db").get_run(logger.run_id).data.params
+    assert params["mlflow_tracking_uri"] == "http://alice:***@tracking:5000"

@@ -87,7 +87,7 @@ def test_train_on_your_own_file(tmp_path, suffix):
     out = tmp_path / "run"
     assert main(["train", "--no-mlflow", "--no-progress", "--out", str(out), "--set", f"cache_dir={CACHE}",
                  "--set", f"dataset={path}", "--set", "prompt_column=question", "--set", "answer_column=solution",
-                 "--set", "reward_funcs=[exact_match]", "--set", "max_steps=2", "--set", "baseline_prompts=4"]) == 0
+                 "--set", "reward_funcs=[exact_match]", "--set", "max_steps=2", "--set", "stl_window=1", "--set", "baseline_prompts=4"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["steps_completed"] == 2
 
@@ -137,7 +137,7 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     spec = read_yaml_mapping(ROOT / "experiments" / "smollm2_arith_warmup.yaml")
     values = {**spec["base"], "model": str(smollm2), "dataset": str(ROOT / spec["base"]["dataset"]),
               "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8, "baseline_prompts": 2,
-              "max_steps": 2, "warmup_ratio": 0.0}
+              "max_steps": 2, "stl_window": 1, "warmup_ratio": 0.0}
     from grpo_core.run import read_metrics, run_training
 
     summary = run_training(config_from_dict(values), tmp_path / "run", progress=False)

@@ -2,55 +2,127 @@
 --quick` (trimmed) producing a report with a section, a verdict and figures per claim."""
 
 
+import pytest
 import yaml
 
 from conftest import CACHE, ROOT, run_grpo
-from sweeps.report import Run, check_better, check_differ, check_zero_loss_step1
+from grpo_core.models import committed_bases
+from sweeps.report import Run, check_differ, check_paired, check_placebo, check_zero_loss_step1
 from sweeps.spec import SweepSpec
 
 
-def _spec(grid):
-    return SweepSpec(name="t", base={}, grid=grid, seeds=[0, 1, 2, 3, 4, 5])
+def _spec(grid, seeds=10):
+    return SweepSpec(name="t", base={}, grid=grid, seeds=list(range(seeds)))
 
 
-def _run(point, stl=None, loss1=0.0, grad1=1.0, final=0.3, **config):
-    cfg = {"max_steps": 100, "stl_window": 20, "task": "addition", "loss_type": "grpo", "num_iterations": 1,
-           "beta": 0.0, **config, **point}
-    summary = {"steps_to_learn": stl, "learned": int(stl is not None), "final_reward": final, "baseline_reward": 0.2}
-    return Run(point, cfg, summary, [{"loss": loss1, "grad_norm": grad1, "reward": 0.2}])
+def _run(point, stl=None, loss1=0.0, grad1=1.0, final=0.3, rewards=None, **config):
+    cfg = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition", "loss_type": "grpo",
+           "num_iterations": 1, "beta": 0.0, **config, **point}
+    summary = {"steps_to_learn": stl, "learned": int(stl is not None), "final_reward": final, "baseline_reward": 0.2,
+               "baseline_reward_se": 0.01}
+    metrics = [{"loss": loss1, "grad_norm": grad1, "reward": r} for r in (rewards or [0.2])]
+    return Run(point, cfg, summary, metrics)
 
 
-def test_better_holds_everywhere_only_somewhere_or_nowhere():
-    spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4, 1e-3]})
+WARMUP = {"statement": "s", "metric": "steps_to_learn", "axis": "warmup_ratio", "treatment": [0.0],
+          "control": 0.25, "direction": "lower"}
+
+
+def _warmup_runs(seeds=10):
     runs = []
-    for seed in range(6):
-        # lr 1e-4: warmup off learns at 20-25, warmup on never → clear in 12 of 12 pairs (p = 1/924)
+    for seed in range(seeds):
+        # lr 1e-4: warmup off learns at 20-29, warmup on 30 steps later → 10 of 10 pairs lower (p = 2/1024)
         runs.append(_run({"warmup_ratio": 0.0, "learning_rate": 1e-4, "seed": seed}, stl=20 + seed))
-        runs.append(_run({"warmup_ratio": 0.25, "learning_rate": 1e-4, "seed": seed}, stl=None))
-        # lr 1e-3: no difference
-        runs.append(_run({"warmup_ratio": 0.0, "learning_rate": 1e-3, "seed": seed}, stl=50 + seed))
-        runs.append(_run({"warmup_ratio": 0.25, "learning_rate": 1e-3, "seed": seed}, stl=50 + seed))
-    test = {"statement": "s", "metric": "steps_to_learn", "axis": "warmup_ratio", "treatment": [0.0],
-            "control": 0.25, "direction": "lower"}
-    v = check_better(spec, runs, test)
-    assert v.verdict == "holds only under learning_rate=0.0001"
-    only_small = [r for r in runs if r.point["learning_rate"] == 1e-4]
-    assert check_better(_spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4]}), only_small, test).verdict == "holds"
-    only_large = [r for r in runs if r.point["learning_rate"] == 1e-3]
-    assert check_better(_spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-3]}), only_large, test).verdict == "does not hold"
-    # the wrong direction is not evidence for the claim
-    reverse = {**test, "treatment": [0.25], "control": 0.0}
-    assert check_better(spec, runs, reverse).verdict == "does not hold"
+        runs.append(_run({"warmup_ratio": 0.25, "learning_rate": 1e-4, "seed": seed}, stl=50 + seed))
+        # lr 1e-3: warmup off never learns, warmup on does: the opposite of the claim
+        runs.append(_run({"warmup_ratio": 0.0, "learning_rate": 1e-3, "seed": seed}, stl=None))
+        runs.append(_run({"warmup_ratio": 0.25, "learning_rate": 1e-3, "seed": seed}, stl=30 + seed))
+        # lr 3e-4: same step ± a little, alternating → no effect
+        runs.append(_run({"warmup_ratio": 0.0, "learning_rate": 3e-4, "seed": seed}, stl=40 + (seed % 2)))
+        runs.append(_run({"warmup_ratio": 0.25, "learning_rate": 3e-4, "seed": seed}, stl=40 + ((seed + 1) % 2)))
+    return runs
 
 
-def test_differ_detects_a_spread():
+def _only(runs, lr):
+    return [r for r in runs if r.point["learning_rate"] == lr]
+
+
+def test_paired_verdicts_supported_contradicted_and_both():
+    runs = _warmup_runs()
+    one = lambda lr: _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [lr]})
+    v = check_paired(one(1e-4), _only(runs, 1e-4), WARMUP)
+    assert v.verdict == "supported"
+    assert "| -30 [-30, -30] |" in v.table  # ten differences of −30: Hodges-Lehmann −30, interval [−30, −30]
+    # the opposite effect is not "no effect": two-sided, it is significant the other way
+    assert check_paired(one(1e-3), _only(runs, 1e-3), WARMUP).verdict == "contradicted"
+    spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4, 1e-3, 3e-4]})
+    mixed = check_paired(spec, runs, WARMUP).verdict
+    assert mixed == "supported only under learning_rate=0.0001; contradicted under learning_rate=0.001"
+
+
+def test_no_effect_states_the_largest_effect_still_allowed():
+    runs = _only(_warmup_runs(), 3e-4)
+    v = check_paired(_spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [3e-4]}), runs, WARMUP)
+    # differences alternate −1, +1: HL 0, exact interval [−1, 1] → a speed-up above 1 step is ruled out
+    assert v.verdict == "no effect detected"
+    assert "a speed-up of more than 1 steps is ruled out" in v.reason
+
+
+def test_claimed_magnitude_is_tested():
+    # noise makes no difference: paired differences −2..+2 → the PR's ~−85 is ruled out
+    runs = []
+    for seed in range(10):
+        runs.append(_run({"advantage_noise_std": 0.0, "seed": seed}, stl=110 + seed))
+        runs.append(_run({"advantage_noise_std": 0.01, "seed": seed}, stl=110 + seed + (seed % 5) - 2))
+    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
+            "control": 0.0, "direction": "lower", "claimed_effect": -85, "claimed_effect_text": "15 vs >100"}
+    v = check_paired(_spec({"advantage_noise_std": [0.0, 0.01]}), runs, test)
+    assert v.verdict == "no effect detected"
+    assert "is ruled out by the 95% interval in 1 of 1 comparisons" in v.reason and "| ruled out |" in v.table
+
+
+def test_differ_detects_a_spread_and_reports_paired_differences():
     spec = _spec({"loss_type": ["grpo", "bnpo", "dapo"]})
     runs = [_run({"loss_type": lt, "seed": s}, stl=base + s) for lt, base in (("grpo", 10), ("bnpo", 40), ("dapo", 80))
             for s in range(6)]
     test = {"statement": "s", "metric": "steps_to_learn", "axis": "loss_type"}
-    assert check_differ(spec, runs, test).verdict == "holds"
-    same = [_run({"loss_type": lt, "seed": s}, stl=30 + s) for lt in ("grpo", "bnpo", "dapo") for s in range(6)]
-    assert check_differ(spec, same, test).verdict == "does not hold"
+    v = check_differ(spec, runs, test)
+    assert v.verdict == "supported" and "bnpo: +30 [+30, +30]" in v.table
+    same = [_run({"loss_type": lt, "seed": s}, stl=30 + s + (i == s % 3)) for i, lt in enumerate(("grpo", "bnpo", "dapo"))
+            for s in range(6)]
+    assert check_differ(spec, same, test).verdict == "no effect detected"
+
+
+def test_too_few_seeds_is_inconclusive_not_a_no():
+    # 5 seeds: the smallest two-sided signed-rank p is 2/32 = 0.0625 > 0.05 whatever the data
+    spec = _spec({"advantage_noise_std": [0.0, 0.01]}, seeds=5)
+    runs = [_run({"advantage_noise_std": 0.01, "seed": s}, stl=10) for s in range(5)]
+    runs += [_run({"advantage_noise_std": 0.0, "seed": s}, stl=None) for s in range(5)]
+    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
+            "control": 0.0, "direction": "lower"}
+    v = check_paired(spec, runs, test)
+    assert v.verdict == "inconclusive (too few seeds)" and "0.0625" in v.reason
+
+
+def test_nothing_learned_is_inconclusive():
+    spec = _spec({"advantage_noise_std": [0.0, 0.01]})
+    runs = [_run({"advantage_noise_std": n, "seed": s}, stl=None) for n in (0.0, 0.01) for s in range(10)]
+    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
+            "control": 0.0, "direction": "lower"}
+    v = check_paired(spec, runs, test)
+    assert v.verdict == "inconclusive" and "no run in either arm" in v.reason
+
+
+def test_placebo_counts_false_positives():
+    spec = _spec({"task": ["addition"]})
+    # every placebo run stays at the baseline, except one noise spike that the first version counted
+    flat = [0.2] * 60
+    spiky = [0.2] * 20 + [0.3] * 20 + [0.2] * 20
+    runs = [_run({"task": "addition", "seed": s}, rewards=spiky if s == 0 else flat) for s in range(10)]
+    v = check_placebo(spec, runs, {"statement": "s"})
+    assert v.verdict == "supported" and "| 1 of 10 |" in v.table and "below 0.26" in v.reason
+    runs[1] = _run({"task": "addition", "seed": 1}, stl=40, rewards=flat)
+    assert check_placebo(spec, runs, {"statement": "s"}).verdict == "contradicted"
 
 
 def test_zero_loss_step1_needs_every_condition():
@@ -58,11 +130,11 @@ def test_zero_loss_step1_needs_every_condition():
     good = [_run({"loss_type": "grpo", "seed": s}, stl=40, loss1=1e-8, grad1=1.5) for s in range(3)]
     bnpo = [_run({"loss_type": "bnpo", "seed": s}, stl=40, loss1=0.01, grad1=1.5) for s in range(3)]
     test = {"statement": "s"}
-    assert check_zero_loss_step1(spec, good + bnpo, test).verdict == "holds"
+    assert check_zero_loss_step1(spec, good + bnpo, test).verdict == "supported"
     nonzero = [_run({"loss_type": "grpo", "seed": 9}, stl=40, loss1=1e-3)]
-    assert check_zero_loss_step1(spec, good + nonzero + bnpo, test).verdict == "does not hold"
+    assert check_zero_loss_step1(spec, good + nonzero + bnpo, test).verdict == "contradicted"
     never = [_run({"loss_type": "grpo", "seed": s}, stl=None, loss1=0.0) for s in range(3)]
-    assert check_zero_loss_step1(spec, never + bnpo, test).verdict == "does not hold"
+    assert check_zero_loss_step1(spec, never + bnpo, test).verdict == "contradicted"
 
 
 def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
@@ -75,12 +147,15 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
     committed = ROOT / "results" / "REPORT.md"
     before = committed.read_bytes() if committed.exists() else None
     res = run_grpo("reproduce", "--quick", "--max-steps", "6", "--seeds", "2", "--experiments", str(exp),
-                   "--out", str(tmp_path / "report"), cwd=tmp_path, timeout=900)
+                   "--out", str(tmp_path / "report"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (tmp_path / "report" / "REPORT.md").read_text()
-    for claim in ("C1", "C2", "C3", "C4", "C5"):
+    for claim in ("calibration", "C1", "C2", "C3", "C4", "C5"):
         assert f"## {claim} — " in report
-    assert report.count("**Verdict: ") == 8  # C1 1, C2 2, C3 2, C4 1, C5 2
+    assert report.index("## calibration — ") < report.index("## C1 — ")  # the placebo comes first
+    assert report.count("**Verdict: ") == 10  # placebo 2, C1 1, C2 2, C3 2, C4 1, C5 2
+    for task, entry in committed_bases().items():  # every base is printed with its checksum
+        assert f"| {task} | tiny | `{entry['sha256'][:16]}` |" in report
     assert "Machine:" in report and "torch" in report and "grpo reproduce --quick" in report
     figures = sorted((tmp_path / "report" / "figures").glob("*.png"))
     assert len(figures) >= 10
@@ -90,14 +165,11 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
     assert (committed.read_bytes() if committed.exists() else None) == before  # never overwritten
 
 
-def test_too_few_seeds_is_inconclusive_not_a_no():
-    # 2 seeds a side: the best one-sided p is 1/C(4, 2) = 1/6 > 0.05 whatever the data
-    spec = _spec({"advantage_noise_std": [0.0, 0.01]})
-    runs = [_run({"advantage_noise_std": 0.01, "seed": s}, stl=10) for s in range(2)]
-    runs += [_run({"advantage_noise_std": 0.0, "seed": s}, stl=None) for s in range(2)]
-    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
-            "control": 0.0, "direction": "lower"}
-    v = check_better(spec, runs, test)
-    assert v.verdict == "inconclusive (too few seeds)" and "0.167" in v.reason
-    differ = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std"}
-    assert check_differ(spec, runs, differ).verdict == "inconclusive (too few seeds)"
+@pytest.mark.parametrize("args, needle", [
+    (["--workers", "0"], "--workers"), (["--seeds", "0"], "--seeds"), (["--max-steps", "0"], "--max-steps"),
+    (["--storage", "redis://x"], "unknown storage"), (["--tracking-uri", "ftp://x"], "unknown tracking store"),
+])
+def test_reproduce_bad_input_writes_nothing(tmp_path, args, needle):
+    res = run_grpo("reproduce", "--quick", "--out", str(tmp_path / "report"), *args, cwd=tmp_path)
+    assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # no spec files, no stores, no report folder

@@ -1,23 +1,20 @@
-"""Statistics on hand-made data with known answers."""
+"""Statistics on hand-made data with known answers, and agreement with scipy."""
 
+import itertools
 import math
 
+import numpy as np
 import pytest
+from scipy.stats import friedmanchisquare, rankdata, wilcoxon
 
-from grpo_core.statistics import (INF, bootstrap_median_ci, censored_values, holm, kruskal_test, learned_fraction,
-                                  mean_band, median, rank_test)
-
-
-def test_censored_values_and_learned_fraction():
-    steps = [10, None, 30, None]
-    assert censored_values(steps) == [10.0, INF, 30.0, INF]
-    assert learned_fraction(steps) == 0.5
+from grpo_core.statistics import (INF, bootstrap_median_ci, capped, clopper_pearson_upper, friedman_test, hodges_lehmann,
+                                  holm, mean_band, median, signed_rank_test, smallest_signed_rank_p)
 
 
 def test_median_with_censored_runs():
     assert median([30, 10, 20]) == 20
     assert median([10, 20, 30, 40]) == 25
-    assert median([10, INF, INF]) == INF  # most runs never learned: "> max_steps"
+    assert median([10, INF, INF]) == INF  # most runs never learned
     assert median([10, 20, INF, INF]) == INF  # a middle value is censored
     assert median([10, 20, 30, INF, INF]) == 30  # censored runs still count, not dropped
 
@@ -33,28 +30,70 @@ def test_bootstrap_ci_upper_bound_inf_when_censored():
     assert hi == INF and lo >= 10
 
 
-def test_rank_test_known_values():
-    # complete separation, n = 5 vs 5: exact one-sided p = 1 / C(10, 5) = 1/252
-    assert rank_test([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], "less") == pytest.approx(1 / 252)
-    # never-learned runs rank above every learned one: same answer as large observed values
-    assert rank_test([1, 2, 3, 4, 5], [INF] * 5, "less") == pytest.approx(rank_test([1, 2, 3, 4, 5], [6] * 5, "less"))
-    assert rank_test([INF] * 3, [INF] * 3) == 1.0  # all censored: no evidence
-    assert rank_test([6, 7, 8], [1, 2, 3], "less") > 0.9  # wrong direction
+def _brute_force_signed_rank_p(d):
+    """Two-sided p by enumerating every sign flip of the non-zero |d| (mid-ranks for ties)."""
+    d = np.asarray([x for x in d if x != 0], dtype=float)
+    ranks = rankdata(np.abs(d))
+    observed = abs(ranks[d > 0].sum() - ranks.sum() / 2)
+    hits = sum(abs(sum(r for r, s in zip(ranks, signs) if s) - ranks.sum() / 2) >= observed - 1e-9
+               for signs in itertools.product([0, 1], repeat=len(d)))
+    return hits / 2 ** len(d)
 
 
-def test_censored_are_not_dropped():
-    # dropping the censored runs would make b look better (median 5 vs 6); counting them, a
-    # learns sooner in 30 of 36 pairs: one-sided p ≈ 0.02
-    a, b = [6] * 6, [5] + [INF] * 5
-    assert rank_test(a, b, "less") < 0.05
-    assert rank_test([6] * 6, [5], "less") > 0.5  # what dropping them would conclude
+def test_signed_rank_by_hand():
+    # 6 positive differences: only the all-positive and all-negative flips are as extreme → 2/64
+    assert signed_rank_test([1, 2, 3, 4, 5, 6]) == pytest.approx(2 / 64)
+    assert smallest_signed_rank_p(6) == pytest.approx(2 / 64)
+    # zeros are dropped (Wilcoxon's convention); one non-zero pair cannot show anything
+    assert signed_rank_test([0, 0, 5]) == 1.0 and signed_rank_test([0, 0]) == 1.0
+    assert smallest_signed_rank_p(5) == pytest.approx(0.0625)  # 5 seeds can never reach p < 0.05
 
 
-def test_kruskal_known_value():
-    # three separated groups of 3: H = 7.2, p = exp(-7.2 / 2) (chi-square with 2 dof)
-    p = kruskal_test([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
-    assert p == pytest.approx(math.exp(-3.6), rel=1e-6)
-    assert kruskal_test([[INF, INF], [INF, INF]]) == 1.0
+@pytest.mark.parametrize("d", [
+    [3, -1, 4, 7, 5, 9, 2, 6],             # no ties: scipy's exact distribution
+    [-12, -30, 4, -25, -40, -8, -17, -3, -22, 11],
+])
+def test_signed_rank_matches_scipy_exact(d):
+    assert signed_rank_test(d) == pytest.approx(wilcoxon(d, method="exact").pvalue, rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [
+    [5, 5, -5, 10, 10, 20, 0, 3],          # ties and a zero (censored runs capped at the horizon)
+    [-180, -180, -30, -5, 0, 0, 12, -180, -41, -180],
+])
+def test_signed_rank_with_ties_matches_full_enumeration(d):
+    assert signed_rank_test(d) == pytest.approx(_brute_force_signed_rank_p(d), rel=1e-9)
+
+
+def test_hodges_lehmann_by_hand_and_against_test_inversion():
+    # Walsh averages of (1, 2, 3): 1, 1.5, 2, 2, 2.5, 3 → median 2
+    assert hodges_lehmann([1, 2, 3])[0] == 2.0
+    # n = 5: P(T+ = 0) = 1/32 > 0.025, so no exact 95% interval exists
+    assert hodges_lehmann([1, 2, 3, 4, 5])[1:] == (-INF, INF)
+    # the interval is the set of shifts θ that the exact two-sided test (scipy) does not reject
+    d = np.array([3.1, -1.2, 4.4, 7.9, 5.3, 9.6, 2.05, 6.7, -0.4, 8.15])
+    est, lo, hi = hodges_lehmann(d)
+    thetas = np.linspace(-5, 15, 4001)
+    kept = [t for t in thetas if wilcoxon(d - t, method="exact").pvalue > 0.05]
+    assert lo == pytest.approx(min(kept), abs=0.01) and hi == pytest.approx(max(kept), abs=0.01)
+    assert lo < est < hi
+
+
+def test_friedman_matches_scipy_and_pairs_two_levels():
+    blocks = [[12, 30, 45], [20, 25, 60], [15, 40, 41], [18, 22, 70], [30, 35, 50]]
+    assert friedman_test(blocks) == pytest.approx(friedmanchisquare(*np.array(blocks).T).pvalue)
+    assert friedman_test([[1, 2], [3, 5], [2, 9]]) == signed_rank_test([-1, -2, -7])
+    assert friedman_test([[5, 5, 5], [5, 5, 5]]) == 1.0
+
+
+def test_capped_keeps_order():
+    assert capped([10, INF, 30], 200) == [10, 200, 30]
+
+
+def test_clopper_pearson_upper_by_hand():
+    # 0 of n: the bound solves (1 − p)^n = 0.05 → p = 1 − 0.05^(1/n)
+    assert clopper_pearson_upper(0, 10) == pytest.approx(1 - 0.05 ** (1 / 10))
+    assert clopper_pearson_upper(3, 3) == 1.0
 
 
 def test_holm_by_hand():

@@ -159,6 +159,8 @@ def _bad_specs():
         ({**ok, "search": {"learning_rate": {"low": 1e-3, "high": 1e-5}}, "n_trials": 2}, "search.learning_rate"),
         ({**ok, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}}, "n_trials"),
         ({**ok, "base": {**BASE, "beta": -1}}, "beta"),
+        ({**ok, "sampler": "random"}, "sampler"),  # a grid has no sampler to choose
+        ({**ok, "mlflow_experiment": ["a", "b"]}, "mlflow_experiment"),
     ]
 
 
@@ -207,9 +209,8 @@ def test_ui_serves_mlflow_on_loopback(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "ui", "--port", str(port)], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.time() + 90
         body = None
-        while time.time() < deadline and body is None:
+        while body is None and proc.poll() is None:  # until it answers or exits
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                     body = r.read().decode()
@@ -219,4 +220,56 @@ def test_ui_serves_mlflow_on_loopback(tmp_path):
         assert (tmp_path / "results" / "local" / "mlflow.db").exists()
     finally:
         os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
+        proc.wait()
+
+
+def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
+    write_spec(tmp_path, "ok", grid={"loss_type": ["grpo"]}, seeds=[0])
+    (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "README.md").write_text("a file")
+    corrupt = tmp_path / "corrupt.log"
+    corrupt.write_bytes(b'{"op_code": 0}\n\x00\xff not json\n{"op_code": 1}\n')
+    cases = [
+        (["sweep", "binary.yaml"], "not a text file"),
+        (["sweep", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
+        (["trials", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
+        (["sweep", "ok.yaml", "--storage", "journal:///no/such/folder/j.log"], "does not exist"),
+        (["sweep", "ok.yaml", "--out-root", "README.md"], "is a file"),
+        (["trials", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/none.db"], "no such database file"),
+        (["sweep", "ok.yaml", "--workers", "0"], "--workers"),
+    ]
+    (tmp_path / "results" / "local").mkdir(parents=True)
+    (tmp_path / "results" / "local" / "optuna-journal.log").write_text("")  # `trials` needs a machine that ran sweeps
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for args, needle in cases:
+        res = grpo(*args, cwd=tmp_path)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, (args, res.stderr)
+        assert "Traceback" not in res.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
+    assert corrupt.read_bytes().startswith(b'{"op_code": 0}')
+
+
+def test_trials_show_never_learned_runs_as_not_learned(tmp_path):
+    write_spec(tmp_path, "nl", grid={"learning_rate": [1e-12]}, seeds=[0])  # a placebo: cannot learn
+    assert grpo("sweep", "nl.yaml", cwd=tmp_path).returncode == 0
+    res = grpo("trials", "nl.yaml", cwd=tmp_path)
+    assert res.returncode == 0 and "not learned (counted as 4)" in res.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--port", "99999"], "1-65535"),
+    (["--tracking-uri", "ftp://x"], "unknown tracking store"),
+])
+def test_ui_bad_input_one_line_exit_2(tmp_path, args, needle):
+    res = grpo("ui", *args, cwd=tmp_path)
+    assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_ui_on_a_busy_port_exits_2(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        res = grpo("ui", "--port", str(busy.getsockname()[1]), cwd=tmp_path)
+    assert res.returncode == 2 and "allowed: a free port" in res.stderr

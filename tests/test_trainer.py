@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from conftest import make_cfg
+from grpo_core.models import committed_bases
 from grpo_core.run import read_metrics, run_training
 from grpo_core.trainer import GRPOTrainer
 
@@ -122,9 +123,10 @@ def test_every_spec_metric_is_logged(tmp_path):
     assert [r["step"] for r in rows] == [1, 2]
     assert spec <= set(rows[0])
     for key in ("steps_to_learn", "learned", "loss_departure_step", "baseline_reward", "final_reward",
-                "reward_auc", "wall_time_s"):
+                "reward_auc", "wall_time_s", "baseline_reward_se", "baseline_prompts_used", "device_name", "versions"):
         assert key in summary
     assert summary["status"] == "finished"
+    assert summary["base_model_sha256"] == committed_bases()["addition"]["sha256"]  # the committed base
     logged = json.loads(json.dumps(__import__("yaml").safe_load((tmp_path / "config.yaml").read_text())))
     assert logged == make_cfg(max_steps=2, beta=0.04).to_dict()
 

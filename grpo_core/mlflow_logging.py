@@ -13,10 +13,15 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from .config import TRACKING_SCHEMES
+from .errors import mask_secrets
+from .provenance import owner_alive, owner_id
+
 DEFAULT_TRACKING_URI = "sqlite:///results/local/mlflow.db"
 DEFAULT_ARTIFACT_ROOT = "results/local/mlartifacts"
 _BATCH_LIMIT = 1000  # MLflow's per-request metric limit
 _STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
+CENSORED_SUMMARY_KEYS = ("steps_to_learn", "loss_departure_step")  # null in summary.json when never reached
 
 
 def make_client(tracking_uri: str):
@@ -28,6 +33,31 @@ def make_client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bool = False) -> None:
+    """A one-line UserInputError unless `uri` is an MLflow store this project can use: a SQLite
+    file (whose folder exists; the file too with must_exist), a file: store, or a reachable server."""
+    import urllib.error
+    import urllib.request
+
+    from .errors import UserInputError
+
+    allowed = "allowed: sqlite:///path.db, file:/path, http(s)://host:port"
+    if not isinstance(uri, str) or not uri.startswith(TRACKING_SCHEMES):
+        raise UserInputError(f"{flag} {uri!r}: unknown tracking store; {allowed}")
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
+                resp.read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise UserInputError(f"{flag} {uri!r}: MLflow server not reachable: {exc}") from None
+    elif uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if must_exist and not path.is_file():
+            raise UserInputError(f"{flag} {uri!r}: no such MLflow database {path}")
+        if not must_exist and not path.parent.exists() and uri != DEFAULT_TRACKING_URI:
+            raise UserInputError(f"{flag} {uri!r}: folder {path.parent} does not exist")
+
+
 def artifact_root_for(tracking_uri: str) -> Optional[str]:
     """Explicit artifact location for local stores; a tracking server chooses its own."""
     if tracking_uri.startswith(("http://", "https://")):
@@ -35,17 +65,25 @@ def artifact_root_for(tracking_uri: str) -> Optional[str]:
     return Path(DEFAULT_ARTIFACT_ROOT).resolve().as_uri()
 
 
+# Without this tag MLflow 3's UI opens an experiment in its GenAI view (traces, an assistant)
+# and hides the params and metrics columns of the runs list.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
 def get_or_create_experiment(client, name: str, tracking_uri: str) -> str:
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return client.create_experiment(name, artifact_location=artifact_root_for(tracking_uri))
-    except Exception:  # created by a parallel worker in the meantime
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            return client.create_experiment(name, artifact_location=artifact_root_for(tracking_uri),
+                                            tags=EXPERIMENT_KIND)
+        except Exception:  # created by a parallel worker in the meantime
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.tags.get("mlflow.experimentKind") != EXPERIMENT_KIND["mlflow.experimentKind"]:
+        for key, value in EXPERIMENT_KIND.items():  # experiments made before the tag existed
+            client.set_experiment_tag(exp.experiment_id, key, value)
+    return exp.experiment_id
 
 
 def _sql_store(client):
@@ -112,7 +150,7 @@ def git_commit() -> str:
 
 
 def _param_value(v) -> str:
-    return str(v)[:6000]
+    return mask_secrets(str(v))[:6000]  # a password in a URL is never logged
 
 
 class MlflowRunLogger:
@@ -121,18 +159,25 @@ class MlflowRunLogger:
     entities and writes them with log_batch, so the step does not wait for the database."""
 
     def __init__(self, tracking_uri: str, experiment: str, run_name: str, params: dict,
-                 tags: Optional[dict] = None, parent_run_id: Optional[str] = None, flush_every: int = 50):
+                 tags: Optional[dict] = None, parent_run_id: Optional[str] = None, flush_every: int = 50,
+                 flush_seconds: float = 2.0, run_dir: Optional[str | Path] = None):
         from mlflow.entities import Param
 
         self.client = make_client(tracking_uri)
         self.experiment_id = get_or_create_experiment(self.client, experiment, tracking_uri)
-        all_tags = {"git_commit": git_commit(), **(tags or {})}
+        self.max_steps = params.get("max_steps")
+        # owner and run_dir: `grpo recover` ends the run as KILLED and backfills its curves if this
+        # process dies without recording it (SIGKILL, the OOM killer)
+        all_tags = {"git_commit": git_commit(), "owner": owner_id(), **(tags or {})}
+        if run_dir is not None:
+            all_tags["run_dir"] = str(Path(run_dir).resolve())
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=run_name,
                                      tags={k: str(v) for k, v in all_tags.items()})
         self.run_id = run.info.run_id
-        self.flush_every = flush_every
+        self.flush_every, self.flush_seconds = flush_every, flush_seconds
+        self._last_flush = time.monotonic()
         self.ended = False
         self.logging_seconds = 0.0  # time the training loop spent in log_step: what logging adds to a step
         self._buffer: list[tuple] = []
@@ -153,9 +198,10 @@ class MlflowRunLogger:
         for key, value in metrics.items():
             if key != "step" and value is not None and math.isfinite(value):
                 append((key, float(value), step, ts))
-        if step % self.flush_every == 0:
-            self._queue.put(self._buffer)
-            self._buffer = []
+        now = time.monotonic()
+        if step % self.flush_every == 0 or now - self._last_flush >= self.flush_seconds:
+            self._queue.put(self._buffer)  # curves reach MLflow every few seconds, and at most every 50 steps
+            self._buffer, self._last_flush = [], now
         self.logging_seconds += time.perf_counter() - t0
 
     def _write_loop(self) -> None:
@@ -191,6 +237,11 @@ class MlflowRunLogger:
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
+        summary = dict(summary)
+        if self.max_steps is not None:  # never reached: max_steps + 1 (documented), so the key always exists
+            for key in CENSORED_SUMMARY_KEYS:
+                if key in summary and summary[key] is None:
+                    summary[key] = self.max_steps + 1
         metrics = [Metric(k, float(v), ts, 0) for k, v in summary.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
         if metrics:
@@ -219,3 +270,59 @@ class MlflowRunLogger:
                     if (Path(run_dir) / name).is_file():
                         self.client.log_artifact(self.run_id, str(Path(run_dir) / name))
             self.client.set_terminated(self.run_id, status=_STATUS.get(status, "FAILED"))
+
+
+# ---- runs whose process died without recording it ---------------------------------------------------
+def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason: str) -> int:
+    """End a run that its dead process left RUNNING: log the steps of its metrics.jsonl that MLflow
+    does not have yet, write its summary.json with status killed when missing, attach the run
+    folder's files, and mark it KILLED with the reason. Returns how many steps were backfilled."""
+    from mlflow.entities import Metric, RunTag
+
+    backfilled = 0
+    folder = Path(run_dir) if run_dir else None
+    if folder is not None and (folder / "metrics.jsonl").is_file():
+        from .run import read_metrics_lenient
+
+        have = max((m.step for m in client.get_metric_history(run_id, "reward")), default=0)
+        rows = [r for r in read_metrics_lenient(folder / "metrics.jsonl") if r.get("step", 0) > have]
+        ts = int(time.time() * 1000)
+        points = [Metric(k, float(v), ts, int(r["step"])) for r in rows for k, v in r.items()
+                  if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        for i in range(0, len(points), _BATCH_LIMIT):
+            client.log_batch(run_id, metrics=points[i:i + _BATCH_LIMIT])
+        backfilled = len(rows)
+    if folder is not None and folder.is_dir() and not (folder / "summary.json").exists():
+        from .run import write_json
+
+        write_json(folder / "summary.json", {"status": "killed", "error": reason})
+    client.log_batch(run_id, tags=[RunTag("failure_reason", reason[:5000]), RunTag("status", "killed")])
+    if folder is not None:
+        for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+            if (folder / name).is_file():
+                client.log_artifact(run_id, str(folder / name))
+    client.set_terminated(run_id, status="KILLED")
+    return backfilled
+
+
+def recover_runs(tracking_uri: str) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]]]:
+    """Find RUNNING runs whose owner process is gone from this host (killed with SIGKILL, the
+    OOM killer) and end them with backfill_and_end. Returns (ended: (run id, name, steps
+    backfilled), left alone: (run id, why))."""
+    client = make_client(tracking_uri)
+    ended, left = [], []
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    for i in range(0, len(experiments), 100):
+        for run in client.search_runs(experiments[i:i + 100], filter_string="attributes.status = 'RUNNING'",
+                                      max_results=50_000):
+            owner = run.data.tags.get("owner")
+            alive = owner_alive(owner) if owner else None
+            name = run.info.run_name or run.info.run_id
+            if alive is False:
+                pid = owner.rsplit(":", 2)[1]
+                steps = backfill_and_end(client, run.info.run_id, run.data.tags.get("run_dir"),
+                                         f"process died (pid {pid} on this host)")
+                ended.append((run.info.run_id, name, steps))
+            elif alive is None:
+                left.append((run.info.run_id, f"{name}: owner {owner or 'not recorded'} cannot be checked from this host"))
+    return ended, left
