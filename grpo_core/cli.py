@@ -46,6 +46,9 @@ def _build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="run every claim in experiments/ and write the report")
     rep.add_argument("--quick", action="store_true",
                      help="fewer seeds and steps; writes under results/local/quick/ (never the committed report)")
+    rep.add_argument("--real", action="store_true",
+                     help="train the real-model claims (experiments/real/, SmolLM2-135M-Instruct; a GPU) into "
+                          "results/real/; without it their sections are rebuilt from the committed run folders")
     rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
     rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
     rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
@@ -173,7 +176,8 @@ def _cmd_reproduce(args) -> int:
     from sweeps.reproduce import reproduce
 
     return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
-                     max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri)
+                     max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri,
+                     real=args.real)
 
 
 def _cmd_bench(args) -> int:

@@ -56,11 +56,29 @@ def think_answer_format(completions: list[str], **kwargs) -> list[float]:
     return [1.0 if _THINK_ANSWER.match(c) else 0.0 for c in completions]
 
 
+_FINAL_ANSWER = re.compile(r"<answer>\s*-?[\d.,/]+\s*</answer>\s*$", re.DOTALL)
+_THINK_BEFORE = re.compile(r"<think>.+?</think>\s*<answer>", re.DOTALL)
+
+
+def answer_format(completions: list[str], **kwargs) -> list[float]:
+    """Partial credit for the R1 shape: 0.5 when the completion ends with `<answer>N</answer>`
+    holding a number, plus 0.5 when a non-empty `<think>…</think>` comes right before it. A
+    signal a small instruct model can climb, where the strict 0/1 think_answer_format stays 0."""
+    out = []
+    for c in completions:
+        score = 0.5 if _FINAL_ANSWER.search(c) else 0.0
+        if score and _THINK_BEFORE.search(c):
+            score += 0.5
+        out.append(score)
+    return out
+
+
 REWARD_FUNCS: dict[str, RewardFunc] = {
     "exact_match": exact_match,
     "format_digits": format_digits,
     "math_answer": math_answer,
     "think_answer_format": think_answer_format,
+    "answer_format": answer_format,
 }
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

@@ -84,9 +84,49 @@ def _pending(spec_path: Path, storage: Optional[str]) -> bool:
     return has_work(study, spec, invocation="")
 
 
+REAL_EXPERIMENTS = REPO / "experiments" / "real"  # the real-model claims (SmolLM2-135M-Instruct, a GPU)
+REAL_RESULTS = Path("results/real")  # their run folders (config, metrics, summary) are committed here
+
+
+def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
+              command: str, check_points: bool = True) -> tuple[list[str], list[str], list]:
+    """Per spec its report section, a summary row per verdict, and all finished runs."""
+    sections, rows, all_runs = [], [], []
+    for original, p in zip(paths, derived):
+        spec = load_spec(p, check_points=check_points)
+        spec.path = str(original)
+        runs, unfinished = collect_runs(runs_root, spec)
+        all_runs += runs
+        text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command)
+        sections.append(text)
+        claim = spec.text.get("claim", spec.name)
+        for v in results or [None]:
+            rows.append(f"| {claim} | {v.statement if v else '–'} | **{v.verdict if v else 'no runs'}** |")
+    return sections, rows, all_runs
+
+
+def _real_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str], list]:
+    """The real-model sections, rebuilt from the committed run folders (no GPU needed)."""
+    if not REAL_EXPERIMENTS.is_dir():
+        return [], [], []
+    paths = claim_specs(REAL_EXPERIMENTS)
+    runs_root = REAL_RESULTS / "runs"
+    if not runs_root.is_dir():
+        names = ", ".join(f"`{p.name}`" for p in paths)
+        return ([f"## Real model (SmolLM2-135M-Instruct) — not run yet", "",
+                 f"The specs ({names} in `experiments/real/`) are ready and tested for 2 steps on a CPU; they "
+                 f"need a GPU: `grpo fetch-model && grpo reproduce --real` on a GPU machine trains them into "
+                 f"`{runs_root}` (committed), and every later `grpo reproduce` rebuilds these sections from there.", ""],
+                [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** |"
+                 for p in paths], [])
+    command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
+    sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)
+    return sections, [r.replace("| ", "| real model · ", 1) for r in rows], runs
+
+
 def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,
               max_steps: Optional[int] = None, seeds: Optional[int] = None, storage: Optional[str] = None,
-              tracking_uri: Optional[str] = None) -> int:
+              tracking_uri: Optional[str] = None, real: bool = False) -> int:
     started = time.perf_counter()
     for flag, value in (("--workers", workers), ("--seeds", seeds), ("--max-steps", max_steps)):
         if value is not None and value < 1:
@@ -94,12 +134,16 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     check_distinct(storage, tracking_uri or DEFAULT_TRACKING_URI)
     check_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
     check_storage(storage)
-    exp_dir = Path(experiments) if experiments else REPO / "experiments"
+    exp_dir = Path(experiments) if experiments else (REAL_EXPERIMENTS if real else REPO / "experiments")
     paths = claim_specs(exp_dir)
     for p in paths:  # every spec and its report section is checked before anything runs
         validate_report(load_spec(p))
-    report_dir = Path(out) if out else (Path("results/local/quick") if quick else Path("results"))
-    work = report_dir if (quick or out) else Path("results/local/reproduce")
+    if real:  # the real-model runs are committed: config, metrics and summary of each are small
+        report_dir = Path(out) if out else (Path("results/local/quick-real") if quick else REAL_RESULTS)
+        work = report_dir
+    else:
+        report_dir = Path(out) if out else (Path("results/local/quick") if quick else Path("results"))
+        work = report_dir if (quick or out) else Path("results/local/reproduce")
     runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
     with tempfile.TemporaryDirectory() as staging:  # derived specs are checked before any is written
         for p in paths:
@@ -114,20 +158,14 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                               out_root=str(runs_root)) != 0
     wall = time.perf_counter() - started
 
-    command = "grpo reproduce" + (" --quick" if quick else "") + (f" --workers {workers}" if workers != 2 else "")
+    command = ("grpo reproduce" + (" --real" if real else "") + (" --quick" if quick else "")
+               + (f" --workers {workers}" if workers != 2 else ""))
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
-    sections, summary_rows, all_runs = [], [], []
-    for original, p in zip(paths, derived):
-        spec = load_spec(p)
-        spec.path = str(original)
-        runs, unfinished = collect_runs(runs_root, spec)
-        all_runs += runs
-        text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command)
-        sections.append(text)
-        claim = spec.text.get("claim", spec.name)
-        for v in results or [None]:
-            summary_rows.append(f"| {claim} | {v.statement if v else '–'} | **{v.verdict if v else 'no runs'}** |")
+    sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command)
+    if not (real or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
+        real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir)
+        sections, summary_rows, all_runs = real_sections + sections, real_rows + summary_rows, real_runs + all_runs
 
     timing_path = work / "timing.json"
     if trained or not timing_path.is_file():  # a rerun that trains nothing keeps the timing of the run that did
