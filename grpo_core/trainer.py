@@ -423,8 +423,10 @@ class GRPOTrainer:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, foreach=True)
         else:
             grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
-        metrics = {k: float(v) for k, v in {**sums, **means}.items()}
-        metrics["grad_norm"] = float(grad_norm)
+        named = {**sums, **means, "grad_norm": grad_norm}
+        values = torch.stack([torch.as_tensor(v, dtype=torch.float32, device=self.device).reshape(())
+                              for v in named.values()]).tolist()  # one device-to-host copy, not one per metric
+        metrics = dict(zip(named, values))
         metrics["learning_rate"] = self.scheduler.get_last_lr()[0]
         if not math.isfinite(metrics["loss"]) or not math.isfinite(metrics["grad_norm"]):
             what = "loss" if not math.isfinite(metrics["loss"]) else "gradient norm"

@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from conftest import CACHE, ROOT, make_cfg
+from conftest import CACHE, ROOT, make_cfg, run_grpo
 from grpo_core.cli import main
-from grpo_core.rewards import math_answer, think_answer_format
+from grpo_core.rewards import answer_format, math_answer, think_answer_format
 
 SMOLLM2 = ROOT / "results" / "local" / "models" / "SmolLM2-135M-Instruct"
 
@@ -69,6 +69,10 @@ def test_rewards_by_hand():
                        answer=["42", "42", "42", "\\frac{1}{2}"]) == [1.0, 0.0, 1.0, 1.0]
     assert think_answer_format(["<think>a</think> <answer>1</answer>", "<answer>1</answer>",
                                 "<think>a</think><answer>1</answer> extra"]) == [1.0, 0.0, 0.0]
+    # partial credit: 0.5 for a final numeric <answer>, +0.5 with a <think> right before it
+    assert answer_format(["<think>6*7</think> <answer>42</answer>", "so <answer>42</answer>",
+                          "<answer>forty</answer>", "<think>x</think><answer>4</answer> and more", "42"]) == \
+        [1.0, 0.5, 0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
@@ -145,3 +149,38 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     steps = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert {"rewards/math_answer", "rewards/think_answer_format", "kl"} <= set(steps[0])
     assert steps[0]["kl"] == 0.0 or abs(steps[0]["kl"]) < 1e-6  # adapters start at zero: policy = reference
+
+
+def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2, tmp_path, monkeypatch):
+    """experiments/real/*.yaml, trimmed to a CPU (2 × 2 completions of 8 tokens, 2 steps, 1 seed), through
+    `grpo reproduce --real`; then the report sections are rebuilt from the run folders alone."""
+    import yaml
+
+    import sweeps.reproduce as reproduce
+
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    for src in sorted((ROOT / "experiments" / "real").glob("*.yaml")):
+        data = yaml.safe_load(src.read_text())
+        data["base"].update(model=str(smollm2), dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
+                            num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
+                            reward_timeout=0)
+        (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    out = tmp_path / "real"
+    res = run_grpo("reproduce", "--real", "--quick", "--experiments", str(exp), "--out", str(out), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = (out / "REPORT.md").read_text()
+    assert report.count("## C") == 3 and report.count("**Verdict: ") == 4  # C1 1, C2 1, C3 2
+    for summary in (out / "runs").glob("*/trial-*/summary.json"):
+        s = __import__("json").loads(summary.read_text())
+        assert s["status"] == "finished" and s["base_model_sha256"] and s["device_name"]
+    # without a GPU or the model: the sections come back from the committed folders
+    monkeypatch.setattr(reproduce, "REAL_EXPERIMENTS", exp)
+    monkeypatch.setattr(reproduce, "REAL_RESULTS", out)
+    for src in exp.glob("*.yaml"):  # the committed folders hold the quick sweeps: point the specs at them
+        data = yaml.safe_load(src.read_text())
+        data["name"] += "-quick"
+        data["base"]["model"] = "results/local/models/not-fetched-here"
+        src.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    sections, rows, runs = reproduce._real_sections(tmp_path / "figures", tmp_path)
+    assert len(runs) == 6 and len(rows) == 4 and all("real model · C" in r for r in rows)
