@@ -39,10 +39,13 @@ def normalize_rewards(
         advantages = centered
     else:
         raise ValueError(f"scale_rewards: unknown value {scale_rewards!r}; allowed: group, batch, none")
-    metrics = {
+    batch_std = rewards.std(unbiased=True) if rewards.numel() > 1 else rewards.new_zeros(())
+    zero_std = (batch_std < 1e-8).float() if scale_rewards == "batch" else (group_std < 1e-8).float().mean()
+    metrics = {  # names and meanings as TRL 1.16 logs them, plus the within-group std under its own name
         "reward": rewards.mean().item(),
-        "reward_std": group_std.mean().item(),  # mean within-group std, as TRL logs it
-        "frac_reward_zero_std": (group_std < 1e-8).float().mean().item(),
+        "reward_std": batch_std.item(),  # std over the whole batch (TRL's reward_std)
+        "reward_std_within_group": group_std.mean().item(),  # mean over groups of the group's std
+        "frac_reward_zero_std": zero_std.item(),  # share of completions whose std (group or batch) is 0
     }
     return advantages.reshape(-1), metrics
 

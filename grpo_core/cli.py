@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from .distributed import is_main_process
 from .errors import RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets
 
 
@@ -26,6 +27,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", default=None, help="run folder (default results/local/runs/<run name>)")
     train.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--num-processes", type=int, default=1, metavar="N",
+                       help="train data-parallel on N local processes (torchrun; gloo on CPUs, NCCL on GPUs)")
 
     sweep = sub.add_parser("sweep", help="run or resume a sweep (Optuna + MLflow)")
     sweep.add_argument("spec", help="sweep spec YAML")
@@ -105,6 +108,15 @@ def _cmd_train(args) -> int:
     else:  # a resumed run goes on in its own folder
         out = resume_dir or Path("results/local/runs") / f"{run_name}-{stamp}"
     resuming_in_place = resume_dir is not None and out.resolve() == resume_dir.resolve()
+    if args.num_processes != 1:
+        return _launch_processes(args, cfg, out, resuming_in_place)
+    from .distributed import is_main_process
+
+    if not is_main_process():  # a data-parallel run's other processes: no output of their own
+        from .run import run_training
+
+        run_training(cfg, out, progress=False)
+        return 0
     if 2 * cfg.stl_window > cfg.max_steps:
         print(f"grpo: note: steps_to_learn cannot be reached in {cfg.max_steps} steps: it needs a full window of "
               f"stl_window = {cfg.stl_window} steps and as many after it (set stl_window ≤ {cfg.max_steps // 2})",
@@ -124,6 +136,32 @@ def _cmd_train(args) -> int:
           f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
           f"wall {summary['wall_time_s']:.1f}s")
     return 0
+
+
+def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
+    """`grpo train --num-processes N`: check what can be checked here (nothing is written), then
+    run this same command on N local processes, all with the same run folder."""
+    import os
+
+    from .distributed import launch_local, world_size
+
+    n = args.num_processes
+    if n < 1 or world_size() > 1:
+        raise UserInputError(f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
+                             f"allowed: an integer ≥ 1, given to a plain `grpo train`")
+    if cfg.prompts_per_step % n or (cfg.generation_batch_size // n) % cfg.gradient_accumulation_steps:
+        raise UserInputError(f"--num-processes: {n} processes cannot share prompts_per_step = {cfg.prompts_per_step} "
+                             f"in whole groups with gradient_accumulation_steps = {cfg.gradient_accumulation_steps} "
+                             f"micro-batches each; allowed: N dividing prompts_per_step, with "
+                             f"gradient_accumulation_steps dividing the completions per process")
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not resuming_in_place)):
+        raise UserInputError(f"--out {out}: {'is a file' if not out.is_dir() else 'folder exists and is not empty'}; "
+                             f"allowed: a new or empty folder")
+    child = ["train", *([args.config] if args.config else []), *[a for o in args.overrides for a in ("--set", o)],
+             "--out", str(out), *(["--no-mlflow"] if args.no_mlflow else []),
+             *(["--no-progress"] if args.no_progress else [])]
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))  # the cores, shared
+    return launch_local(n, child)
 
 
 class _LazyLogger:
@@ -287,14 +325,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except UserInputError as exc:
-        print(f"grpo: error: {mask_secrets(exc)}", file=sys.stderr)
+        if is_main_process():  # the other processes of a data-parallel run found the same
+            print(f"grpo: error: {mask_secrets(exc)}", file=sys.stderr)
         return 2
     except RunFailure as exc:
-        print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)
+        if is_main_process():
+            print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        print(f"grpo: {what}; the run is recorded as killed", file=sys.stderr)
+        if is_main_process():
+            print(f"grpo: {what}; the run is recorded as killed", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
 
 

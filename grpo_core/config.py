@@ -100,11 +100,13 @@ class GRPOConfig:
     max_steps: int = 200
     """Number of optimizer steps."""
     gradient_accumulation_steps: int = 1
-    """Micro-batches per optimizer step; must divide prompts_per_step × num_generations."""
+    """Micro-batches per optimizer step (per process); must divide prompts_per_step ×
+    num_generations (on P processes: that over P)."""
 
     # ---- GRPO ------------------------------------------------------------------------
     prompts_per_step: int = 8
-    """Prompts per generation batch; each gets num_generations completions."""
+    """Prompts per generation batch; each gets num_generations completions. On P processes
+    (`grpo train --num-processes P`) each process samples prompts_per_step / P of them."""
     num_generations: int = 8
     """G: completions per prompt (a group). At least 2."""
     num_iterations: int = 1
@@ -116,6 +118,11 @@ class GRPOConfig:
     """Lower clip range: ratio ≥ 1 − epsilon."""
     epsilon_high: Optional[float] = None
     """Upper clip range: ratio ≤ 1 + epsilon_high; None = epsilon (DAPO's clip-higher when larger)."""
+    use_bias_correction_kl: bool = False
+    """Multiply the per-token KL by the ratio π_θ/π_old (TRL ≥ 1.x, `use_bias_correction_kl`, its
+    default there is true): the KL gradient becomes the unbiased reverse-KL gradient (logp − ref
+    per token on-policy). Same loss value on-policy, different gradient. Off here: the claims are
+    about the GRPO of early 2025, which had no such correction."""
     loss_type: str = "grpo"
     """[Claim C5, C1] Token-loss aggregation: `grpo` (per-sequence mean, then mean over
     sequences), `bnpo` (token mean over the micro-batch), `dapo` (token mean over the whole

@@ -37,7 +37,7 @@ def filter_logits(
 def takes_bool_masks(model) -> bool:
     """True for SDPA attention without a sliding window: HF then passes a 4D boolean mask
     (True = may attend) straight to SDPA, so this module can build it."""
-    config = getattr(model, "config", None)
+    config = getattr(getattr(model, "module", model), "config", None)  # through a DDP wrapper (data parallel)
     return (getattr(config, "_attn_implementation", None) == "sdpa"
             and not getattr(config, "use_sliding_window", False))
 

@@ -4,6 +4,7 @@ Per token (TRL's GRPOTrainer, early 2025; CLAIMS.md "Background"):
     ratio_t = exp(logp_t − old_logp_t)          (old = logp.detach() when μ = 1, so ratio = 1)
     ℓ_t     = −min(ratio_t·A_i, clip(ratio_t, 1−ε, 1+ε_high)·A_i) + β·KL_t
     KL_t    = exp(ref_t − logp_t) − (ref_t − logp_t) − 1             (k3 estimator, ≥ 0)
+              (× ratio_t with use_bias_correction_kl, as TRL ≥ 1.x: the unbiased reverse-KL gradient)
 The per-token losses are then aggregated by `loss_type` (claim C5). Everything returns
 `(loss, metrics)`; metrics are detached 0-d tensors so the trainer decides when to sync.
 """
@@ -53,10 +54,12 @@ def aggregate(
 
     grpo    : mean over each sequence's tokens, then mean over sequences (TRL early 2025)
     bnpo    : Σ tokens / (tokens in this micro-batch)                     (TRL, issue #2995)
-    dapo    : Σ tokens / (tokens in the whole generation batch, all processes)  (DAPO)
+    dapo    : Σ tokens / (tokens in the whole generation batch)          (DAPO)
     dr_grpo : Σ tokens / (sequences × max_completion_length)            (Dr. GRPO, 2503.20783)
     grpo, bnpo and dr_grpo are averaged over micro-batches (÷ num_micro_batches); dapo's
-    normalizer already spans them.
+    normalizer already spans them. On P processes DDP averages the gradients, so the trainer
+    passes dapo the generation batch's tokens over all processes ÷ P (TRL: num_items_in_batch /
+    num_processes), and the average is the one-process gradient.
     """
     mask = completion_mask.to(per_token_values.dtype)
     masked = per_token_values * mask
@@ -93,8 +96,11 @@ def grpo_loss(
     max_completion_length: int,
     num_micro_batches: int = 1,
     generation_batch_tokens: Tensor | float | None = None,
+    bias_correction_kl: bool = False,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The GRPO loss of one micro-batch; loss = policy_loss + kl_loss exactly (same aggregation)."""
+    """The GRPO loss of one micro-batch; loss = policy_loss + kl_loss exactly (same aggregation).
+    `bias_correction_kl`: the KL term is weighted per token by the ratio π_θ/π_old (TRL's
+    use_bias_correction_kl); its value is unchanged on-policy, its gradient becomes logp − ref."""
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
     policy_per_token, is_clipped = clipped_surrogate(
@@ -112,8 +118,9 @@ def grpo_loss(
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")
         kl = k3_kl(per_token_logps, ref_per_token_logps)  # (B, T)
-        kl_loss = aggregate(beta * kl, **agg)
-        kl_mean = _masked_mean(kl.detach(), completion_mask)
+        weighted = kl * torch.exp(per_token_logps - old_per_token_logps) if bias_correction_kl else kl  # (B, T)
+        kl_loss = aggregate(beta * weighted, **agg)
+        kl_mean = _masked_mean(weighted.detach(), completion_mask)  # as TRL logs it (after the weighting)
     else:
         kl_loss = policy_loss.new_zeros(())
         kl_mean = policy_loss.new_zeros(())

@@ -186,6 +186,9 @@ class MlflowRunLogger:
         self._writer = threading.Thread(target=self._write_loop, name=f"mlflow-writer-{self.run_id[:8]}",
                                         daemon=True)
         self._writer.start()
+        from .distributed import world_size
+
+        params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
         params_list = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
         for i in range(0, len(params_list), 100):  # MLflow's per-request param limit
             self.client.log_batch(self.run_id, params=params_list[i:i + 100])

@@ -104,7 +104,12 @@ def run_training(
     allow_existing: bool = False,
 ) -> dict:
     """Claim the run folder, build the trainer and read the checkpoint (bad input raises before
-    anything is written), then train and record. `allow_existing`: resume in the checkpoint's folder."""
+    anything is written), then train and record. `allow_existing`: resume in the checkpoint's folder.
+    In a data-parallel run only process 0 does this; the others train beside it and write nothing."""
+    from .distributed import is_main_process
+
+    if not is_main_process():
+        return _train_beside_main(cfg, Path(out_dir), reward_funcs)
     with claim_run_folder(Path(out_dir), allow_existing) as out:
         from .trainer import GRPOTrainer
 
@@ -115,6 +120,19 @@ def run_training(
             return _train_and_record(cfg, out, trainer, history, kept, logger, progress)
         finally:
             trainer.close()
+
+
+def _train_beside_main(cfg: GRPOConfig, out: Path, reward_funcs) -> dict:
+    """A process other than 0 of a data-parallel run: the same steps (its share of each batch),
+    no folder, no MLflow, no progress bar. It takes part in checkpoints, which process 0 writes."""
+    from .trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
+    try:
+        history = trainer.load_checkpoint(cfg.resume_from_checkpoint) if cfg.resume_from_checkpoint else None
+        return trainer.train(checkpoint_dir=out, history=history)
+    finally:
+        trainer.close()
 
 
 def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger, progress: bool) -> dict:

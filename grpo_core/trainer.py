@@ -41,6 +41,7 @@ _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + 
 _BASELINE_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
 _BASELINE_MAX_FACTOR = 16  # the baseline uses at most 16 × baseline_prompts prompts
 _BASELINE_VERSION = 1  # bump when the baseline's procedure changes, so cached baselines are recomputed
+_RANK_SEED_OFFSET = 7_919_993  # process r > 0 of a data-parallel run samples with seed + r × this
 
 
 @dataclass
@@ -123,6 +124,17 @@ class GRPOTrainer:
         use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
         self.accelerator = Accelerator(cpu=not use_cuda, mixed_precision=_mixed_precision(cfg, use_cuda))
         self.device = self.accelerator.device
+        # data parallel (distributed.py): this process samples its share of each step's prompts
+        self.num_processes, self.rank = self.accelerator.num_processes, self.accelerator.process_index
+        if cfg.prompts_per_step % self.num_processes:
+            raise ConfigError("prompts_per_step", f"{cfg.prompts_per_step} does not split over {self.num_processes} "
+                                                  f"processes; allowed: a multiple of {self.num_processes}")
+        self.local_prompts = cfg.prompts_per_step // self.num_processes
+        self.local_batch = self.local_prompts * cfg.num_generations  # completions this process samples
+        if self.local_batch % cfg.gradient_accumulation_steps:
+            raise ConfigError("gradient_accumulation_steps",
+                              f"{cfg.gradient_accumulation_steps} does not divide the {self.local_batch} completions "
+                              f"of each of {self.num_processes} processes; allowed: a divisor of {self.local_batch}")
         seed_everything(cfg.seed)
 
         self.task = (dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column) if cfg.dataset
@@ -153,13 +165,13 @@ class GRPOTrainer:
         else:
             self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.policy = self.accelerator.unwrap_model(self.model)  # the bare module, for sampling
-        # where the run ran and on which base weights ('' sha256 for a hub id): in every summary
-        self.record = run_record(str(self.device), weights_sha256(path))
+        # where the run ran, on how many processes and on which base weights ('' sha256 for a hub id)
+        self.record = {**run_record(str(self.device), weights_sha256(path)), "num_processes": self.num_processes}
         self._has_dropout = _has_dropout(self.policy)
         self.scheduler = make_scheduler(self.optimizer, cfg.effective_warmup_steps, cfg.max_steps,
                                         cfg.lr_scheduler_type)
         self.prompt_rng = random.Random(cfg.seed)
-        self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.seed + self.rank * _RANK_SEED_OFFSET)
         self.noise_gen = torch.Generator().manual_seed(cfg.seed + _NOISE_SEED_OFFSET)
         self.decoder, self.eos_check_every = self._make_decoder(use_cuda)
         self.eos_id = self.tokenizer.eos_token_id
@@ -325,8 +337,9 @@ class GRPOTrainer:
     def generate_batch(self) -> GenerationBatch:
         """Sample, score and compute advantages for the next generation batch (at self.step + 1)."""
         cfg, G = self.cfg, self.cfg.num_generations
+        # every process draws the step's prompts (one stream) and keeps its share of whole groups
         idx = [self.prompt_rng.randrange(len(self.train_set)) for _ in range(cfg.prompts_per_step)]
-        unique = self.train_set[idx]
+        unique = self.train_set[idx[self.rank * self.local_prompts:(self.rank + 1) * self.local_prompts]]
         rows = {k: [v for v in vals for _ in range(G)] for k, vals in unique.items()}  # groups contiguous
         prompt_ids, prompt_mask = self._encode(unique["prompt"], repeat=G)  # (B, P)
         completion_ids, completion_mask = self._sample(prompt_ids, prompt_mask, self.sample_gen, group_size=G)
@@ -347,8 +360,11 @@ class GRPOTrainer:
                         ref_logps = self._micro_batched_logps(ref_model, prompt_ids, prompt_mask,
                                                               completion_ids, completion_mask)
         per_func, timeouts = pending()
+        if self.num_processes > 1:  # the whole batch's rewards, in process order, on every process
+            per_func, timeouts = self._gather_rewards(per_func, timeouts)
         rewards = torch.tensor([sum(v) for v in zip(*per_func.values())], dtype=torch.float32)  # (B,)
 
+        # over the whole batch on every process (same noise stream everywhere), then this process's share
         advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
         if noise_active(self.step + 1, cfg.advantage_noise_std, cfg.advantage_noise_steps):
             advantages = perturb_advantages(advantages, cfg.advantage_noise_std, self.noise_gen)
@@ -358,15 +374,31 @@ class GRPOTrainer:
             metrics[f"rewards/{name}"] = sum(values) / len(values)
         if cfg.reward_timeout:
             metrics["rewards/timeouts"] = float(timeouts)
-        lengths = completion_mask.sum(dim=1).float()
-        ended = (completion_ids == self.eos_id).any(dim=1)
+        lengths = self._gather(completion_mask.sum(dim=1)).float()
+        ended = self._gather((completion_ids == self.eos_id).any(dim=1).to(torch.uint8)).bool()
         metrics["completions/mean_length"] = lengths.mean().item()
         metrics["completions/clipped_ratio"] = (~ended).float().mean().item()
+        mine = advantages[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]  # (B / P,)
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
-                               advantages.to(self.device), old_logps, ref_logps, metrics)
+                               mine.to(self.device), old_logps, ref_logps, metrics)
+
+    def _gather(self, values: torch.Tensor) -> torch.Tensor:
+        """(n, …) on each process → (P·n, …) in process order; itself on one process."""
+        if self.num_processes == 1:
+            return values
+        return self.accelerator.gather(values.to(self.device)).to(values.device)
+
+    def _gather_rewards(self, per_func: dict[str, list[float]], timeouts: int) -> tuple[dict[str, list[float]], int]:
+        """Every process's rewards per function (float64, so the values are the ones computed) and
+        the total timeout count, in one collective."""
+        names = list(per_func)
+        local = torch.tensor([[*row, float(timeouts)] for row in zip(*per_func.values())], dtype=torch.float64)
+        table = self._gather(local)  # (B, F + 1)
+        total_timeouts = int(table[::self.local_batch, -1].sum().item())  # each process's count, once
+        return {name: table[:, i].tolist() for i, name in enumerate(names)}, total_timeouts
 
     def _micro_batched_logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask):
-        size = self.cfg.generation_batch_size // self.cfg.gradient_accumulation_steps
+        size = self.local_batch // self.cfg.gradient_accumulation_steps
         return torch.cat([
             reference_logps(model, prompt_ids[s:s + size], prompt_mask[s:s + size],
                             completion_ids[s:s + size], completion_mask[s:s + size], self.cfg.temperature,
@@ -383,34 +415,39 @@ class GRPOTrainer:
     def optimize(self, batch: GenerationBatch) -> dict:
         cfg = self.cfg
         n_micro = cfg.gradient_accumulation_steps
-        size = cfg.generation_batch_size // n_micro
-        # dapo's normalizer: completion tokens of the whole generation batch, over all processes
+        size = self.local_batch // n_micro
+        # dapo's normalizer: completion tokens of the whole generation batch; on P processes their
+        # sum over processes ÷ P, because DDP averages the P gradients (TRL: num_items_in_batch / P)
         total_tokens = batch.completion_mask.sum().float()
-        if not self.direct:
-            total_tokens = self.accelerator.reduce(total_tokens, reduction="sum")
+        if self.num_processes > 1:
+            total_tokens = self.accelerator.reduce(total_tokens, reduction="sum") / self.num_processes
         self._set_training(True)
         sums = {"loss": 0.0, "policy_loss": 0.0, "kl_loss": 0.0}
         means = {"kl": 0.0, "clip_ratio": 0.0, "entropy": 0.0}
-        for s in range(0, cfg.generation_batch_size, size):
+        for s in range(0, self.local_batch, size):
             sl = slice(s, s + size)
             mask = batch.completion_mask[sl]
-            with self._autocast():
-                logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
-                                                  batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True,
-                                                  group_size=self._group_size(size))
-                loss, m = grpo_loss(
-                    logps,
-                    None if batch.old_logps is None else batch.old_logps[sl],
-                    None if batch.ref_logps is None else batch.ref_logps[sl],
-                    batch.advantages[sl], mask,
-                    beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.effective_epsilon_high,
-                    loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
-                    num_micro_batches=n_micro, generation_batch_tokens=total_tokens,
-                )
-            if self.direct:
-                loss.backward()
-            else:
-                self.accelerator.backward(loss)
+            last = s + size >= self.local_batch  # DDP averages gradients once, after the last micro-batch
+            sync = self.accelerator.no_sync(self.model) if self.num_processes > 1 and not last else contextlib.nullcontext()
+            with sync:  # forward and backward of this micro-batch
+                with self._autocast():
+                    logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
+                                                      batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True,
+                                                      group_size=self._group_size(size))
+                    loss, m = grpo_loss(
+                        logps,
+                        None if batch.old_logps is None else batch.old_logps[sl],
+                        None if batch.ref_logps is None else batch.ref_logps[sl],
+                        batch.advantages[sl], mask,
+                        beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.effective_epsilon_high,
+                        loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
+                        num_micro_batches=n_micro, generation_batch_tokens=total_tokens,
+                        bias_correction_kl=cfg.use_bias_correction_kl,
+                    )
+                if self.direct:
+                    loss.backward()
+                else:
+                    self.accelerator.backward(loss)
             sums["loss"] += loss.detach()
             sums["policy_loss"] += m["policy_loss"]
             sums["kl_loss"] += m["kl_loss"]
@@ -424,9 +461,11 @@ class GRPOTrainer:
         else:
             grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
         named = {**sums, **means, "grad_norm": grad_norm}
-        values = torch.stack([torch.as_tensor(v, dtype=torch.float32, device=self.device).reshape(())
-                              for v in named.values()]).tolist()  # one device-to-host copy, not one per metric
-        metrics = dict(zip(named, values))
+        stacked = torch.stack([torch.as_tensor(v, dtype=torch.float32, device=self.device).reshape(())
+                               for v in named.values()])
+        if self.num_processes > 1:  # the mean over processes is the one-process value (loss.aggregate)
+            stacked = self.accelerator.reduce(stacked, reduction="mean")
+        metrics = dict(zip(named, stacked.tolist()))  # one device-to-host copy, not one per metric
         metrics["learning_rate"] = self.scheduler.get_last_lr()[0]
         if not math.isfinite(metrics["loss"]) or not math.isfinite(metrics["grad_norm"]):
             what = "loss" if not math.isfinite(metrics["loss"]) else "gradient norm"
@@ -449,7 +488,9 @@ class GRPOTrainer:
         self.step += 1
         elapsed = time.perf_counter() - t0
         metrics["step_time"] = elapsed
-        metrics["tokens_per_second"] = float(batch.completion_mask.sum()) / elapsed
+        tokens = (float(batch.completion_mask.sum()) if self.num_processes == 1
+                  else batch.metrics["completions/mean_length"] * self.cfg.generation_batch_size)
+        metrics["tokens_per_second"] = tokens / elapsed  # all processes' completion tokens
         return metrics
 
     def train(self, on_step: Optional[Callable[[dict], None]] = None,
@@ -493,10 +534,12 @@ class GRPOTrainer:
         return summary
 
     # ---- checkpoints ------------------------------------------------------------------------
-    def save_checkpoint(self, run_dir: Path, history: dict) -> Path:
+    def save_checkpoint(self, run_dir: Path, history: dict) -> Optional[Path]:
         """Write `run_dir/checkpoint-<step>` (atomically: a temporary folder, then a rename) and
         remove older checkpoints. Holds everything the next step depends on: weights, optimizer
-        and schedule, the four random streams, the batch being reused (μ > 1), the history."""
+        and schedule, the four random streams, the batch being reused (μ > 1), the history. On P
+        processes every process calls this (its sampling stream and batch are gathered) and
+        process 0 writes; the others return None."""
         import shutil
 
         import yaml
@@ -504,6 +547,14 @@ class GRPOTrainer:
         batch = None
         if self._batch is not None and self.step % self.cfg.num_iterations != 0:
             batch = {f.name: getattr(self._batch, f.name) for f in dataclasses.fields(self._batch)}
+        per_process = None
+        if self.num_processes > 1:  # what differs between processes: the sampling stream and the batch
+            from accelerate.utils import gather_object
+
+            on_cpu = None if batch is None else {k: v.cpu() if torch.is_tensor(v) else v for k, v in batch.items()}
+            per_process = gather_object([{"sample": self.sample_gen.get_state(), "batch": on_cpu}])
+            if self.rank != 0:
+                return None
         state = {
             "step": self.step, "history": history, "batch": batch,
             "model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -512,6 +563,8 @@ class GRPOTrainer:
                     "noise": self.noise_gen.get_state(), "torch": torch.get_rng_state(),
                     "python": random.getstate(), "numpy": _numpy_state_to_plain(np.random.get_state())},
         }
+        if per_process is not None:
+            state["per_process"] = per_process
         target = run_dir / f"checkpoint-{self.step}"
         tmp = run_dir / f".checkpoint-{self.step}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -531,21 +584,36 @@ class GRPOTrainer:
         run code. A file that is not such a checkpoint is a one-line UserInputError."""
         path = Path(folder) / CHECKPOINT_STATE
         try:
-            state = torch.load(path, map_location=self.device, weights_only=True)
+            state = torch.load(path, map_location="cpu", weights_only=True)  # moved where needed below
+            saved = state.get("per_process") or [{"sample": state["rng"]["sample"], "batch": state["batch"]}]
+        except Exception as exc:  # unpickling refused, a truncated file
+            raise _restore_error(path, exc) from None
+        if len(saved) != self.num_processes:
+            raise UserInputError(f"resume_from_checkpoint: {path} was written by a run on {len(saved)} process(es), "
+                                 f"this one has {self.num_processes}; allowed: resume it on {len(saved)}")
+        own = saved[self.rank]
+        try:
             self.policy.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             rng = state["rng"]
             self.prompt_rng.setstate(_as_tuple(rng["prompt"]))
-            self.sample_gen.set_state(rng["sample"])
-            self.noise_gen.set_state(rng["noise"])
-            torch.set_rng_state(rng["torch"])
+            self.sample_gen.set_state(own["sample"].cpu())  # generator states are CPU byte tensors
+            self.noise_gen.set_state(rng["noise"].cpu())
+            torch.set_rng_state(rng["torch"].cpu())
             random.setstate(_as_tuple(rng["python"]))
             np.random.set_state(_numpy_state_from_plain(rng["numpy"]))
             self.step = int(state["step"])
-            self._batch = GenerationBatch(**state["batch"]) if state["batch"] is not None else None
+            batch = own["batch"]
+            if batch is not None:
+                batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
+            self._batch = GenerationBatch(**batch) if batch is not None else None
             return state["history"]
-        except Exception as exc:  # unpickling refused, a truncated file, missing or mismatched entries
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise UserInputError(f"resume_from_checkpoint: cannot restore {path}: {first}; allowed: a checkpoint "
-                                 f"written by grpo train with save_steps") from None
+        except Exception as exc:  # missing or mismatched entries
+            raise _restore_error(path, exc) from None
+
+
+def _restore_error(path: Path, exc: Exception) -> UserInputError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return UserInputError(f"resume_from_checkpoint: cannot restore {path}: {first}; allowed: a checkpoint "
+                          f"written by grpo train with save_steps")

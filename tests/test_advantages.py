@@ -23,7 +23,18 @@ def test_batch_mode_by_hand():
     # batch std of [1, 0, 1, 1]: mean 0.75, squares 0.0625+0.5625+0.0625+0.0625 = 0.75, /3 → std 0.5
     adv, m = normalize_rewards(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2, "batch")
     torch.testing.assert_close(adv, torch.tensor([0.5, -0.5, 0.0, 0.0]) / (0.5 + STD_EPS))
-    assert m["frac_reward_zero_std"] == 0.5
+    # TRL 1.16's logging: reward_std is the batch std; frac_reward_zero_std looks at the std the
+    # mode divides by (here the batch's, 0.5, so 0); the group stds √0.5 and 0 average to √0.5 / 2
+    assert m["reward_std"] == pytest.approx(0.5)
+    assert m["reward_std_within_group"] == pytest.approx(0.5 ** 0.5 / 2)
+    assert m["frac_reward_zero_std"] == 0.0
+
+
+def test_group_mode_logs_the_batch_std_and_the_mean_group_std_apart():
+    _, m = normalize_rewards(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2, "group")
+    assert m["reward_std"] == pytest.approx(0.5)  # std of [1, 0, 1, 1]
+    assert m["reward_std_within_group"] == pytest.approx(0.5 ** 0.5 / 2)  # (std[1, 0] + std[1, 1]) / 2
+    assert m["frac_reward_zero_std"] == 0.5  # one group of two has std 0
 
 
 def test_none_mode_is_centered_rewards_dr_grpo():
@@ -37,7 +48,8 @@ def test_zero_variance_groups_give_zero_not_nan(mode):
     # every group constant (TRL issue #3857): all advantages exactly 0 in every mode, never NaN
     adv, m = normalize_rewards(torch.tensor([1.0, 1.0, 0.0, 0.0, 0.5, 0.5]), 2, mode)
     assert torch.equal(adv, torch.zeros(6))
-    assert m["frac_reward_zero_std"] == 1.0
+    assert m["reward_std_within_group"] == 0.0
+    assert m["frac_reward_zero_std"] == (0.0 if mode == "batch" else 1.0)  # batch: the batch std is not 0
 
 
 @pytest.mark.parametrize("mode", ["group", "batch"])

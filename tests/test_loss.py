@@ -130,3 +130,34 @@ def test_vectorized_aggregation_agrees_with_loop(loss_type):
         total = float(lengths.sum()) * 3  # as if this were one of three micro-batches
         got = aggregate(values, mask, loss_type, 12, num_micro_batches=3, generation_batch_tokens=total)
         assert got.item() == pytest.approx(_loop_reference(values, mask, loss_type, 12, 3, total), rel=1e-5)
+
+
+@pytest.mark.parametrize("corrected", [False, True])
+def test_bias_corrected_kl_by_hand(corrected):
+    # One token, on-policy (old = logp.detach()), advantage 0 so only β·KL moves it. logp = −1,
+    # ref = −1.5, so d = ref − logp = −0.5 and KL = e^d − d − 1 = e^−0.5 − 0.5.
+    # d KL / d logp = 1 − e^d = 0.39347;  with the ratio e^(logp − old) (value 1):
+    # d (KL·ratio) / d logp = (1 − e^d) + KL = −d = logp − ref = 0.5 (TRL's use_bias_correction_kl)
+    logps = torch.tensor([[-1.0]], requires_grad=True)
+    ref = torch.tensor([[-1.5]])
+    loss, m = grpo_loss(logps, None, ref, torch.tensor([0.0]), torch.ones(1, 1), beta=0.1, epsilon=0.2,
+                        epsilon_high=0.2, loss_type="grpo", max_completion_length=1, bias_correction_kl=corrected)
+    loss.backward()
+    kl = math.exp(-0.5) - 0.5
+    assert loss.item() == pytest.approx(0.1 * kl, abs=1e-7)  # the value does not change on-policy
+    assert m["kl"].item() == pytest.approx(kl, abs=1e-7)
+    expected_grad = 0.1 * (0.5 if corrected else 1 - math.exp(-0.5))
+    assert logps.grad.item() == pytest.approx(expected_grad, abs=1e-7)
+
+
+def test_bias_corrected_kl_weights_each_token_by_its_ratio_off_policy():
+    # μ > 1: logp − old = log 2 on the token, so the KL term (and the logged kl) doubles
+    logps = torch.tensor([[-1.0]])
+    old = logps - math.log(2.0)
+    ref = torch.tensor([[-1.5]])
+    _, plain = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1), beta=1.0, epsilon=0.2,
+                         epsilon_high=0.2, loss_type="grpo", max_completion_length=1)
+    _, corrected = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1), beta=1.0, epsilon=0.2,
+                             epsilon_high=0.2, loss_type="grpo", max_completion_length=1, bias_correction_kl=True)
+    assert corrected["kl_loss"].item() == pytest.approx(2 * plain["kl_loss"].item(), rel=1e-6)
+    assert corrected["kl"].item() == pytest.approx(2 * plain["kl"].item(), rel=1e-6)

@@ -1,0 +1,61 @@
+"""Data-parallel runs: which process this is, and how `grpo train --num-processes N` launches N.
+
+A run on P processes is one run: every process draws the same prompts for the step, keeps its
+share of whole groups (prompts_per_step / P), samples and scores them, and the rewards are
+gathered so advantages, noise and reward metrics are computed over the whole batch exactly as on
+one process. Gradients are averaged by DDP; the loss normalizers are chosen so that the average
+equals the one-process gradient (see loss.aggregate). Only process 0 writes the run folder, logs to
+MLflow and shows progress.
+
+`grpo train --num-processes N` launches with torch's elastic agent (what torchrun runs): it
+starts the processes and sets RANK, LOCAL_RANK and WORLD_SIZE, which accelerate reads (gloo on
+CPUs, NCCL on GPUs). `accelerate launch
+--multi_gpu` sets the same variables; note that `accelerate launch --cpu --num_processes N`
+starts one process, not N.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def process_rank() -> int:
+    """This process's index among the run's processes (0 when not launched as several)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def world_size() -> int:
+    """How many processes train this run (1 when not launched as several)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return process_rank() == 0
+
+
+def launch_local(num_processes: int, cli_args: list[str]) -> int:
+    """Run `grpo <cli_args>` on `num_processes` processes of this machine (torch's elastic agent,
+    as `torchrun --standalone` does) and return the exit code: 0, or that of the first process
+    that failed (2 for bad input, 143 when terminated). The agent's own log lines are silenced, so
+    a refused run shows the one line its process 0 printed. SIGTERM or Ctrl-C reaches every
+    process (the agent sends SIGTERM), and process 0 records the run as killed."""
+    import logging
+    import uuid
+
+    from torch.distributed.elastic.multiprocessing import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith("torch.distributed")]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # each has its own level (torch's LOGLEVEL)
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=num_processes, run_id=uuid.uuid4().hex,
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2)
+    try:
+        elastic_launch(config, entrypoint=sys.executable)("-m", "grpo_core.cli", *cli_args)
+        return 0
+    except ChildFailedError as exc:
+        failures = sorted(exc.failures.items())  # by rank
+        return next((f.exitcode for rank, f in failures if rank == 0), failures[0][1].exitcode) or 1
+    except SignalException:
+        return 143

@@ -1,0 +1,119 @@
+"""Data parallel on 2 CPU processes (gloo): the same gradient as one process on the same global
+batch, for every loss type, and a run on 2 processes writes one run folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_core.config import load_config
+
+sys.path.insert(0, str(Path(__file__).parent))
+import dp_worker  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _torchrun(args: list[str], script: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_two_processes_give_the_one_process_gradient_for_every_loss_type(tmp_path):
+    from grpo_core.trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(load_config(None, dp_worker.settings("grpo", 4)))
+    batch = dp_worker.global_batch(trainer)
+    trainer.close()
+    lengths = batch.completion_mask.sum(dim=1)
+    assert lengths.min() < lengths.max()  # unequal lengths: the normalizers differ between loss types
+    torch.save({f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}, tmp_path / "batch.pt")
+
+    done = _torchrun([str(tmp_path / "batch.pt"), str(tmp_path / "dp.pt")], ROOT / "tests" / "dp_worker.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    two = torch.load(tmp_path / "dp.pt", weights_only=True)
+
+    for loss_type in dp_worker.LOSS_TYPES:
+        # one process, the same 16 completions in 4 micro-batches of one group each: the micro-batches
+        # the two processes use (2 each). bnpo averages per-micro-batch token means, as TRL does, so
+        # its one-process equivalent is P × gradient_accumulation_steps micro-batches.
+        one = dp_worker.one_step(batch, loss_type, 4, 1, 0)
+        assert set(one["grads"]) == set(two[loss_type]["grads"])
+        flat_one = torch.cat([g.flatten() for g in one["grads"].values()])
+        flat_two = torch.cat([two[loss_type]["grads"][name].flatten() for name in one["grads"]])
+        # float32 sums in another order (micro-batches, then the average over 2 processes). Measured:
+        # relative error of the whole gradient ≤ 4.5e-8, largest element error ≤ 9e-8 of the largest
+        # gradient; a normalizer off by the number of processes would be an error of 0.5, and the
+        # DDP wrapper hiding the model's config (another forward path) was one of 1e-5.
+        assert ((flat_two - flat_one).norm() / flat_one.norm()).item() < 1e-6, loss_type
+        assert (flat_two - flat_one).abs().max().item() < 1e-6 * flat_one.abs().max().item(), loss_type
+        assert two[loss_type]["loss"] == pytest.approx(one["loss"], rel=1e-4, abs=1e-7)
+        assert two[loss_type]["kl"] == pytest.approx(one["kl"], rel=1e-4)
+        assert two[loss_type]["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-4)
+        assert one["grad_norm"] > 0
+
+
+def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path):
+    out = tmp_path / "run"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    done = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--num-processes", "2", "--no-progress",
+                           "--set", "max_steps=6", "--set", "stl_window=2", "--set", "save_steps=4", "--set", f"mlflow_tracking_uri={uri}",
+                           "--set", "mlflow_experiment=dp", "--set", f"cache_dir={tmp_path / 'cache'}", "--out", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "mlflow.db", "results", "run"]
+    assert len(list((tmp_path / "results/local/mlartifacts").iterdir())) == 1  # one run's MLflow artifacts
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["num_processes"] == 2
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2, 3, 4, 5, 6]  # one writer: no doubled steps
+    assert done.stdout.count("done:") == 1  # one process reports
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("dp").experiment_id])
+    assert len(runs) == 1  # process 0 alone logs
+    assert runs[0].data.params["num_processes"] == "2"
+    assert len(client.get_metric_history(runs[0].info.run_id, "reward")) == 6
+
+    # its checkpoint (step 4) holds both processes' sampling streams: it resumes on 2 processes,
+    # identically, and is refused on 1
+    resume = ["--set", f"resume_from_checkpoint={out / 'checkpoint-4'}", "--set", "max_steps=6",
+              "--set", "stl_window=2", "--set", "save_steps=4", "--no-mlflow", "--no-progress", "--set", f"cache_dir={tmp_path / 'cache'}"]
+    one = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", *resume, "--out", str(tmp_path / "one")],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert one.returncode == 2 and "written by a run on 2 process(es)" in one.stderr, one.stderr[-2000:]
+    assert one.stderr.strip().count("\n") == 0 and not (tmp_path / "one").exists()
+    two = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--num-processes", "2", *resume,
+                          "--out", str(tmp_path / "two")], cwd=tmp_path, capture_output=True, text=True)
+    assert two.returncode == 0, two.stderr[-3000:]
+    resumed = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    straight = [json.loads(line) for line in lines]
+    untimed = [{k: v for k, v in m.items() if k not in ("step_time", "tokens_per_second")} for m in straight]
+    assert [{k: v for k, v in m.items() if k not in ("step_time", "tokens_per_second")} for m in resumed] == untimed
+
+
+def test_num_processes_that_cannot_split_the_batch_is_refused_before_launching(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--num-processes", "3",
+                           "--out", str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "--num-processes" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name,machines", [("multi_gpu.yaml", 1), ("multi_node.yaml", 2)])
+def test_the_accelerate_configs_in_the_readme_load(name, machines):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(ROOT / "scripts" / "accelerate" / name))
+    assert config.distributed_type == "MULTI_GPU"
+    assert (config.num_machines, config.num_processes) == (machines, 8 * machines)
