@@ -42,8 +42,9 @@ class GRPOConfig:
     """Weights dtype: `auto` (float32 on a CPU and for the tiny model, bfloat16 for other models
     on a GPU), `float32`, `bfloat16`, `float16`."""
     task: str = "addition"
-    """Built-in task name: `addition` (two-number addition) or `reverse` (reverse a digit string).
-    With `dataset` set, used only to pretrain the tiny model."""
+    """Built-in task name: `addition` (two-number addition), `reverse` (reverse a digit string) or
+    `repeat` (write a 2-4 digit unit k times: 6-36 tokens). With `dataset` set, used only to
+    pretrain the tiny model."""
     dataset: Optional[str] = None
     """Your own data instead of a built-in task: a local .json/.jsonl/.csv/.parquet file, or a
     `datasets` hub name (where a hub is reachable). Needs `prompt_column` and `answer_column`."""
