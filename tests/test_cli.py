@@ -106,7 +106,8 @@ def test_train_writes_run_folder_and_mlflow(tmp_path):
     (mrun,) = client.search_runs([exp.experiment_id])
     assert mrun.info.status == "FINISHED"
     assert mrun.data.params["loss_type"] == "dapo" and mrun.data.params["beta"] == "0.04"
-    assert set(resolved) == set(mrun.data.params)  # every config value is logged
+    assert set(resolved) | {"num_processes"} == set(mrun.data.params)  # every config value is logged
+    assert mrun.data.params["num_processes"] == "1"  # and how many processes trained the run
     assert [m.step for m in client.get_metric_history(mrun.info.run_id, "reward")] == [1, 2, 3]
     assert "baseline_reward" in mrun.data.metrics
     assert mrun.data.metrics["steps_to_learn"] == 4  # not learned in 3 steps: logged as max_steps + 1

@@ -117,13 +117,14 @@ def test_every_spec_metric_is_logged(tmp_path):
     summary = run_training(make_cfg(max_steps=2, beta=0.04), tmp_path, progress=False)
     rows = read_metrics(tmp_path / "metrics.jsonl")
     spec = {"step", "loss", "policy_loss", "kl_loss", "kl", "grad_norm", "learning_rate", "reward",
-            "reward_std", "rewards/exact_match", "frac_reward_zero_std", "advantages/abs_mean",
+            "reward_std", "reward_std_within_group", "rewards/exact_match", "frac_reward_zero_std", "advantages/abs_mean",
             "advantages/group_sum_max_abs", "completions/mean_length", "completions/clipped_ratio",
             "clip_ratio", "entropy", "step_time", "tokens_per_second"}
     assert [r["step"] for r in rows] == [1, 2]
     assert spec <= set(rows[0])
     for key in ("steps_to_learn", "learned", "loss_departure_step", "baseline_reward", "final_reward",
-                "reward_auc", "wall_time_s", "baseline_reward_se", "baseline_prompts_used", "device_name", "versions"):
+                "reward_auc", "wall_time_s", "baseline_reward_se", "baseline_prompts_used", "device_name", "versions",
+                "num_processes"):
         assert key in summary
     assert summary["status"] == "finished"
     assert summary["base_model_sha256"] == committed_bases()["addition"]["sha256"]  # the committed base
