@@ -110,8 +110,6 @@ def _cmd_train(args) -> int:
     resuming_in_place = resume_dir is not None and out.resolve() == resume_dir.resolve()
     if args.num_processes != 1:
         return _launch_processes(args, cfg, out, resuming_in_place)
-    from .distributed import is_main_process
-
     if not is_main_process():  # a data-parallel run's other processes: no output of their own
         from .run import run_training
 
