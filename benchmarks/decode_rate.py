@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from grpo_core.bench import QWEN2_05B, SMOLLM2_135M
+from benchmarks.trl_bench import QWEN2_05B, SMOLLM2_135M
 from grpo_core.generation import sample_completions
 from grpo_core.models import build_tiny_tokenizer
 from grpo_core.static_decode import StaticDecoder

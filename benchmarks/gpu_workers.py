@@ -37,7 +37,7 @@ def run(spec_path: Path, n: int, steps: int, work: Path) -> dict:
     path = work / f"share-{n}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "grpo_core.cli", "sweep", str(path), "--workers", str(n),
+    proc = subprocess.run([sys.executable, "-m", "grpo_lab", "sweep", str(path), "--workers", str(n),
                            "--storage", f"journal://{work}/optuna-{n}.log",
                            "--tracking-uri", f"sqlite:///{work}/mlflow-{n}.db", "--out-root", str(work / "runs")],
                           cwd=ROOT, capture_output=True, text=True)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_once(spec: str, workers: int, folder: Path) -> dict:
     folder.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "grpo_core.cli", "sweep", spec, "--workers", str(workers),
+    cmd = [sys.executable, "-m", "grpo_lab", "sweep", spec, "--workers", str(workers),
            "--storage", f"sqlite:///{folder}/optuna.db", "--tracking-uri", f"sqlite:///{folder}/mlflow.db",
            "--out-root", str(folder / "runs")]
     start = time.perf_counter()

@@ -34,8 +34,8 @@ def is_main_process() -> bool:
     return process_rank() == 0
 
 
-def launch_local(num_processes: int, cli_args: list[str]) -> int:
-    """Run `grpo <cli_args>` on `num_processes` processes of this machine (torch's elastic agent,
+def launch_local(num_processes: int, args: list[str]) -> int:
+    """Run `python <args>` (the caller's command, e.g. `-m grpo_lab train …`) on `num_processes` processes of this machine (torch's elastic agent,
     as `torchrun --standalone` does) and return the exit code: 0, or that of the first process
     that failed (2 for bad input, 143 when terminated). The agent's own log lines are silenced, so
     a refused run shows the one line its process 0 printed. SIGTERM or Ctrl-C reaches every
@@ -52,7 +52,7 @@ def launch_local(num_processes: int, cli_args: list[str]) -> int:
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=num_processes, run_id=uuid.uuid4().hex,
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2)
     try:
-        elastic_launch(config, entrypoint=sys.executable)("-m", "grpo_core.cli", *cli_args)
+        elastic_launch(config, entrypoint=sys.executable)(*args)
         return 0
     except ChildFailedError as exc:
         failures = sorted(exc.failures.items())  # by rank

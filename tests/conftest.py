@@ -27,5 +27,5 @@ def cfg_factory():
 def run_grpo(*args, cwd=ROOT, timeout=None):  # no wall-clock limit: a slow machine is not a failure
     """The `grpo` command in a real process, with tests/ importable (reward_helpers)."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    return subprocess.run([sys.executable, "-m", "grpo_core.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "grpo_lab", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import CACHE, ROOT, make_cfg, run_grpo as grpo
-from grpo_core.cli import main
+from grpo_lab.cli import main
 from grpo_core.run import TIMING_KEYS, read_metrics, run_training
 
 ARGS = ["--no-mlflow", "--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8"]
@@ -35,7 +35,7 @@ def test_killed_run_resumed_from_checkpoint_matches_an_uninterrupted_run(tmp_pat
 
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "train", *ARGS, *settings, "--out", str(run)],
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *ARGS, *settings, "--out", str(run)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while proc.poll() is None:  # wait for the event, however long this machine takes
         if (run / "checkpoint-100").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) >= 110:
@@ -121,7 +121,7 @@ def test_sigterm_records_the_run_as_killed_with_its_curve(tmp_path):
     db = tmp_path / "m.db"
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "train", "--no-progress", "--set", f"cache_dir={CACHE}",
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", "--no-progress", "--set", f"cache_dir={CACHE}",
                              "--set", "baseline_prompts=8", "--set", "max_steps=2000",
                              "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(run)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -145,7 +145,7 @@ def test_grpo_recover_ends_a_sigkilled_run_and_backfills_its_curve(tmp_path):
     db = tmp_path / "m.db"
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "train", "--no-progress", "--set", f"cache_dir={CACHE}",
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", "--no-progress", "--set", f"cache_dir={CACHE}",
                              "--set", "baseline_prompts=8", "--set", "max_steps=2000",
                              "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(run)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

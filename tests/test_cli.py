@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import CACHE, run_grpo as grpo
-from grpo_core.cli import main
+from grpo_lab.cli import main
 
 BASE = ["--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--no-progress"]
 
@@ -207,7 +207,7 @@ def test_two_real_runs_into_one_folder_one_is_refused(tmp_path):
     from conftest import ROOT
     out = tmp_path / "o"
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "train", "--set", "max_steps=100", "--out", str(out),
+    first = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", "--set", "max_steps=100", "--out", str(out),
                               "--no-mlflow", *BASE], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     while first.poll() is None and not (out / "config.yaml").exists():  # until the first run is writing
         __import__("time").sleep(0.05)

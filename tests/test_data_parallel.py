@@ -64,7 +64,7 @@ def test_two_processes_give_the_one_process_gradient_for_every_loss_type(tmp_pat
 def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path):
     out = tmp_path / "run"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    done = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--num-processes", "2", "--no-progress",
+    done = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", "--no-progress",
                            "--set", "max_steps=6", "--set", "stl_window=2", "--set", "save_steps=4", "--set", f"mlflow_tracking_uri={uri}",
                            "--set", "mlflow_experiment=dp", "--set", f"cache_dir={tmp_path / 'cache'}", "--out", str(out)],
                           cwd=tmp_path, capture_output=True, text=True)
@@ -89,11 +89,11 @@ def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path)
     # identically, and is refused on 1
     resume = ["--set", f"resume_from_checkpoint={out / 'checkpoint-4'}", "--set", "max_steps=6",
               "--set", "stl_window=2", "--set", "save_steps=4", "--no-mlflow", "--no-progress", "--set", f"cache_dir={tmp_path / 'cache'}"]
-    one = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", *resume, "--out", str(tmp_path / "one")],
+    one = subprocess.run([sys.executable, "-m", "grpo_lab", "train", *resume, "--out", str(tmp_path / "one")],
                          cwd=tmp_path, capture_output=True, text=True)
     assert one.returncode == 2 and "written by a run on 2 process(es)" in one.stderr, one.stderr[-2000:]
     assert one.stderr.strip().count("\n") == 0 and not (tmp_path / "one").exists()
-    two = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--num-processes", "2", *resume,
+    two = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", *resume,
                           "--out", str(tmp_path / "two")], cwd=tmp_path, capture_output=True, text=True)
     assert two.returncode == 0, two.stderr[-3000:]
     resumed = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
@@ -103,7 +103,7 @@ def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path)
 
 
 def test_num_processes_that_cannot_split_the_batch_is_refused_before_launching(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--num-processes", "3",
+    done = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "3",
                            "--out", str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--num-processes" in done.stderr

@@ -39,7 +39,7 @@ def test_two_machines_share_one_grid_on_postgresql_and_an_mlflow_server(tmp_path
             cwd = tmp_path / name
             cwd.mkdir()
             machines.append(subprocess.Popen(
-                [sys.executable, "-m", "grpo_core.cli", "sweep", str(spec_path), "--storage", storage,
+                [sys.executable, "-m", "grpo_lab", "sweep", str(spec_path), "--storage", storage,
                  "--tracking-uri", tracking, "--out-root", str(cwd / "runs")],
                 cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outputs = [m.communicate() for m in machines]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import CACHE, ROOT, make_cfg, run_grpo
-from grpo_core.cli import main
+from grpo_lab.cli import main
 from grpo_core.rewards import answer_format, math_answer, think_answer_format
 
 SMOLLM2 = ROOT / "results" / "local" / "models" / "SmolLM2-135M-Instruct"

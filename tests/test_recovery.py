@@ -45,7 +45,7 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking,
             "--out-root", str(tmp_path / "runs")]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", *args], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = tmp_path / "runs" / "killme" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None:  # mid-trial: some steps logged, not all
@@ -153,7 +153,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", *args], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     metrics = tmp_path / "runs" / "ctrlc" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None:
@@ -188,7 +188,7 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", *args], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     metrics = tmp_path / "runs" / "term" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None:

@@ -167,7 +167,7 @@ def _bad_specs():
 @pytest.mark.parametrize("spec,needle", _bad_specs(), ids=[n for _, n in _bad_specs()])
 def test_bad_spec_one_line_exit_2_nothing_written(tmp_path, spec, needle):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
-    from grpo_core.cli import main
+    from grpo_lab.cli import main
 
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -206,7 +206,7 @@ def test_ui_serves_mlflow_on_loopback(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_core.cli", "ui", "--port", str(port)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port)], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         body = None

@@ -1,4 +1,4 @@
-"""`grpo bench`: our GRPOTrainer and TRL's GRPOTrainer side by side on the same model and batch.
+"""`grpo bench` (benchmarks/trl_bench.py): our GRPOTrainer and TRL's GRPOTrainer side by side on the same model and batch.
 
 Both trainers live in one process and take turns in short blocks of optimizer steps (TRL's
 block, then ours, driven from a TRL callback), so that machine drift hits both alike. Blocks,
@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from .errors import UserInputError
+from grpo_core.errors import UserInputError
 
 SMOLLM2_135M = dict(  # HuggingFaceTB/SmolLM2-135M config.json
     model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
@@ -93,8 +93,8 @@ class Measured:
 def model_dir(setup: Setup, knobs: Knobs) -> str:
     """A saved model folder for the setup (TRL reloads the reference model from a path)."""
     if setup.arch is None:
-        from .models import resolve_model_path
-        from .tasks import TASKS
+        from grpo_core.models import resolve_model_path
+        from grpo_core.tasks import TASKS
 
         return resolve_model_path("tiny", knobs.cache_dir, "addition", TASKS["addition"].tiny_pretrain_steps)
     target = Path(knobs.cache_dir) / f"bench-{setup.name}"
@@ -102,7 +102,7 @@ def model_dir(setup: Setup, knobs: Knobs) -> str:
         return str(target)
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from .models import build_tiny_tokenizer
+    from grpo_core.models import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer(vocab_size=setup.arch["vocab_size"])
     arch = dict(setup.arch)
@@ -122,8 +122,8 @@ def _mixed_precision(knobs: Knobs) -> str:
 
 
 def build_ours(setup: Setup, knobs: Knobs, path: str):
-    from .config import GRPOConfig, validate
-    from .trainer import GRPOTrainer
+    from grpo_core.config import GRPOConfig, validate
+    from grpo_core.trainer import GRPOTrainer
 
     cfg = validate(GRPOConfig(
         model=path, task="addition", prompts_per_step=setup.prompts, num_generations=setup.generations,
@@ -138,11 +138,11 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
 
-    from .rewards import exact_match
-    from .tasks import get_task
+    from grpo_core.rewards import exact_match
+    from grpo_core.tasks import get_task
 
     train, _ = get_task("addition").splits()
-    from .models import load_model_and_tokenizer
+    from grpo_core.models import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(path)  # left padding, pad token set: as ours
     args = TRLConfig(
@@ -206,7 +206,7 @@ def _alternating_callback(ours, ours_m: Measured, trl_m: Measured, warmup: int, 
 def logps_check(ours) -> float:
     """Max |Δ| between the log-probs our loss uses (shared-prompt forward) and a plain forward
     pass over the whole sequence with a full-vocabulary log-softmax, on one fresh batch."""
-    from .generation import completion_logps, positions_from_mask
+    from grpo_core.generation import completion_logps, positions_from_mask
 
     batch = ours.generate_batch()
     model = ours.policy
@@ -264,15 +264,13 @@ def probe_memory(which: str, setup: Setup, knobs: Knobs, steps: int) -> int:
 
 
 def measure_memory(setup: Setup, knobs: Knobs, steps: int) -> dict:
+    """Peak memory of each trainer, each in a fresh (spawned) process of its own."""
+    import multiprocessing
+
     out = {}
     for which in ("ours", "trl"):
-        cmd = [sys.executable, "-m", "grpo_core.cli", "bench", "--setup", setup.name, "--device", knobs.device,
-               "--beta", str(knobs.beta), "--loss-type", knobs.loss_type, "--learning-rate", str(knobs.learning_rate),
-               "--cache-dir", knobs.cache_dir, "--steps", str(steps), "--memory-probe", which]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"memory probe for {which} failed: {proc.stderr.strip()[-2000:]}")
-        out[which] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_bytes"]
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            out[which] = pool.apply(probe_memory, (which, setup, knobs, steps))
     return out
 
 

@@ -1,0 +1,7 @@
+"""`python -m grpo_lab ARGS` = `grpo ARGS`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

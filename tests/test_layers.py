@@ -1,0 +1,44 @@
+"""The layering is one-way (README: How the code is laid out): grpo_lab (the command) >
+benchmarks > sweeps > grpo_core (the library). `lint-imports` checks the contract in
+pyproject.toml over every import, function-level ones included."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("grpo_lab", "benchmarks", "sweeps", "grpo_core")
+LINT = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache"], cwd=root,
+                          capture_output=True, text=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+
+
+def test_imports_run_one_way():
+    proc = _lint(ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 kept, 0 broken" in proc.stdout
+
+
+def test_a_lazy_upward_import_breaks_the_contract(tmp_path):
+    """The check is not vacuous: a copy of the tree with one function-level import of the sweep
+    driver inside the trainer is refused."""
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("tiny_bases", "__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    trainer = tmp_path / "grpo_core" / "trainer.py"
+    trainer.write_text(trainer.read_text() + "\n\ndef _upward():\n    from sweeps import driver  # noqa\n")
+    proc = _lint(tmp_path)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "grpo_core.trainer -> sweeps.driver" in proc.stdout
+
+
+def test_python_m_grpo_core_cli_still_runs_the_command():
+    """../shared/gpu/on-device.sh calls `python3 -m grpo_core.cli`: it runs `python -m grpo_lab`."""
+    proc = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--set", "nope=1"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("grpo: error: nope: unknown key")
