@@ -6,7 +6,10 @@ normalize (scale_rewards) -> perturb (claim C3) -> scale (claim C4).
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported by the functions: config reads SCALE_REWARDS without it
+    import torch
 
 STD_EPS = 1e-4  # TRL's denominator guard: A = (r - mean) / (std + 1e-4)
 
@@ -16,10 +19,27 @@ def _group_std(group_rewards: torch.Tensor) -> torch.Tensor:
     return group_rewards.std(dim=1, unbiased=True)
 
 
+def _by_group_std(centered, group_std, batch_std):  # -> (advantages, share of zero-std completions)
+    return centered / (group_std.unsqueeze(1) + STD_EPS), (group_std < 1e-8).float().mean()
+
+
+def _by_batch_std(centered, group_std, batch_std):
+    return centered / (batch_std + STD_EPS), (batch_std < 1e-8).float()
+
+
+def _unscaled(centered, group_std, batch_std):  # Dr. GRPO
+    return centered, (group_std < 1e-8).float().mean()
+
+
+# [Claim C5] scale_rewards -> what divides (r − group mean); the one list of allowed names
+REWARD_SCALES = {"group": _by_group_std, "batch": _by_batch_std, "none": _unscaled}
+SCALE_REWARDS = tuple(REWARD_SCALES)
+
+
 def normalize_rewards(
     rewards: torch.Tensor,  # (B,) summed reward per completion, B = num_groups × G, groups contiguous
     num_generations: int,  # G
-    scale_rewards: str,  # "group" | "batch" | "none"
+    scale_rewards: str,  # a key of REWARD_SCALES
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """A_i = (r_i − mean_group(r)) / (std + 1e-4), with std from the group, the batch, or none.
 
@@ -30,17 +50,10 @@ def normalize_rewards(
     group_mean = group_rewards.mean(dim=1, keepdim=True)  # (num_groups, 1)
     centered = group_rewards - group_mean  # (num_groups, G)
     group_std = _group_std(group_rewards)  # (num_groups,)
-    if scale_rewards == "group":
-        advantages = centered / (group_std.unsqueeze(1) + STD_EPS)
-    elif scale_rewards == "batch":
-        batch_std = rewards.std(unbiased=True) if rewards.numel() > 1 else rewards.new_zeros(())
-        advantages = centered / (batch_std + STD_EPS)
-    elif scale_rewards == "none":
-        advantages = centered
-    else:
-        raise ValueError(f"scale_rewards: unknown value {scale_rewards!r}; allowed: group, batch, none")
+    if scale_rewards not in REWARD_SCALES:
+        raise ValueError(f"scale_rewards: unknown value {scale_rewards!r}; allowed: {', '.join(SCALE_REWARDS)}")
     batch_std = rewards.std(unbiased=True) if rewards.numel() > 1 else rewards.new_zeros(())
-    zero_std = (batch_std < 1e-8).float() if scale_rewards == "batch" else (group_std < 1e-8).float().mean()
+    advantages, zero_std = REWARD_SCALES[scale_rewards](centered, group_std, batch_std)
     metrics = {  # names and meanings as TRL 1.16 logs them, plus the within-group std under its own name
         "reward": rewards.mean().item(),
         "reward_std": batch_std.item(),  # std over the whole batch (TRL's reward_std)
@@ -61,6 +74,8 @@ def perturb_advantages(
     """
     if noise_std == 0:
         return advantages
+    import torch
+
     noise = torch.randn(advantages.shape, generator=generator, dtype=torch.float32)
     return advantages + noise_std * noise.to(advantages.device, advantages.dtype)
 

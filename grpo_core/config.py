@@ -19,10 +19,12 @@ from .errors import ConfigError, UserInputError
 
 TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stores: a file, a folder, a server
 
-# Allowed names of the string-valued switches. Each registry lists its names in its errors.
-LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
-SCALE_REWARDS = ("group", "batch", "none")
-LR_SCHEDULERS = ("constant", "linear", "cosine")
+# Allowed names of the string-valued switches: the variant axes' names come from the modules that
+# implement them (one dict each); the others are listed here. Each error lists the allowed names.
+from .advantages import SCALE_REWARDS  # noqa: E402
+from .loss import LOSS_TYPES  # noqa: E402
+from .schedule import LR_SCHEDULERS  # noqa: E402
+
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")

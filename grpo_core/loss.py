@@ -11,9 +11,10 @@ The per-token losses are then aggregated by `loss_type` (claim C5). Everything r
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-Tensor = torch.Tensor
+if TYPE_CHECKING:  # torch is imported by the functions: config reads LOSS_TYPES without it
+    from torch import Tensor
 
 
 def k3_kl(
@@ -22,7 +23,7 @@ def k3_kl(
 ) -> Tensor:  # (B, T)
     """k3 estimator of KL(π_θ || π_ref) per token: exp(d) − d − 1 with d = ref − logp (≥ 0)."""
     delta = ref_per_token_logps - per_token_logps
-    return torch.exp(delta) - delta - 1
+    return delta.exp() - delta - 1
 
 
 def clipped_surrogate(
@@ -33,11 +34,11 @@ def clipped_surrogate(
     epsilon_high: float,
 ) -> tuple[Tensor, Tensor]:
     """Per-token policy loss −min(r·A, clip(r)·A) and a mask of tokens where clipping is active."""
-    ratio = torch.exp(per_token_logps - old_per_token_logps)  # (B, T)
+    ratio = (per_token_logps - old_per_token_logps).exp()  # (B, T)
     adv = advantages.unsqueeze(1)  # (B, 1)
     unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high) * adv
-    per_token_loss = -torch.min(unclipped, clipped)  # (B, T)
+    clipped = ratio.clamp(1 - epsilon, 1 + epsilon_high) * adv
+    per_token_loss = -unclipped.minimum(clipped)  # (B, T)
     is_clipped = ((ratio < 1 - epsilon) & (adv < 0)) | ((ratio > 1 + epsilon_high) & (adv > 0))
     return per_token_loss, is_clipped
 
@@ -61,20 +62,37 @@ def aggregate(
     passes dapo the generation batch's tokens over all processes ÷ P (TRL: num_items_in_batch /
     num_processes), and the average is the one-process gradient.
     """
+    if loss_type not in NORMALIZERS:
+        raise ValueError(f"loss_type: unknown value {loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
     mask = completion_mask.to(per_token_values.dtype)
-    masked = per_token_values * mask
-    if loss_type == "grpo":
-        per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # (B,)
-        return per_seq.mean() / num_micro_batches
-    if loss_type == "bnpo":
-        return masked.sum() / mask.sum().clamp(min=1.0) / num_micro_batches
-    if loss_type == "dapo":
-        total = mask.sum() if generation_batch_tokens is None else generation_batch_tokens
-        total = torch.as_tensor(total, dtype=masked.dtype, device=masked.device)
-        return masked.sum() / total.clamp(min=1.0)
-    if loss_type == "dr_grpo":
-        return masked.sum() / (mask.shape[0] * max_completion_length) / num_micro_batches
-    raise ValueError(f"loss_type: unknown value {loss_type!r}; allowed: grpo, bnpo, dapo, dr_grpo")
+    return NORMALIZERS[loss_type](per_token_values * mask, mask, max_completion_length, num_micro_batches,
+                                  generation_batch_tokens)
+
+
+def _grpo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
+    per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # (B,)
+    return per_seq.mean() / num_micro_batches
+
+
+def _bnpo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
+    return masked.sum() / mask.sum().clamp(min=1.0) / num_micro_batches
+
+
+def _dapo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
+    import torch
+
+    total = mask.sum() if generation_batch_tokens is None else generation_batch_tokens
+    total = torch.as_tensor(total, dtype=masked.dtype, device=masked.device)
+    return masked.sum() / total.clamp(min=1.0)
+
+
+def _dr_grpo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
+    return masked.sum() / (mask.shape[0] * max_completion_length) / num_micro_batches
+
+
+# [Claim C5, C1] loss_type -> its normalizer; the one list of allowed names (config checks against it)
+NORMALIZERS = {"grpo": _grpo, "bnpo": _bnpo, "dapo": _dapo, "dr_grpo": _dr_grpo}
+LOSS_TYPES = tuple(NORMALIZERS)
 
 
 def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
@@ -118,7 +136,7 @@ def grpo_loss(
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")
         kl = k3_kl(per_token_logps, ref_per_token_logps)  # (B, T)
-        weighted = kl * torch.exp(per_token_logps - old_per_token_logps) if bias_correction_kl else kl  # (B, T)
+        weighted = kl * (per_token_logps - old_per_token_logps).exp() if bias_correction_kl else kl  # (B, T)
         kl_loss = aggregate(beta * weighted, **agg)
         kl_mean = _masked_mean(weighted.detach(), completion_mask)  # as TRL logs it (after the weighting)
     else:

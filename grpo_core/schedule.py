@@ -1,33 +1,46 @@
 """[Claim C2] Learning-rate schedule: linear warmup, then constant, linear or cosine decay.
 
-Same shape as transformers' `get_*_schedule_with_warmup`: at 0-indexed optimizer step s the
+The scheduler is transformers' `get_scheduler` (the schedule TRL trains with). `lr_multiplier`
+writes the same shape out by hand, for the hand-computed tests: at 0-indexed optimizer step s the
 multiplier is s / warmup while s < warmup, so with warmup on the first update uses lr = 0.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+# lr_scheduler_type -> (transformers' scheduler name, the decay after warmup as a function of the
+# progress p in [0, 1]); the one list of allowed names (config checks against it)
+SCHEDULES = {
+    "constant": ("constant_with_warmup", lambda p: 1.0),
+    "linear": ("linear", lambda p: max(0.0, 1.0 - p)),
+    "cosine": ("cosine", lambda p: max(0.0, 0.5 * (1.0 + math.cos(math.pi * p)))),
+}
+LR_SCHEDULERS = tuple(SCHEDULES)
+
+
+def _check(scheduler: str) -> None:
+    if scheduler not in SCHEDULES:
+        raise ValueError(f"lr_scheduler_type: unknown value {scheduler!r}; allowed: {', '.join(LR_SCHEDULERS)}")
 
 
 def lr_multiplier(step: int, warmup_steps: int, total_steps: int, scheduler: str) -> float:
-    """Multiplier of the peak learning rate at 0-indexed optimizer step `step`."""
+    """Multiplier of the peak learning rate at 0-indexed optimizer step `step` (by hand)."""
+    _check(scheduler)
     if step < warmup_steps:
         return step / max(1, warmup_steps)
-    if scheduler == "constant":
-        return 1.0
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    if scheduler == "linear":
-        return max(0.0, 1.0 - progress)
-    if scheduler == "cosine":
-        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-    raise ValueError(f"lr_scheduler_type: unknown value {scheduler!r}; allowed: constant, linear, cosine")
+    return SCHEDULES[scheduler][1]((step - warmup_steps) / max(1, total_steps - warmup_steps))
 
 
 def make_scheduler(
     optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, scheduler: str
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: lr_multiplier(s, warmup_steps, total_steps, scheduler)
-    )
+    from transformers import get_scheduler
+
+    _check(scheduler)
+    return get_scheduler(SCHEDULES[scheduler][0], optimizer, num_warmup_steps=warmup_steps,
+                         num_training_steps=total_steps)

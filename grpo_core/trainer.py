@@ -156,14 +156,9 @@ class GRPOTrainer:
             [p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
             eps=cfg.adam_epsilon, weight_decay=cfg.weight_decay, fused=True,  # one kernel for all tensors
         )
-        # One process without fp16 (CPU, one GPU): accelerate's wrappers would be no-ops that
-        # still cost ~1 ms per step on the tiny model (import probes, unwrapping), so the loop
-        # calls torch directly. Several processes or fp16 loss scaling go through accelerate.
-        self.direct = self.accelerator.num_processes == 1 and self.accelerator.mixed_precision != "fp16"
-        if self.direct:
-            self.model, self.optimizer = model.to(self.device), optimizer
-        else:
-            self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        # one code path for one process or several, fp32, bf16 or fp16: accelerate's (DDP on P
+        # processes, the fp16 loss scaler)
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.policy = self.accelerator.unwrap_model(self.model)  # the bare module, for sampling
         # where the run ran, on how many processes and on which base weights ('' sha256 for a hub id)
         self.record = {**run_record(str(self.device), weights_sha256(path)), "num_processes": self.num_processes}
@@ -444,10 +439,7 @@ class GRPOTrainer:
                         num_micro_batches=n_micro, generation_batch_tokens=total_tokens,
                         bias_correction_kl=cfg.use_bias_correction_kl,
                     )
-                if self.direct:
-                    loss.backward()
-                else:
-                    self.accelerator.backward(loss)
+                self.accelerator.backward(loss)
             sums["loss"] += loss.detach()
             sums["policy_loss"] += m["policy_loss"]
             sums["kl_loss"] += m["kl_loss"]
@@ -456,10 +448,7 @@ class GRPOTrainer:
             fmask = mask.float()
             means["entropy"] += (entropy * fmask).sum() / fmask.sum().clamp(min=1) / n_micro
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-        if self.direct:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, foreach=True)
-        else:
-            grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
+        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
         named = {**sums, **means, "grad_norm": grad_norm}
         stacked = torch.stack([torch.as_tensor(v, dtype=torch.float32, device=self.device).reshape(())
                                for v in named.values()])

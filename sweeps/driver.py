@@ -60,11 +60,8 @@ def make_grid_sampler(spec: SweepSpec):
     import optuna
 
     class SweepGridSampler(optuna.samplers.GridSampler):
-        """GridSampler that (1) tells which point a grid id stands for, and (2) leaves stopping to
-        the driver's cap: the stock after_trial calls study.stop(), valid only inside optimize()."""
-
-        def point(self, grid_id: int) -> dict:
-            return dict(zip(self._param_names, self._all_grids[grid_id]))
+        """GridSampler that leaves stopping to the driver's cap: the stock after_trial calls
+        study.stop(), valid only inside optimize()."""
 
         def after_trial(self, study, trial, state, values) -> None:
             return None
@@ -72,15 +69,12 @@ def make_grid_sampler(spec: SweepSpec):
     return SweepGridSampler(grid_space(spec), seed=0)  # same seed in every process: same order
 
 
-def grid_point_of(spec: SweepSpec, trial, sampler) -> Optional[dict]:
-    """The grid point a trial runs: its params once suggested, else its enqueued fixed params,
-    else the point of its GridSampler grid id (set when the trial was created)."""
+def grid_point_of(spec: SweepSpec, trial) -> Optional[dict]:
+    """The grid point a trial runs: its params, which claim_trial suggests before it lets go of
+    the claim lock (an enqueued, waiting trial shows its fixed params too); None for a trial
+    that never got them."""
     if set(trial.params) == set(grid_space(spec)):
         return dict(trial.params)
-    if "fixed_params" in trial.system_attrs:
-        return dict(trial.system_attrs["fixed_params"])
-    if "grid_id" in trial.system_attrs:
-        return sampler.point(trial.system_attrs["grid_id"])
     return None
 
 
@@ -88,13 +82,13 @@ def point_key(point: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in point.items()))
 
 
-def free_points(spec: SweepSpec, trials, invocation: str, sampler) -> list[dict]:
+def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
     """Grid points with no COMPLETE or RUNNING trial, and no failure in this invocation."""
     from optuna.trial import TrialState
 
     taken = set()
     for t in trials:
-        point = grid_point_of(spec, t, sampler)
+        point = grid_point_of(spec, t)
         if point is None:
             continue
         if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING):
@@ -104,18 +98,18 @@ def free_points(spec: SweepSpec, trials, invocation: str, sampler) -> list[dict]
     return [p for p in spec.grid_points() if point_key(p) not in taken]
 
 
-def claim_trial(study, spec: SweepSpec, lock_path: Path, invocation: str):
+def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
     """Create the next trial, or None when the sweep has nothing left for this invocation.
     Trials of dead workers are failed first (sweeps/recovery.py); each new trial records its
     owner process, so that its own death can be detected."""
     with FileLock(lock_path):
-        fail_stale(study)
+        fail_stale(study, storage)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
             if len(trials) >= spec.n_trials:
                 return None
         else:
-            free = free_points(spec, trials, invocation, study.sampler)
+            free = free_points(spec, trials, invocation)
             if not free:
                 return None
             waiting = any(t.state.name == "WAITING" for t in trials)  # e.g. a heartbeat retry
@@ -124,6 +118,9 @@ def claim_trial(study, spec: SweepSpec, lock_path: Path, invocation: str):
         with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
             warnings.simplefilter("ignore", UserWarning)
             trial = study.ask()
+        if spec.mode == "grid":  # its point, recorded as params while no other worker can claim
+            for name, choices in grid_space(spec).items():
+                trial.suggest_categorical(name, choices)
         trial.set_user_attr("owner", owner_id())
         return trial
 
@@ -132,7 +129,7 @@ def has_work(study, spec: SweepSpec, invocation: str) -> bool:
     trials = study.get_trials(deepcopy=False)
     if spec.mode == "search":
         return len(trials) < spec.n_trials
-    return bool(free_points(spec, trials, invocation, study.sampler))
+    return bool(free_points(spec, trials, invocation))
 
 
 # ---- one trial ----------------------------------------------------------------------------------
@@ -253,14 +250,14 @@ def worker_loop(ctx: WorkerContext) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(ctx.spec_path)
-    study = optuna.load_study(study_name=spec.name, storage=open_storage(ctx.storage_url, ctx.heartbeat_interval),
-                              sampler=make_sampler(spec, ctx.worker_index))
+    storage = open_storage(ctx.storage_url, ctx.heartbeat_interval)
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec, ctx.worker_index))
     lock = claim_lock_path(ctx.storage_url, spec.name)
     objective = grid_objective if spec.mode == "grid" else search_objective
-    while (trial := claim_trial(study, spec, lock, ctx.invocation)) is not None:
+    while (trial := claim_trial(study, storage, spec, lock, ctx.invocation)) is not None:
         trial.set_user_attr("invocation", ctx.invocation)
         try:
-            with Heartbeat(study, trial):
+            with Heartbeat(storage, study, trial):
                 value = objective(trial, spec, ctx)
         except KeyboardInterrupt as exc:
             trial.set_user_attr("error", "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
@@ -351,14 +348,13 @@ def _preload_for_fork(model_dirs: list[str]) -> None:
             pass
 
 
-def _release_connections(*stores) -> None:
-    """Close pooled database connections before forking, so no worker shares one (SQLAlchemy:
-    a connection must not cross a fork). The pools reconnect on next use."""
-    for store in stores:
-        for obj in (store, getattr(store, "_backend", None), getattr(store, "store", None)):
-            engine = getattr(obj, "engine", None)
-            if engine is not None and hasattr(engine, "dispose"):
-                engine.dispose()
+def _release_connections(storage) -> None:
+    """Close the Optuna storage's pooled database connections before forking, so no worker shares
+    one (SQLAlchemy: a connection must not cross a fork); the pool reconnects on next use. MLflow
+    keeps none in this process (MLFLOW_SQLALCHEMYSTORE_POOLCLASS=NullPool, set by run_sweep)."""
+    engine = getattr(storage, "engine", None)  # RDBStorage.engine; the journal storage has none
+    if engine is not None:
+        engine.dispose()
 
 
 def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
@@ -416,6 +412,9 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         raise UserInputError(f"--heartbeat-interval: got {heartbeat_interval}; allowed: an integer ≥ 1 (seconds)")
     spec = load_spec(spec_path)
     tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
+    # MLflow's documented setting: no pooled SQL connections in this process, so none is open when
+    # the workers fork (a connection must not cross a fork); each operation opens its own
+    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", "NullPool")
     check_distinct(storage_url, tracking_uri)
     check_tracking_uri(tracking_uri)
     check_storage(storage_url)
@@ -432,7 +431,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     study = optuna.create_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec),
                                 direction=spec.direction, load_if_exists=True)
     study.set_user_attr("spec_fingerprint", fingerprint)
-    _recover(study, tracking_uri, storage_url)
+    _recover(study, storage, tracking_uri, storage_url)
     invocation = uuid.uuid4().hex[:12]
     if not has_work(study, spec, invocation):
         print(f"sweep {spec.name}: nothing to run; every trial is already done")
@@ -454,7 +453,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         else:
             if method == "fork":
                 _preload_for_fork(model_dirs)
-                _release_connections(storage, make_client(tracking_uri)._tracking_client.store)
+                _release_connections(storage)
             context = mp.get_context(method)
             procs = [context.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}",
                                    args=(replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None),))
@@ -479,7 +478,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         client.set_terminated(parent_run_id, status=status)
     wall = time.perf_counter() - started
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
-    _recover(study, tracking_uri, storage_url)  # a worker of this sweep that was killed
+    _recover(study, storage, tracking_uri, storage_url)  # a worker of this sweep that was killed
     print(trials_table(study, spec))
     failed = [t for t in study.get_trials(deepcopy=False)
               if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation]
@@ -488,9 +487,9 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     return 1 if failed else 0
 
 
-def _recover(study, tracking_uri: str, storage_url: Optional[str]) -> None:
+def _recover(study, storage, tracking_uri: str, storage_url: Optional[str]) -> None:
     """Fail the trials of dead workers and end their MLflow runs as KILLED; say so."""
-    failed = fail_stale(study)
+    failed = fail_stale(study, storage)
     ended = end_orphaned_runs(study, tracking_uri)
     if failed or ended:
         print(f"grpo sweep: {len(failed)} trial(s) of dead workers failed ({describe_storage(storage_url)}), "
@@ -503,7 +502,7 @@ def trials_table(study, spec: SweepSpec) -> str:
     header = ["trial", "state", *names, spec.objective]
     rows = [header]
     for t in study.get_trials(deepcopy=False):
-        point = grid_point_of(spec, t, study.sampler) if spec.mode == "grid" else dict(t.params)
+        point = grid_point_of(spec, t) if spec.mode == "grid" else dict(t.params)
         point = point or {}
         value = "" if t.value is None else f"{t.value:g}"
         if t.value is not None and spec.objective in CENSORED_AT_MAX_STEPS and spec.objective in t.user_attrs \

@@ -28,8 +28,14 @@ from grpo_core.provenance import owner_alive
 HEARTBEAT_REASON = "worker stopped sending heartbeats (died, or lost its machine)"
 
 
-def fail_dead_owners(study) -> list[int]:
-    """Fail the RUNNING trials whose owner process is gone from this host; their numbers."""
+def trial_id(storage, study, number: int) -> int:
+    """The storage's id of a study's trial, through the public storage interface."""
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
+
+
+def fail_dead_owners(study, storage) -> list[int]:
+    """Fail the RUNNING trials whose owner process is gone from this host; their numbers.
+    `storage`: the one the study was loaded with."""
     from optuna.trial import TrialState
 
     failed = []
@@ -37,7 +43,8 @@ def fail_dead_owners(study) -> list[int]:
         owner = t.user_attrs.get("owner")
         if owner and owner_alive(owner) is False:
             pid = owner.rsplit(":", 2)[1]
-            study._storage.set_trial_user_attr(t._trial_id, "error", f"worker died (pid {pid} on this host)")
+            storage.set_trial_user_attr(trial_id(storage, study, t.number), "error",
+                                        f"worker died (pid {pid} on this host)")
             study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
             failed.append(t.number)
     return failed
@@ -49,13 +56,14 @@ def heartbeat_interval(storage) -> Optional[float]:
     return get() if callable(get) else None
 
 
-def fail_stale(study) -> list[int]:
-    """Both detectors; returns the trial numbers failed now."""
+def fail_stale(study, storage) -> list[int]:
+    """Both detectors; returns the trial numbers failed now. `storage`: the one the study was
+    loaded with."""
     import optuna
     from optuna.trial import TrialState
 
-    failed = fail_dead_owners(study)
-    if heartbeat_interval(study._storage):
+    failed = fail_dead_owners(study, storage)
+    if heartbeat_interval(storage):
         before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -68,9 +76,9 @@ def fail_stale(study) -> list[int]:
 class Heartbeat:
     """Records the trial's heartbeat every interval while the trial runs (RDB storages only)."""
 
-    def __init__(self, study, trial):
-        self.storage = study._storage
-        self.trial_id = trial._trial_id
+    def __init__(self, storage, study, trial):
+        self.storage = storage
+        self.trial_id = trial_id(storage, study, trial.number)
         self.stop = threading.Event()
         self.thread = None
         interval = heartbeat_interval(self.storage)

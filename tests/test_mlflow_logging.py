@@ -1,5 +1,6 @@
-"""The MLflow logger's bulk write reads back through MLflow's public client exactly as
-log_batch would have written it: every point, and the latest value per key."""
+"""The MLflow logger's buffered curves (handed to a writer thread, written with the public
+log_batch) read back exactly as one direct log_batch of every point: every point, and the
+latest value per key."""
 
 from mlflow.entities import Metric
 
@@ -10,7 +11,7 @@ def _history(client, run_id, key):
     return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
 
 
-def test_bulk_write_matches_log_batch(tmp_path):
+def test_buffered_curves_match_one_direct_log_batch(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     steps = [{"step": s, "reward": s / 10, "loss": -s * 1e-3, "rewards/exact_match": 0.5} for s in range(1, 121)]
     logger = MlflowRunLogger(uri, "t", "bulk", {"lr": 1e-4}, flush_every=50)  # 3 flushes, the last partial
@@ -30,6 +31,7 @@ def test_bulk_write_matches_log_batch(tmp_path):
         assert run.data.metrics[key] == ref.data.metrics[key]  # latest value per key
     assert run.data.metrics["final_reward"] == 1.0 and run.info.status == "FINISHED"
     assert 0 <= run.data.metrics["logging/overhead_frac"] < 1
+    assert logger.writer_cpu_seconds > 0  # the writer process did the writing
 
 
 def test_curves_are_handed_to_the_writer_every_few_seconds(tmp_path, monkeypatch):
@@ -59,3 +61,25 @@ def test_credentials_in_params_are_masked(tmp_path):
     logger.end({}, "finished")
     params = make_client(f"sqlite:///{tmp_path}/m.db").get_run(logger.run_id).data.params
     assert params["mlflow_tracking_uri"] == "http://alice:***@tracking:5000"
+
+
+def test_a_dead_writer_process_loses_no_point(tmp_path):
+    """The writer process can die (SIGKILL to the process group, the OOM killer): end() writes
+    what it had not confirmed itself, and the next run gets a new writer."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    logger = MlflowRunLogger(uri, "t", "dies", {}, flush_every=50)
+    for s in range(1, 101):
+        logger.log_step({"step": s, "reward": s / 100})
+    logger._writer.process.kill()  # two batches were handed over; whether they were written is unknown
+    logger._writer.process.join()
+    for s in range(101, 121):
+        logger.log_step({"step": s, "reward": s / 100})
+    logger.end({"final_reward": 1.2}, "finished")
+    client = make_client(uri)
+    assert _history(client, logger.run_id, "reward") == [(s, s / 100) for s in range(1, 121)]
+    assert client.get_run(logger.run_id).info.status == "FINISHED"
+
+    second = MlflowRunLogger(uri, "t", "after", {})
+    second.log_step({"step": 1, "reward": 0.5})
+    second.end({}, "finished")
+    assert second._writer.process.is_alive() and _history(client, second.run_id, "reward") == [(1, 0.5)]

@@ -70,7 +70,7 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
     trials = study.get_trials(deepcopy=False)
     killed = trials[0]
     assert killed.state == TrialState.FAIL and "worker died" in killed.user_attrs["error"]
-    complete = [point_key(grid_point_of(spec, t, study.sampler)) for t in trials if t.state == TrialState.COMPLETE]
+    complete = [point_key(grid_point_of(spec, t)) for t in trials if t.state == TrialState.COMPLETE]
     assert sorted(complete) == sorted(point_key(p) for p in spec.grid_points())  # every point exactly once
     run = client.get_run(killed.user_attrs["mlflow_run_id"])
     assert run.info.status == "KILLED" and "worker died" in run.data.tags["failure_reason"]
@@ -83,7 +83,7 @@ def test_rdb_heartbeat_fails_a_silent_trial_and_enqueues_its_retry(tmp_path):
     import optuna
     from optuna.trial import TrialState
 
-    from sweeps.recovery import Heartbeat, fail_stale
+    from sweeps.recovery import Heartbeat, fail_stale, trial_id
     from sweeps.storage import open_storage
 
     storage = open_storage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=1)
@@ -92,10 +92,10 @@ def test_rdb_heartbeat_fails_a_silent_trial_and_enqueues_its_retry(tmp_path):
     for trial, lr in ((alive, 1e-4), (silent, 3e-4)):
         trial.suggest_categorical("learning_rate", [1e-4, 3e-4])
         trial.set_user_attr("owner", "another-machine:123:456")  # not on this host: only the heartbeat can tell
-    storage.record_heartbeat(silent._trial_id)  # one beat, then silence: its worker "died"
-    with Heartbeat(study, alive):
+    storage.record_heartbeat(trial_id(storage, study, silent.number))  # one beat, then silence: its worker "died"
+    with Heartbeat(storage, study, alive):
         time.sleep(4.0)  # > grace period (3 intervals)
-        failed = fail_stale(study)
+        failed = fail_stale(study, storage)
     assert failed == [silent.number]
     trials = study.get_trials(deepcopy=False)
     assert trials[alive.number].state == TrialState.RUNNING
@@ -174,7 +174,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
     res = grpo(*args)
     assert res.returncode == 0, res.stderr[-2000:]
     spec, study = _study(journal, "ctrlc", spec_path)
-    complete = [point_key(grid_point_of(spec, t, study.sampler))
+    complete = [point_key(grid_point_of(spec, t))
                 for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
     assert sorted(complete) == sorted(point_key(p) for p in spec.grid_points())
 

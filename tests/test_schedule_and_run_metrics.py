@@ -85,3 +85,29 @@ def test_summarize_learned_flag():
     assert s["learned"] == 1 and s["steps_to_learn"] == 20 and s["loss_departure_step"] is None
     s = summarize([0.1] * 25, [0.1] * 25, 0.2, 20, 0.05, 1e-3)
     assert s["learned"] == 0 and s["steps_to_learn"] is None and s["loss_departure_step"] == 1
+
+
+@pytest.mark.parametrize("sched", ["constant", "linear", "cosine"])
+def test_scheduler_follows_the_hand_written_shape(sched):
+    """make_scheduler is transformers' get_scheduler; lr_multiplier writes the shape out by hand."""
+    import torch
+
+    from grpo_core.schedule import make_scheduler
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = make_scheduler(optimizer, 4, 12, sched)
+    for step in range(14):
+        assert scheduler.get_last_lr()[0] == pytest.approx(lr_multiplier(step, 4, 12, sched), abs=1e-12)
+        optimizer.step()
+        scheduler.step()
+
+
+def test_config_and_the_axes_names_load_without_torch():
+    """Bad input is answered before torch loads: config reads each axis's allowed names from the
+    module that implements it (loss.py, advantages.py, schedule.py), which import torch lazily."""
+    import subprocess
+    import sys
+
+    code = "import sys, grpo_core.config as c; print('torch' in sys.modules, c.LOSS_TYPES, c.SCALE_REWARDS)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False ('grpo', 'bnpo', 'dapo', 'dr_grpo') ('group', 'batch', 'none')"
