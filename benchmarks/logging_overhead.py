@@ -46,8 +46,8 @@ def main() -> None:
     print(f"summed step time   no MLflow {med(off_sum):.2f} s    MLflow {med(on_sum):.2f} s    "
           f"ratio {med(on_sum) / med(off_sum):.3f}")
     print(f"time in log_step   {med(in_log) * 1e3:.1f} ms per run = {med(in_log) / med(on_sum) * 100:.2f}% of step time")
-    print(f"writer CPU         {med(writer) * 1e3:.1f} ms per run = {med(writer) / med(on_sum) * 100:.2f}% of step time "
-          f"(MLflow's public log_batch, in a writer process beside the training loop)")
+    print(f"writer thread CPU  {med(writer) * 1e3:.1f} ms per run = {med(writer) / med(on_sum) * 100:.2f}% of step time "
+          f"(MLflow's public log_batch, on a thread beside the training loop)")
 
 
 if __name__ == "__main__":

@@ -292,10 +292,14 @@ def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 def validate(cfg: GRPOConfig) -> GRPOConfig:
-    """Check every value and combination; raise ConfigError naming the key and what is allowed."""
+    """Check every value and combination; raise ConfigError naming the key and what is allowed.
+    No I/O beyond checking that paths exist, and `cfg` is left as it is: returns the config with
+    the values that depend on others filled in (tiny_pretrain_steps: the task's). What needs
+    reading (a dataset's columns, a reward function's module, a checkpoint's config) is
+    check_inputs."""
     from .models import check_model_name
-    from .rewards import check_reward_names
-    from .tasks import TASKS
+    from .rewards import check_reward_list
+    from .tasks import TASKS, check_dataset_source
 
     def require(cond: bool, key: str, allowed: str) -> None:
         if not cond:
@@ -315,9 +319,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             raise ConfigError("gguf_file", f"no file {cfg.gguf_file!r} in {cfg.model}; allowed: a .gguf file "
                                            f"in that directory")
     if cfg.dataset is not None:
-        from .tasks import check_dataset
-
-        check_dataset(cfg.dataset, cfg.prompt_column, cfg.answer_column)
+        check_dataset_source(cfg.dataset)
     _one_of("scale_rewards", cfg.scale_rewards, SCALE_REWARDS)
     _one_of("decode", cfg.decode, DECODE_MODES)
     require(cfg.eos_check_every >= 0, "eos_check_every", "an integer ≥ 0 (0 = auto)")
@@ -325,7 +327,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)
     _one_of("device", cfg.device, DEVICES)
     _one_of("task", cfg.task, tuple(TASKS))
-    check_reward_names(cfg.reward_funcs)
+    check_reward_list(cfg.reward_funcs)
     require(cfg.reward_workers >= 0, "reward_workers", "an integer ≥ 0 (0 = in the training process)")
     require(math.isfinite(cfg.reward_timeout) and cfg.reward_timeout >= 0, "reward_timeout",
             "a number of seconds ≥ 0 (0 = no limit)")
@@ -393,13 +395,29 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             f"a store URI starting with {', '.join(TRACKING_SCHEMES)}")
     require(bool(cfg.mlflow_experiment.strip()), "mlflow_experiment", "a non-empty name")
     require(cfg.save_steps >= 0, "save_steps", "an integer ≥ 0 (0 = no checkpoints)")
-    if cfg.tiny_pretrain_steps is None:
-        cfg.tiny_pretrain_steps = TASKS[cfg.task].tiny_pretrain_steps
-    require(cfg.tiny_pretrain_steps >= 0, "tiny_pretrain_steps", "an integer ≥ 0, or null for the task's value")
+    require(cfg.tiny_pretrain_steps is None or cfg.tiny_pretrain_steps >= 0, "tiny_pretrain_steps",
+            "an integer ≥ 0, or null for the task's value")
+    if cfg.resume_from_checkpoint is not None:
+        check_checkpoint_folder(cfg.resume_from_checkpoint)
+    check_model_name(cfg.model)
+    if cfg.tiny_pretrain_steps is None:  # the value used is the value logged
+        cfg = dataclasses.replace(cfg, tiny_pretrain_steps=TASKS[cfg.task].tiny_pretrain_steps)
+    return cfg
+
+
+def check_inputs(cfg: GRPOConfig) -> None:
+    """What validate does not read: the dataset loads and has both columns, every reward function
+    imports, a checkpoint was written by a run with this config. One-line ConfigError otherwise.
+    `grpo train` calls it before anything is written; a sweep once per distinct input."""
+    from .rewards import check_reward_names
+
+    if cfg.dataset is not None:
+        from .tasks import load_dataset_rows
+
+        load_dataset_rows(cfg.dataset, cfg.prompt_column, cfg.answer_column)
+    check_reward_names(cfg.reward_funcs)
     if cfg.resume_from_checkpoint is not None:
         check_checkpoint(cfg)
-    check_model_name(cfg.model)
-    return cfg
 
 
 CHECKPOINT_STATE = "trainer_state.pt"
@@ -407,12 +425,18 @@ _RESUME_MAY_DIFFER = {"resume_from_checkpoint", "save_steps", "run_name", "mlflo
                       "mlflow_experiment", "num_threads"}
 
 
-def check_checkpoint(cfg: GRPOConfig) -> None:
-    """The checkpoint folder exists and was written by a run with the same config."""
-    folder = Path(cfg.resume_from_checkpoint)
+def check_checkpoint_folder(path: str) -> None:
+    """The folder holds a checkpoint's two files (existence only)."""
+    folder = Path(path)
     if not (folder / CHECKPOINT_STATE).is_file() or not (folder / "config.yaml").is_file():
         raise ConfigError("resume_from_checkpoint", f"{str(folder)!r} is not a checkpoint folder "
                                                     f"(allowed: a <run folder>/checkpoint-<step> folder)")
+
+
+def check_checkpoint(cfg: GRPOConfig) -> None:
+    """The checkpoint folder exists and was written by a run with the same config."""
+    folder = Path(cfg.resume_from_checkpoint)
+    check_checkpoint_folder(cfg.resume_from_checkpoint)
     saved = yaml.safe_load((folder / "config.yaml").read_text()) or {}
     current = cfg.to_dict()
     for key, value in saved.items():
@@ -494,7 +518,8 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> GRPOConfig:
-    """Defaults, then the YAML file (may be partial), then `--set key=value` overrides."""
+    """Defaults, then the YAML file (may be partial), then `--set key=value` overrides; validated,
+    and its inputs checked (check_inputs)."""
     values: dict[str, Any] = read_yaml_mapping(path) if path is not None else {}
     source = str(path) if path is not None else "config"
     for text in overrides:
@@ -502,4 +527,6 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if key not in FIELD_NAMES:
             raise unknown_key(key, "--set")
         values[key] = value
-    return config_from_dict(values, source)
+    cfg = config_from_dict(values, source)
+    check_inputs(cfg)
+    return cfg

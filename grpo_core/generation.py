@@ -21,16 +21,14 @@ def filter_logits(
     top_k: int,  # 0 = off
     top_p: float,  # 1 = off
 ) -> Tensor:
-    """Set to -inf the tokens outside the top-k and outside the smallest nucleus of mass top_p."""
+    """Set to -inf the tokens outside the top-k, then outside the smallest nucleus of mass top_p:
+    transformers' TopKLogitsWarper and TopPLogitsWarper, in the order `generate` applies them."""
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
     if top_k > 0 and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
+        logits = TopKLogitsWarper(top_k)(None, logits)
     if top_p < 1.0:
-        sorted_logits, sorted_idx = torch.sort(logits, descending=True, dim=-1)
-        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        remove_sorted = (cum - sorted_logits.softmax(dim=-1)) >= top_p  # mass before this token ≥ p
-        remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
-        logits = logits.masked_fill(remove, float("-inf"))
+        logits = TopPLogitsWarper(top_p)(None, logits)
     return logits
 
 

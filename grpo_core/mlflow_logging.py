@@ -6,10 +6,9 @@ child runs created in separate worker processes attach to one sweep run."""
 from __future__ import annotations
 
 import math
-import os
 import queue
-import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -106,112 +105,16 @@ def git_commit() -> str:
         return "unknown"
 
 
-class _WriterProcess:
-    """One child process per training process that writes curves with MLflow's public
-    `log_batch`. MLflow builds an ORM object per point (~75 µs on a 2-core CPU): on a thread of
-    the training process that work holds the GIL and cost 4.6% of a tiny step's CPU time; in its
-    own process it runs beside the training loop. Requests: ("log", uri, run_id, rows) and
-    ("sync", run_id), answered with (run_id, error or None, CPU seconds spent for that run)."""
-
-    _instance: Optional["_WriterProcess"] = None
-
-    def __init__(self):
-        import multiprocessing
-        import multiprocessing.util
-
-        ctx = multiprocessing.get_context("spawn")  # never fork a process that holds torch's threads
-        self.requests, self.replies = ctx.Queue(), ctx.Queue()
-        self.process = ctx.Process(target=_writer_main, args=(self.requests, self.replies, os.getpid()),
-                                   name="mlflow-writer", daemon=True)
-        # Ctrl-C reaches the whole process group: the child starts with SIGINT and SIGTERM blocked
-        # (the mask survives exec) and unblocks them once it ignores SIGINT and handles SIGTERM
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
-            self.process.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        # at exit (and at the end of a sweep's worker process) the writer stops once it has written
-        # everything; this runs before multiprocessing terminates its daemon children
-        multiprocessing.util.Finalize(self, _stop_writer, args=(self.requests, self.process), exitpriority=10)
-
-    @classmethod
-    def get(cls) -> "_WriterProcess":
-        if cls._instance is None or cls._instance.pid != os.getpid() or not cls._instance.process.is_alive():
-            cls._instance = cls()
-            cls._instance.pid = os.getpid()
-        return cls._instance
-
-    def sync(self, run_id: str) -> tuple[Optional[str], float]:
-        """Wait until everything sent for run_id is written; its error (if any) and CPU seconds."""
-        self.requests.put(("sync", run_id))
-        while True:
-            try:
-                rid, error, cpu = self.replies.get(timeout=5.0)
-            except queue.Empty:
-                if not self.process.is_alive():
-                    return f"the MLflow writer process died (exit code {self.process.exitcode})", 0.0
-                continue
-            if rid == run_id:
-                return error, cpu
-
-
-def _stop_writer(requests, process) -> None:
-    requests.put(None)
-    process.join(timeout=30)
-
-
-_TERM_GRACE_S = 2.0  # after SIGTERM: how long the writer waits, idle, for the training process's last rows
-
-
-def _writer_main(requests, replies, parent_pid: int) -> None:
-    # Ctrl-C and a SIGTERM to the process group reach this process too; the training process then
-    # records the run as killed and sends its last rows, which this process still writes
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(time.monotonic()))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    os.nice(10)  # the training loop comes first: this process writes in the cores' idle time
-    from mlflow.entities import Metric
-
-    clients, errors, cpu = {}, {}, {}
-    while True:
-        try:
-            msg = requests.get(timeout=0.5)
-        except queue.Empty:
-            if os.getppid() != parent_pid:  # the training process is gone (SIGKILL): grpo recover backfills
-                return
-            if stopping and time.monotonic() - stopping[-1] >= _TERM_GRACE_S:
-                return
-            continue
-        if msg is None:
-            return
-        if msg[0] == "sync":
-            replies.put((msg[1], errors.pop(msg[1], None), cpu.pop(msg[1], 0.0)))
-            continue
-        if stopping:
-            stopping.append(time.monotonic())  # still busy: the grace period counts from the last request
-        _, uri, run_id, rows = msg
-        if run_id in errors:
-            continue
-        t0 = time.process_time()
-        try:
-            client = clients.get(uri) or clients.setdefault(uri, make_client(uri))
-            metrics = [Metric(k, v, ts, step) for k, v, step, ts in rows]
-            for i in range(0, len(metrics), _BATCH_LIMIT):
-                client.log_batch(run_id, metrics=metrics[i:i + _BATCH_LIMIT])
-        except Exception as exc:  # reported to the run's logger at its next sync (its end)
-            errors[run_id] = mask_secrets(f"{type(exc).__name__}: {exc}")
-        cpu[run_id] = cpu.get(run_id, 0.0) + time.process_time() - t0
-
-
 def _param_value(v) -> str:
     return mask_secrets(str(v))[:6000]  # a password in a URL is never logged
 
 
 class MlflowRunLogger:
     """Mirrors one run into MLflow. The training loop only appends plain (key, value, step, ts)
-    tuples; every `flush_every` steps or `flush_seconds` the buffer goes to the writer process
-    (_WriterProcess), which writes it with log_batch, so the step does not wait for the database."""
+    tuples; every `flush_every` steps or `flush_seconds` the buffer goes to a writer thread that
+    builds the MLflow entities and writes them with the public log_batch, so the step does not
+    wait for the database. (A writer process would keep MLflow's ~0.1 ms of Python per point off
+    the training process's GIL, but costs each process ~6 s of CPU to start MLflow again.)"""
 
     def __init__(self, tracking_uri: str, experiment: str, run_name: str, params: dict,
                  tags: Optional[dict] = None, parent_run_id: Optional[str] = None, flush_every: int = 50,
@@ -235,11 +138,13 @@ class MlflowRunLogger:
         self._last_flush = time.monotonic()
         self.ended = False
         self.logging_seconds = 0.0  # time the training loop spent in log_step: what logging adds to a step
-        self.writer_cpu_seconds = 0.0  # CPU time the writer process spent on this run (log_batch)
+        self.writer_cpu_seconds = 0.0  # CPU time of the writer thread (MLflow's log_batch)
         self._buffer: list[tuple] = []
-        self._uri = tracking_uri
-        self._writer = _WriterProcess.get()
-        self._unsynced: list[list[tuple]] = []  # batches sent since the writer last confirmed them
+        self._queue: queue.Queue = queue.Queue()
+        self._writer_error: Optional[BaseException] = None
+        self._writer = threading.Thread(target=self._write_loop, name=f"mlflow-writer-{self.run_id[:8]}",
+                                        daemon=True)
+        self._writer.start()
         from .distributed import world_size
 
         params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
@@ -257,32 +162,33 @@ class MlflowRunLogger:
                 append((key, float(value), step, ts))
         now = time.monotonic()
         if step % self.flush_every == 0 or now - self._last_flush >= self.flush_seconds:
-            self._send()  # curves reach MLflow every few seconds, and at most every 50 steps
-            self._last_flush = now
+            self._queue.put(self._buffer)  # curves reach MLflow every few seconds, and at most every 50 steps
+            self._buffer, self._last_flush = [], now
         self.logging_seconds += time.perf_counter() - t0
 
-    def _send(self) -> None:
-        if self._buffer:
-            self._writer.requests.put(("log", self._uri, self.run_id, self._buffer))
-            self._unsynced.append(self._buffer)
-            self._buffer = []
-
-    def flush(self) -> None:
-        """Write everything buffered so far and wait for the writer. If the writer process died
-        (e.g. killed with its process group), this process writes what it had not confirmed."""
+    def _write_loop(self) -> None:
         from mlflow.entities import Metric
 
-        self._send()
-        error, cpu = self._writer.sync(self.run_id)
-        self.writer_cpu_seconds += cpu
-        if error is not None and not self._writer.process.is_alive():
-            metrics = [Metric(k, v, ts, step) for rows in self._unsynced for k, v, step, ts in rows]
-            for i in range(0, len(metrics), _BATCH_LIMIT):  # MLflow skips points it already has
-                self.client.log_batch(self.run_id, metrics=metrics[i:i + _BATCH_LIMIT])
-            error = None
-        self._unsynced = []
-        if error is not None:
-            raise RuntimeError(f"MLflow: writing the curves of run {self.run_id} failed: {error}")
+        while (rows := self._queue.get()) is not None:
+            if self._writer_error is not None or not rows:
+                continue  # keep draining so end() never blocks
+            t0 = time.thread_time()
+            try:
+                metrics = [Metric(k, v, ts, step) for k, v, step, ts in rows]
+                for i in range(0, len(metrics), _BATCH_LIMIT):
+                    self.client.log_batch(self.run_id, metrics=metrics[i:i + _BATCH_LIMIT])
+            except BaseException as exc:  # surfaced by end()
+                self._writer_error = exc
+            self.writer_cpu_seconds += time.thread_time() - t0
+
+    def flush(self) -> None:
+        """Write everything buffered so far and wait for the writer."""
+        self._queue.put(self._buffer)
+        self._buffer = []
+        self._queue.put(None)
+        self._writer.join()
+        if self._writer_error is not None:
+            raise self._writer_error
 
     def log_summary(self, summary: dict) -> None:
         from mlflow.entities import Metric

@@ -102,11 +102,17 @@ def resolve_reward(name: str) -> RewardFunc:
     return func
 
 
-def check_reward_names(names: list[str]) -> None:
+def check_reward_list(names: list[str]) -> None:
+    """Without importing anything: no function listed twice."""
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ConfigError("reward_funcs", f"{repeated[0]!r} is listed twice; allowed: each reward function once "
                                           f"(rewards are summed: list a function once per term)")
+
+
+def check_reward_names(names: list[str]) -> None:
+    """Every listed function resolves (a built-in name, or module:function that imports)."""
+    check_reward_list(names)
     for name in names:
         resolve_reward(name)
 

@@ -98,36 +98,32 @@ _LOADED: dict[str, list[dict]] = {}
 
 
 def _read_rows(source: str) -> list[dict]:
-    """Rows of a local .jsonl/.json/.csv/.parquet file, or of a `datasets` hub dataset's train split."""
+    """Rows of a local .jsonl/.json/.csv/.parquet file, or of a `datasets` hub dataset's train
+    split, read with `datasets.load_dataset`. CSV columns stay strings (type inference would turn
+    an answer `007` into `7.0`); a .json file holds a list of rows or {"data": [rows]}."""
     if source in _LOADED:
         return _LOADED[source]
     from pathlib import Path
 
+    from datasets import Features, Value, load_dataset
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()
     path = Path(source).expanduser()
     if path.suffix in DATASET_SUFFIXES:
         if not path.is_file():
             raise ValueError(f"no such file {source!r}")
-        if path.suffix == ".jsonl":
-            import json
-
-            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        elif path.suffix == ".json":
-            import json
-
-            data = json.loads(path.read_text())
-            rows = data if isinstance(data, list) else data.get("data", [])
-        elif path.suffix == ".csv":
+        kind, extra = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[path.suffix], {}
+        if path.suffix == ".csv":
             import csv
 
             with open(path, newline="") as f:
-                rows = list(csv.DictReader(f))
-        else:
-            import pyarrow.parquet as pq
-
-            rows = pq.read_table(path).to_pylist()
+                header = next(csv.reader(f), [])
+            extra["features"] = Features({name: Value("string") for name in header})
+        elif path.suffix == ".json" and path.read_text().lstrip().startswith("{"):
+            extra["field"] = "data"
+        rows = list(load_dataset(kind, data_files=str(path), split="train", keep_in_memory=True, **extra))
     else:
-        from datasets import load_dataset
-
         rows = list(load_dataset(source, split="train"))
     if not rows or not all(isinstance(r, dict) for r in rows):
         raise ValueError(f"{source!r} holds no rows of named columns")
@@ -135,8 +131,21 @@ def _read_rows(source: str) -> list[dict]:
     return rows
 
 
-def check_dataset(source: str, prompt_column: str, answer_column: str) -> None:
-    """A one-line ConfigError unless the dataset loads and has both columns."""
+def check_dataset_source(source: str) -> None:
+    """Without reading it: a local data file (by its suffix) exists; anything else is taken for a
+    hub dataset id, which loads (or fails with one line) when the run starts."""
+    from pathlib import Path
+
+    from .errors import ConfigError
+
+    path = Path(source).expanduser()
+    if path.suffix in DATASET_SUFFIXES and not path.is_file():
+        raise ConfigError("dataset", f"no such file {source!r}; allowed: a local {'/'.join(DATASET_SUFFIXES)} file "
+                                     f"or a hub dataset id")
+
+
+def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> list[dict]:
+    """The rows, or a one-line ConfigError unless the dataset loads and every row has both columns."""
     from .errors import ConfigError
 
     try:
@@ -153,12 +162,13 @@ def check_dataset(source: str, prompt_column: str, answer_column: str) -> None:
         if missing is not None:
             raise ConfigError(key, f"row {missing + 1} of {source!r} has no {column!r}; allowed: every row with a "
                                    f"{column!r} value")
+    return rows
 
 
 def dataset_task(source: str, prompt_column: str, answer_column: str) -> Task:
     """A Task over your rows (`prompt` and `answer` from the given columns); a fixed-seed 10%
     of the rows (at most EVAL_SIZE) is held out."""
-    rows = _read_rows(source)
+    rows = load_dataset_rows(source, prompt_column, answer_column)
     examples = [(str(r[prompt_column]), str(r[answer_column])) for r in rows]
     return Task(name=f"dataset:{source}", description=f"rows of {source}", default_rewards=DATASET_REWARDS,
                 examples=lambda: examples, tiny_pretrain_steps=0,

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from grpo_core.config import FIELD_NAMES, GRPOConfig, _coerce, config_from_dict, field_type, read_yaml_mapping
+from grpo_core.config import (FIELD_NAMES, GRPOConfig, _coerce, check_inputs, config_from_dict, field_type,
+                              read_yaml_mapping)
 from grpo_core.errors import ConfigError, UserInputError
 
 # Objectives: summary metrics of a run, with their natural direction.
@@ -215,14 +216,20 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
 
 
 def _check_every_point(spec: SweepSpec) -> None:
-    """Build the config of every grid point (search: its bounds) so bad values fail now."""
-    spec.config_for({})  # base alone
+    """Build the config of every grid point (search: its bounds) so bad values fail now, and
+    check what needs reading (datasets, reward modules, checkpoints) once per distinct input."""
+    configs = [spec.config_for({})]  # base alone
     if spec.mode == "grid":
-        for point in spec.grid_points():
-            spec.config_for(point)
-        return
-    for point in ({**g, "seed": s} for g in (dict(zip(spec.grid, c)) for c in itertools.product(*spec.grid.values()))
-                  for s in spec.seeds):
-        for key, entry in spec.search.items():
-            for value in entry.get("choices") or (entry["low"], entry["high"]):
-                spec.config_for({**point, key: value})
+        configs += [spec.config_for(point) for point in spec.grid_points()]
+    else:
+        for point in ({**g, "seed": s} for g in (dict(zip(spec.grid, c)) for c in itertools.product(*spec.grid.values()))
+                      for s in spec.seeds):
+            for key, entry in spec.search.items():
+                for value in entry.get("choices") or (entry["low"], entry["high"]):
+                    configs.append(spec.config_for({**point, key: value}))
+    checked = set()
+    for cfg in configs:
+        key = (cfg.dataset, cfg.prompt_column, cfg.answer_column, tuple(cfg.reward_funcs), cfg.resume_from_checkpoint)
+        if key not in checked:
+            checked.add(key)
+            check_inputs(cfg)

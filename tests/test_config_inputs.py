@@ -1,0 +1,37 @@
+"""validate checks values without reading anything but whether paths exist, and never changes
+the config it is given; check_inputs reads what must be read (datasets, reward modules)."""
+
+import pytest
+
+from grpo_core.config import GRPOConfig, check_inputs, validate
+from grpo_core.errors import ConfigError
+from grpo_core.tasks import dataset_task
+
+
+def test_validate_reads_no_file_and_leaves_the_config_alone(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("this is not JSON\n")  # exists: validate is content; reading it would fail
+    cfg = GRPOConfig(dataset=str(data), reward_funcs=["not_a_pkg_xyz.mod:f"])
+    checked = validate(cfg)
+    assert cfg.tiny_pretrain_steps is None  # the given object is untouched
+    assert checked.tiny_pretrain_steps == 1200 and checked is not cfg  # the addition task's value, filled in
+    with pytest.raises(ConfigError, match="dataset: cannot load"):
+        check_inputs(checked)
+    with pytest.raises(ConfigError, match="dataset: no such file"):
+        validate(GRPOConfig(dataset=str(tmp_path / "missing.csv")))
+
+
+def test_csv_answers_stay_the_strings_written(tmp_path):
+    """datasets reads the file; CSV columns are strings, so `007` is not turned into 7.0."""
+    data = tmp_path / "rows.csv"
+    data.write_text("question,solution\nwhat is 3+4?,007\nhalf of 3?,1.50\n")
+    task = dataset_task(str(data), "question", "solution")
+    assert sorted(task.examples()) == [("half of 3?", "1.50"), ("what is 3+4?", "007")]
+    with pytest.raises(ConfigError, match="answer_column: .* has no column 'answer'"):
+        check_inputs(validate(GRPOConfig(dataset=str(data), prompt_column="question")))
+
+
+def test_json_file_with_a_data_field(tmp_path):
+    data = tmp_path / "rows.json"
+    data.write_text('{"data": [{"prompt": "1+1=", "answer": 2}, {"prompt": "2+2=", "answer": 4}]}')
+    assert sorted(dataset_task(str(data), "prompt", "answer").examples()) == [("1+1=", "2"), ("2+2=", "4")]
