@@ -9,7 +9,7 @@ ours / TRL. Peak memory is measured in a fresh child process per trainer (the st
 cannot separate two trainers' memory in one process): peak RSS above the process's RSS after
 imports on CPU, `torch.cuda.max_memory_allocated` on a GPU.
 
-Setups (issue 5): `tiny` (the built-in model, 8 prompts × 8 completions, 8 new tokens),
+Setups: `tiny` (the built-in model, 8 prompts × 8 completions, 8 new tokens),
 `smollm2-135m` (SmolLM2-135M's Llama shape with random weights, 4 × 4, 16 new tokens) and, on a
 GPU, `qwen2-0.5b` (Qwen2-0.5B's shape, bf16). Random weights are fine for timing: no sequence
 ends early, so both trainers generate the full length.

@@ -1,6 +1,6 @@
 """The GRPO loss as pure functions: clipped surrogate, k3 KL, and the aggregation switch.
 
-Per token (TRL's GRPOTrainer, early 2025; CLAIMS.md "Background"):
+Per token (TRL's GRPOTrainer, early 2025):
     ratio_t = exp(logp_t − old_logp_t)          (old = logp.detach() when μ = 1, so ratio = 1)
     ℓ_t     = −min(ratio_t·A_i, clip(ratio_t, 1−ε, 1+ε_high)·A_i) + β·KL_t
     KL_t    = exp(ref_t − logp_t) − (ref_t − logp_t) − 1             (k3 estimator, ≥ 0)
@@ -54,7 +54,7 @@ def aggregate(
     """[Claim C5, C1] This micro-batch's share of the step loss; summing the shares gives it.
 
     grpo    : mean over each sequence's tokens, then mean over sequences (TRL early 2025)
-    bnpo    : Σ tokens / (tokens in this micro-batch)                     (TRL, issue #2995)
+    bnpo    : Σ tokens / (tokens in this micro-batch)                     (TRL issue #2995)
     dapo    : Σ tokens / (tokens in the whole generation batch)          (DAPO)
     dr_grpo : Σ tokens / (sequences × max_completion_length)            (Dr. GRPO, 2503.20783)
     grpo, bnpo and dr_grpo are averaged over micro-batches (÷ num_micro_batches); dapo's

@@ -1,4 +1,4 @@
-"""Summary metrics of one run, computed from its per-step series (SPEC.md: Summary metrics).
+"""Summary metrics of one run, computed from its per-step series (README: Metrics).
 
 Steps are 1-indexed, as in metrics.jsonl. With b = baseline_reward, w = stl_window, δ = stl_delta:
 - moving average MA(s): mean training reward over the full window of steps s−w+1..s (s ≥ w, so

@@ -1,5 +1,5 @@
 """Decoding with a preallocated (static) KV cache, so that the one-token step has fixed shapes and
-can be captured once as a CUDA graph and replayed for every token (issue: GPU throughput).
+can be captured once as a CUDA graph and replayed for every token.
 
 The dynamic path (generation.py + fast_decode.py) grows each layer's keys and values with
 `torch.cat` every token: new shapes every step, one kernel launch per op, and on a GPU the

@@ -484,7 +484,7 @@ class GRPOTrainer:
 
     def train(self, on_step: Optional[Callable[[dict], None]] = None,
               checkpoint_dir: Optional[str | Path] = None, history: Optional[dict] = None) -> dict:
-        """Run max_steps optimizer steps; returns the summary (SPEC.md: Summary metrics). With
+        """Run max_steps optimizer steps; returns the summary (README: Metrics, summary). With
         cfg.save_steps, a checkpoint goes to `checkpoint_dir/checkpoint-<step>` every save_steps
         steps; with cfg.resume_from_checkpoint, training goes on from that checkpoint (`history`:
         what load_checkpoint returned, when the caller loaded it already)."""
