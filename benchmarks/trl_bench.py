@@ -17,13 +17,11 @@ ends early, so both trainers generate the full length.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field

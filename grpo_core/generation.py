@@ -23,11 +23,13 @@ def filter_logits(
 ) -> Tensor:
     """Set to -inf the tokens outside the top-k, then outside the smallest nucleus of mass top_p:
     transformers' TopKLogitsWarper and TopPLogitsWarper, in the order `generate` applies them."""
-    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
-
     if top_k > 0 and top_k < logits.shape[-1]:
+        from transformers.generation.logits_process import TopKLogitsWarper
+
         logits = TopKLogitsWarper(top_k)(None, logits)
     if top_p < 1.0:
+        from transformers.generation.logits_process import TopPLogitsWarper
+
         logits = TopPLogitsWarper(top_p)(None, logits)
     return logits
 

@@ -120,7 +120,7 @@ def _read_rows(source: str) -> list[dict]:
             with open(path, newline="") as f:
                 header = next(csv.reader(f), [])
             extra["features"] = Features({name: Value("string") for name in header})
-        elif path.suffix == ".json" and path.read_text().lstrip().startswith("{"):
+        elif path.suffix == ".json" and _first_character(path) == "{":
             extra["field"] = "data"
         rows = list(load_dataset(kind, data_files=str(path), split="train", keep_in_memory=True, **extra))
     else:
@@ -129,6 +129,15 @@ def _read_rows(source: str) -> list[dict]:
         raise ValueError(f"{source!r} holds no rows of named columns")
     _LOADED[source] = rows
     return rows
+
+
+def _first_character(path) -> str:
+    """The first non-blank character of a text file, read without reading the whole file."""
+    with open(path) as f:
+        while chunk := f.read(4096):
+            if chunk.strip():
+                return chunk.strip()[0]
+    return ""
 
 
 def check_dataset_source(source: str) -> None:
