@@ -1,10 +1,13 @@
 """What MLflow logging adds to a training step on the tiny model.
 
-Alternates runs with and without the MLflow logger in one process (so machine drift cancels)
-and reports medians over runs of: the median step time, the summed step time, and the time the
-training loop spent inside log_step. Usage:
+Runs pairs of identical training runs in one process, one without and one with the MLflow
+logger, alternating which goes first (so machine drift cancels), and reports medians over pairs
+of the on/off ratios of: the median step time, the summed step time, and the run's wall time
+through the logger's end() (which waits for the writer to finish). Also the time the training
+loop spent inside log_step and the writer's CPU time, as fractions of the summed step time.
+Usage:
 
-    .venv/bin/python benchmarks/logging_overhead.py [--pairs 4] [--steps 200]
+    .venv/bin/python benchmarks/logging_overhead.py [--pairs 8] [--steps 100]
 """
 
 from __future__ import annotations
@@ -12,41 +15,48 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from grpo_core.config import config_from_dict
-from grpo_core.run import run_training
 from grpo_core.mlflow_logging import MlflowRunLogger
+from grpo_core.run import run_training
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pairs", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--pairs", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="grpo-logbench-"))
     uri = f"sqlite:///{tmp}/mlflow.db"
     cfg = config_from_dict({"max_steps": args.steps})
     MlflowRunLogger(uri, "bench", "warm-up", {}).end({}, "finished")  # create the database first
-    off_med, on_med, off_sum, on_sum, in_log, writer = [], [], [], [], [], []
+    run_training(cfg, tmp / "warm-up", progress=False)  # caches the tiny base and the baseline
+    ratios = {"median step": [], "summed step": [], "wall": []}
+    in_log, writer_cpu, summed_on = [], [], []
     for i in range(args.pairs):
-        s = run_training(cfg, tmp / f"off{i}", progress=False)
-        off_med.append(s["median_step_time_s"])
-        off_sum.append(s["train_time_s"])
-        logger = MlflowRunLogger(uri, "bench", f"on{i}", cfg.to_dict())
-        s = run_training(cfg, tmp / f"on{i}", logger=logger, progress=False)
-        on_med.append(s["median_step_time_s"])
-        on_sum.append(s["train_time_s"])
-        in_log.append(logger.logging_seconds)
-        writer.append(logger.writer_cpu_seconds)
+        result = {}
+        for with_mlflow in ((False, True) if i % 2 == 0 else (True, False)):
+            logger = MlflowRunLogger(uri, "bench", f"on{i}", cfg.to_dict()) if with_mlflow else None
+            t0 = time.perf_counter()
+            s = run_training(cfg, tmp / f"{'on' if with_mlflow else 'off'}{i}", logger=logger, progress=False)
+            result[with_mlflow] = (s["median_step_time_s"], s["train_time_s"], time.perf_counter() - t0)
+            if logger is not None:
+                in_log.append(logger.logging_seconds)
+                writer_cpu.append(logger.writer_cpu_seconds)
+                summed_on.append(s["train_time_s"])
+        for j, name in enumerate(ratios):
+            ratios[name].append(result[True][j] / result[False][j])
     med = statistics.median
-    print(f"tiny model, {args.steps} steps, {args.pairs} interleaved pairs (medians over runs)")
-    print(f"median step time   no MLflow {med(off_med) * 1e3:.2f} ms   MLflow {med(on_med) * 1e3:.2f} ms   "
-          f"ratio {med(on_med) / med(off_med):.3f}")
-    print(f"summed step time   no MLflow {med(off_sum):.2f} s    MLflow {med(on_sum):.2f} s    "
-          f"ratio {med(on_sum) / med(off_sum):.3f}")
-    print(f"time in log_step   {med(in_log) * 1e3:.1f} ms per run = {med(in_log) / med(on_sum) * 100:.2f}% of step time")
-    print(f"writer thread CPU  {med(writer) * 1e3:.1f} ms per run = {med(writer) / med(on_sum) * 100:.2f}% of step time "
+    print(f"tiny model, {args.steps} steps, {args.pairs} pairs (order alternating)")
+    for name, values in ratios.items():
+        print(f"{name:12s} time, MLflow / none: median over pairs {med(values):.3f} "
+              f"(pairs: {' '.join(f'{v:.3f}' for v in values)})")
+    print(f"time in log_step   {med(in_log) * 1e3:.1f} ms per run = "
+          f"{med(a / b for a, b in zip(in_log, summed_on)) * 100:.2f}% of summed step time")
+    print(f"writer CPU         {med(writer_cpu) * 1e3:.1f} ms per run = "
+          f"{med(a / b for a, b in zip(writer_cpu, summed_on)) * 100:.2f}% of summed step time "
           f"(MLflow's public log_batch, on a thread beside the training loop)")
 
 

@@ -338,12 +338,13 @@ def _preload_for_fork(model_dirs: list[str]) -> None:
     import grpo_core.trainer  # noqa: F401
     import grpo_core.mlflow_logging  # noqa: F401
 
-    from transformers import AutoConfig, AutoModelForCausalLM
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     for path in model_dirs:
         try:
-            config = AutoConfig.from_pretrained(path)
-            AutoModelForCausalLM._model_mapping[type(config)]  # imports the modeling module
+            config = transformers.AutoConfig.from_pretrained(path)
+            getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type])  # imports its module
         except Exception:  # a hub id or an unknown architecture: the worker imports it itself
             pass
 
