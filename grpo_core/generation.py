@@ -50,13 +50,21 @@ def causal_bool_mask(attention_mask: Tensor) -> Tensor:  # (B, L) -> (B, 1, L, L
                                                                             device=attention_mask.device))[:, None]
 
 
-def sample_categorical(logits: Tensor, generator: torch.Generator | None) -> Tensor:  # (B, V) -> (B,)
+def sample_categorical(logits: Tensor, generator: torch.Generator | None,
+                       rows: Tensor | None = None, total_rows: int | None = None) -> Tensor:  # (B, V) -> (B,)
     """One draw per row from softmax(logits) by inverting the CDF with one uniform per row.
     Same distribution as torch.multinomial(softmax(logits), 1), which draws an exponential
-    variate for every vocabulary entry: 14 ms per call at vocabulary 49152 on a 2-core CPU."""
+    variate for every vocabulary entry: 14 ms per call at vocabulary 49152 on a 2-core CPU.
+    `rows`: which of `total_rows` rows these logits belong to; uniforms are drawn for all
+    `total_rows`, so the random stream, and each row's uniform, do not depend on which rows
+    are still decoding."""
     weights = (logits - logits.max(dim=-1, keepdim=True).values).exp_()  # unnormalized; -inf -> 0
     cdf = weights.cumsum_(dim=-1)  # (B, V), in place
-    u = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device, dtype=cdf.dtype) * cdf[:, -1:]
+    n = cdf.shape[0] if rows is None else total_rows
+    u = torch.rand(n, 1, generator=generator, device=cdf.device, dtype=cdf.dtype)
+    if rows is not None:
+        u = u[rows]
+    u = u * cdf[:, -1:]
     # the first index with cdf > u; a token of weight 0 never is (its cdf equals its predecessor's)
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=cdf.shape[1] - 1)
 
@@ -120,25 +128,41 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
     first_position = position_ids[:, -1:] + 1  # (B, 1)
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     pad = torch.full((batch,), pad_token_id, dtype=prompt_ids.dtype, device=device)
+    # the dynamic-cache path drops rows that ended from the decode batch: `rows` are the ones
+    # still decoding (None: all), and next_logits, the cache and the masks hold only those
+    rows, compact = None, cache is not None and check_every == 1
     tokens, masks = [], []
     for step in range(max_new_tokens):
         if greedy:
-            next_tokens = next_logits.argmax(dim=-1)
+            drawn = next_logits.argmax(dim=-1)
         else:
             scaled = next_logits if temperature == 1.0 else next_logits / temperature
-            next_tokens = sample_categorical(filter_logits(scaled, top_k, top_p), generator)
-        next_tokens = torch.where(finished, pad, next_tokens)
+            drawn = sample_categorical(filter_logits(scaled, top_k, top_p), generator, rows, batch)
+        if rows is not None:  # back to all rows; the left-out ones have ended
+            drawn = pad.index_put((rows,), drawn)
+        next_tokens = torch.where(finished, pad, drawn)
         masks.append(~finished)
         tokens.append(next_tokens)
         finished = finished | (next_tokens == eos_token_id)
         if step == max_new_tokens - 1 or ((step + 1) % check_every == 0 and bool(finished.all())):
             break
         length = P + step + 1  # keys after this token is appended
+        step_tokens = next_tokens if rows is None else next_tokens.index_select(0, rows)
+        if compact:
+            alive = ~finished if rows is None else ~finished[rows]  # over the rows now decoding
+            n_alive = int(alive.sum())
+            if 8 * n_alive <= 7 * alive.numel():  # an eighth of them ended: leave those out
+                keep = alive.nonzero().squeeze(1)
+                cache = [[k.index_select(0, keep), v.index_select(0, keep)] for k, v in cache]
+                key_mask_4d = key_mask_4d.index_select(0, keep)
+                first_position = first_position.index_select(0, keep)
+                step_tokens = step_tokens.index_select(0, keep)
+                rows = keep if rows is None else rows.index_select(0, keep)
         if static_step is not None:
             write_index = torch.full((1,), P + step, dtype=torch.long, device=device)
             next_logits = static_step(next_tokens.unsqueeze(1), first_position + step, write_index).float()
         elif cache is not None:
-            next_logits = fast_decode.decode_step(model, next_tokens.unsqueeze(1), first_position + step, cache,
+            next_logits = fast_decode.decode_step(model, step_tokens.unsqueeze(1), first_position + step, cache,
                                                   key_mask_4d[..., :length]).float()
         else:
             out = model(input_ids=next_tokens.unsqueeze(1), position_ids=first_position + step, past_key_values=past,
@@ -222,12 +246,15 @@ def _completion_token_logps(model, prompt_ids, prompt_mask, completion_ids, comp
     completion tokens.
 
     With group_size G > 1 (rows in groups sharing one prompt), each prompt runs through the model
-    once and its KV cache is repeated G times: the gradient of all G completions still flows into
-    the one prompt forward, and the prompt's FLOPs drop by a factor G."""
+    once: packed with its G completions into one row (see PackedGroups), or, for rows too long
+    to pack, with its KV cache repeated G times. The gradient of all G completions still flows
+    into the one prompt forward, and the prompt's FLOPs drop by a factor G."""
     num_completion = completion_ids.shape[1]
-    if group_size > 1 and _can_pack(model, prompt_ids.shape[1] + group_size * num_completion):
-        return _packed_group_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask, group_size,
-                                   temperature, with_entropy)
+    if group_size > 1 and takes_bool_masks(model):
+        packed = PackedGroups(prompt_mask, completion_mask, group_size)
+        if packed.length <= PACKED_MAX_LENGTH:
+            return _packed_group_logps(model, packed, prompt_ids, completion_ids, completion_mask, temperature,
+                                       with_entropy)
     if group_size == 1:
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, P+T)
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
@@ -255,57 +282,80 @@ def _completion_token_logps(model, prompt_ids, prompt_mask, completion_ids, comp
 PACKED_MAX_LENGTH = 1024  # longer packed rows cost more in attention (∝ L²) than sharing saves
 
 
-def _can_pack(model, packed_length: int) -> bool:
-    """Packing needs a 4D boolean mask (see takes_bool_masks)."""
-    return takes_bool_masks(model) and packed_length <= PACKED_MAX_LENGTH
+class PackedGroups:
+    """One row per group of G completions of one prompt: [prompt (P), the inputs of completion
+    1, …, the inputs of completion G, padding], length `length` = P + the longest group's
+    inputs. A completion of L tokens (its mask) contributes only its first L − 1 tokens: token
+    t is predicted from the output at token t − 1, token 0 from the prompt's last position, and
+    the last token predicts nothing. So no padding runs between completions.
+
+    Attributes (n = B / G groups, W = length − P):
+      attention (n, 1, L, L) bool, True = may attend: a completion token sees the valid prompt
+        tokens and the earlier tokens of its own completion, never another completion; every
+        query also sees itself, so padding never yields an all-masked row (NaN);
+      position_ids (n, L): each completion's positions continue from the prompt's, exactly as in
+        its own unpadded row;
+      source (n, W): index into the group's completion tokens (G·T, flattened) placed in each
+        column after the prompt (0 in padding columns);
+      predictor (B, T): for each completion token, the position (counted from P − 1) whose
+        output predicts it; 0 for tokens past the completion's end."""
+
+    def __init__(self, prompt_mask: Tensor, completion_mask: Tensor, group_size: int):
+        G = group_size
+        B, P = prompt_mask.shape
+        n, T = B // G, completion_mask.shape[1]
+        device = prompt_mask.device
+        lengths = completion_mask.sum(dim=1)  # (B,)
+        inputs = (lengths - 1).clamp(min=0).view(n, G)  # tokens each completion feeds in
+        starts = inputs.cumsum(dim=1) - inputs  # (n, G): where each completion's inputs begin, after the prompt
+        ends = starts + inputs
+        W = int(inputs.sum(dim=1).max())
+        self.length = P + W
+        col = torch.arange(W, device=device)
+        owner = (col[None, None, :] >= ends[:, :, None]).sum(dim=1)  # (n, W): the completion of each column; G = padding
+        valid = owner < G
+        owner_c = owner.clamp(max=G - 1)
+        within = torch.where(valid, col[None, :] - starts.gather(1, owner_c), 0)  # (n, W): index in its completion
+        self.source = torch.where(valid, owner_c * T + within, 0)
+        pmask = prompt_mask[::G].bool()  # (n, P)
+        key_valid = torch.cat([pmask, valid], dim=1)  # (n, L)
+        block = torch.cat([torch.full((n, P), -1, device=device), torch.where(valid, owner, G)], dim=1)  # -1 = prompt
+        L = self.length
+        pos = torch.arange(L, device=device)
+        causal = pos[None, :] <= pos[:, None]  # (L, L)
+        same = (block[:, None, :] == -1) | (block[:, None, :] == block[:, :, None])  # (n, L, L)
+        attention = (causal[None] & same & key_valid[:, None, :]) | torch.eye(L, dtype=torch.bool, device=device)
+        self.attention = attention[:, None]
+        prompt_len = pmask.sum(dim=1, keepdim=True)  # (n, 1)
+        self.position_ids = torch.cat([positions_from_mask(prompt_mask[::G]), prompt_len + within], dim=1)
+        t = torch.arange(T, device=device)[None, :]  # (1, T)
+        row_starts = starts.reshape(B, 1)
+        self.predictor = torch.where((t >= 1) & (t < lengths[:, None]), row_starts + t, torch.zeros_like(t))
 
 
-def packed_group_layout(prompt_mask: Tensor, completion_mask: Tensor, group_size: int):
-    """One row per group: [prompt, completion 1, …, completion G], length L = P + G·T.
-
-    Returns (attention (n, 1, L, L) bool, True = may attend; position_ids (n, L)). A completion
-    token sees the valid prompt tokens and the earlier valid tokens of its own completion, never
-    another completion; each completion's positions continue from the prompt's, exactly as in
-    its own unpacked row. Every query also sees itself, so padding never yields an all-masked
-    row (NaN)."""
-    G = group_size
-    n, P = prompt_mask.shape[0] // G, prompt_mask.shape[1]
-    T = completion_mask.shape[1]
-    device = prompt_mask.device
-    L = P + G * T
-    pmask = prompt_mask[::G].bool()  # (n, P)
-    key_valid = torch.cat([pmask, completion_mask.bool().reshape(n, G * T)], dim=1)  # (n, L)
-    block = torch.cat([torch.full((P,), -1, device=device),
-                       torch.arange(G, device=device).repeat_interleave(T)])  # (L,): -1 = prompt
-    pos = torch.arange(L, device=device)
-    visible = (pos[None, :] <= pos[:, None]) & ((block[None, :] == -1) | (block[None, :] == block[:, None]))
-    attention = (visible[None] & key_valid[:, None, :]) | torch.eye(L, dtype=torch.bool, device=device)
-    prompt_len = pmask.sum(dim=1, keepdim=True)  # (n, 1)
-    completion_pos = prompt_len + torch.arange(T, device=device).repeat(G)[None]  # (n, G·T)
-    position_ids = torch.cat([positions_from_mask(prompt_mask[::G]), completion_pos], dim=1)
-    return attention[:, None], position_ids
-
-
-def _packed_group_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask, group_size,
-                        temperature, with_entropy):
-    """Shared-prompt forward in ONE model call: each group becomes one packed row (see
-    packed_group_layout), so the prompt's tokens run once per group and every weight gets one
-    gradient matmul, not one per forward plus a sum."""
-    G, (B, P), T = group_size, prompt_ids.shape, completion_ids.shape[1]
-    n = B // G
-    input_ids = torch.cat([prompt_ids[::G], completion_ids.reshape(n, G * T)], dim=1)  # (n, L)
-    attention, position_ids = packed_group_layout(prompt_mask, completion_mask, G)
-    offsets = P + torch.arange(G, device=input_ids.device)[:, None] * T  # (G, 1): where each completion starts
-    keep = torch.cat([torch.tensor([P - 1], device=input_ids.device),  # last prompt token -> completion token 0
-                      (offsets + torch.arange(T - 1, device=input_ids.device)[None]).reshape(-1)])  # t-1 -> t
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids,
-                   logits_to_keep=keep).logits  # (n, 1 + G·(T−1), V)
-    first = token_logps(logits[:, :1].repeat_interleave(G, dim=0), completion_ids[:, :1], temperature, with_entropy)
-    if T == 1:
-        return first
-    rest = logits[:, 1:].reshape(B, T - 1, logits.shape[-1])  # (B, T−1, V)
-    rest = token_logps(rest, completion_ids[:, 1:], temperature, with_entropy)
-    return torch.cat([first[0], rest[0]], dim=1), torch.cat([first[1], rest[1]], dim=1)
+def _packed_group_logps(model, packed: PackedGroups, prompt_ids, completion_ids, completion_mask, temperature,
+                        with_entropy):
+    """Shared-prompt forward in ONE model call: each group becomes one packed row (PackedGroups),
+    so the prompt's tokens run once per group, no padding runs between completions, and every
+    weight gets one gradient matmul, not one per forward plus a sum. The lm head runs on the
+    positions from the prompt's last one on; log-probs and entropies are computed for the
+    completion tokens only (zero past each completion's end)."""
+    B, T = completion_ids.shape
+    n = packed.source.shape[0]
+    G = B // n
+    tokens = completion_ids.reshape(n, G * T)
+    input_ids = torch.cat([prompt_ids[::G], tokens.gather(1, packed.source)], dim=1)  # (n, L)
+    K = packed.length - prompt_ids.shape[1] + 1
+    logits = model(input_ids=input_ids, attention_mask=packed.attention, position_ids=packed.position_ids,
+                   logits_to_keep=K).logits  # (n, K, V): from the prompt's last position on
+    V = logits.shape[-1]
+    sel = completion_mask.bool()  # (B, T)
+    group_of_row = torch.arange(B, device=completion_ids.device) // G
+    rows = (group_of_row[:, None] * K + packed.predictor)[sel]  # (N,) rows of logits.view(n·K, V)
+    logps, entropy = _TokenLogps.apply(logits.reshape(n * K, V).index_select(0, rows), completion_ids[sel],
+                                       temperature, with_entropy)
+    zeros = torch.zeros(B, T, dtype=logps.dtype, device=logps.device)
+    return zeros.masked_scatter(sel, logps), zeros.masked_scatter(sel, entropy)
 
 
 def completion_logps(

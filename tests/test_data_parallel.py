@@ -41,18 +41,24 @@ def test_two_processes_give_the_one_process_gradient_for_every_loss_type(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     two = torch.load(tmp_path / "dp.pt", weights_only=True)
 
-    for loss_type in dp_worker.LOSS_TYPES:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each torchrun process (OMP_NUM_THREADS=1): MKL's sums depend on the thread count
+    try:
         # one process, the same 16 completions in 4 micro-batches of one group each: the micro-batches
         # the two processes use (2 each). bnpo averages per-micro-batch token means, as TRL does, so
         # its one-process equivalent is P × gradient_accumulation_steps micro-batches.
-        one = dp_worker.one_step(batch, loss_type, 4, 1, 0)
+        ones = {loss_type: dp_worker.one_step(batch, loss_type, 4, 1, 0) for loss_type in dp_worker.LOSS_TYPES}
+    finally:
+        torch.set_num_threads(threads)
+    for loss_type, one in ones.items():
         assert set(one["grads"]) == set(two[loss_type]["grads"])
         flat_one = torch.cat([g.flatten() for g in one["grads"].values()])
         flat_two = torch.cat([two[loss_type]["grads"][name].flatten() for name in one["grads"]])
-        # float32 sums in another order (micro-batches, then the average over 2 processes). Measured:
-        # relative error of the whole gradient ≤ 4.5e-8, largest element error ≤ 9e-8 of the largest
-        # gradient; a normalizer off by the number of processes would be an error of 0.5, and the
-        # DDP wrapper hiding the model's config (another forward path) was one of 1e-5.
+        # float32 sums in another order (micro-batches, then the average over 2 processes). Measured
+        # (2026-11-23, both sides on 1 thread): relative error of the whole gradient ≤ 4.2e-8, largest
+        # element error ≤ 7.7e-8 of the largest gradient (the reference on 2 threads instead: 1.3e-6);
+        # a normalizer off by the number of processes would be an error of 0.5, and the DDP wrapper
+        # hiding the model's config (another forward path) was one of 1e-5.
         assert ((flat_two - flat_one).norm() / flat_one.norm()).item() < 1e-6, loss_type
         assert (flat_two - flat_one).abs().max().item() < 1e-6 * flat_one.abs().max().item(), loss_type
         assert two[loss_type]["loss"] == pytest.approx(one["loss"], rel=1e-4, abs=1e-7)

@@ -5,7 +5,8 @@ import torch
 import pytest
 
 import grpo_core.generation as generation
-from grpo_core.generation import (completion_logps, filter_logits, packed_group_layout, positions_from_mask,
+from grpo_core import fast_decode
+from grpo_core.generation import (completion_logps, filter_logits, positions_from_mask,
                                   sample_categorical, sample_completions, token_logps)
 from grpo_core.models import build_tiny_model, build_tiny_tokenizer
 
@@ -137,22 +138,33 @@ def test_shared_prompt_path_falls_back_when_rows_are_not_groups():
 
 
 def test_packed_layout_by_hand():
-    # G = 2 completions of T = 2 tokens after a prompt of P = 2 with one left pad; the second
-    # completion ended after its first token (mask 1, 0)
-    prompt_mask = torch.tensor([[0, 1], [0, 1]])
-    completion_mask = torch.tensor([[1, 1], [1, 0]])
-    attention, positions = packed_group_layout(prompt_mask, completion_mask, group_size=2)
-    # columns: pad, p, a0, a1, b0, b1(pad)
-    expected = torch.tensor([
-        [1, 0, 0, 0, 0, 0],  # the pad sees only itself
-        [0, 1, 0, 0, 0, 0],  # p
-        [0, 1, 1, 0, 0, 0],  # a0: prompt + itself
-        [0, 1, 1, 1, 0, 0],  # a1: prompt + a0 + itself
-        [0, 1, 0, 0, 1, 0],  # b0: prompt + itself, never a*
-        [0, 1, 0, 0, 1, 1],  # b1 (padding): prompt, b0, itself
-    ], dtype=torch.bool)
-    assert torch.equal(attention[0, 0], expected)
-    assert positions.tolist() == [[0, 0, 1, 2, 1, 2]]
+    # two groups of G = 2 completions of T = 3 tokens after a prompt of P = 2.
+    # Group 0: prompt [pad, p]; completion a has 3 tokens, b ended after 2 (mask 1, 1, 0).
+    # Group 1: prompt [q0, q1]; both completions ended after their first token.
+    prompt_mask = torch.tensor([[0, 1], [0, 1], [1, 1], [1, 1]])
+    completion_mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 0, 0]])
+    packed = generation.PackedGroups(prompt_mask, completion_mask, group_size=2)
+    assert packed.length == 5  # the prompt, then a0, a1, b0: a last token predicts nothing
+    # group 0, columns: pad, p, a0, a1, b0
+    assert packed.attention[0, 0].int().tolist() == [
+        [1, 0, 0, 0, 0],  # the pad sees only itself
+        [0, 1, 0, 0, 0],  # p
+        [0, 1, 1, 0, 0],  # a0: prompt + itself
+        [0, 1, 1, 1, 0],  # a1: prompt + a0 + itself
+        [0, 1, 0, 0, 1],  # b0: prompt + itself, never a*
+    ]
+    # group 1 feeds in no completion token: columns q0, q1 and three padding columns
+    assert packed.attention[1, 0].int().tolist() == [
+        [1, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0],
+        [1, 1, 1, 0, 0],  # padding: the prompt and itself
+        [1, 1, 0, 1, 0],
+        [1, 1, 0, 0, 1],
+    ]
+    assert packed.position_ids.tolist() == [[0, 0, 1, 2, 1], [0, 1, 2, 2, 2]]
+    assert packed.source.tolist() == [[0, 1, 3], [0, 0, 0]]  # a0, a1, b0 in the group's G·T tokens
+    # the position (from P − 1) predicting each token: a1 from a0 (1), a2 from a1 (2), b1 from b0 (3)
+    assert packed.predictor.tolist() == [[0, 1, 2], [0, 3, 0], [0, 0, 0], [0, 0, 0]]
 
 
 def test_token_logps_gradient_and_entropy_by_reference():
@@ -174,6 +186,30 @@ def test_sample_categorical_matches_the_distribution_and_never_picks_filtered_to
     freq = torch.bincount(draws, minlength=4).double() / draws.numel()
     assert freq[1] == 0
     assert (freq - probs.double()).abs().max().item() < 0.015  # ~4.5 standard errors at n = 20,000
+
+
+def test_sample_categorical_on_some_rows_uses_those_rows_uniforms():
+    logits = torch.randn(10, 6, generator=torch.Generator().manual_seed(1))
+    rows = torch.tensor([1, 4, 7])
+    every = sample_categorical(logits, torch.Generator().manual_seed(0))
+    some = sample_categorical(logits[rows], torch.Generator().manual_seed(0), rows, 10)
+    assert torch.equal(some, every[rows])
+
+
+def test_leaving_ended_rows_out_of_the_decode_batch_changes_no_token(monkeypatch):
+    # check_every=2 keeps every row in the decode batch; check_every=1 leaves out rows that ended
+    tok, model, ids, mask = _tiny()
+    ids, mask = ids.repeat_interleave(16, 0), mask.repeat_interleave(16, 0)  # 48 rows
+    kwargs = dict(max_new_tokens=24, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                  temperature=1.5, top_p=1.0, top_k=0, group_size=16)
+    calls, real_step = [], fast_decode.decode_step
+    monkeypatch.setattr(fast_decode, "decode_step",
+                        lambda model, tokens, *a: calls.append(tokens.shape[0]) or real_step(model, tokens, *a))
+    left_out = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(4), check_every=1, **kwargs)
+    rows_seen, calls[:] = list(calls), []
+    kept = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(4), check_every=2, **kwargs)
+    assert min(rows_seen) < 48 and set(calls) == {48}  # rows were left out, and only with check_every=1
+    assert torch.equal(left_out[0], kept[0]) and torch.equal(left_out[1], kept[1])
 
 
 def test_sampler_with_prebuilt_boolean_masks_equals_hf_masks(monkeypatch):
