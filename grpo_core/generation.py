@@ -121,8 +121,8 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
     if decoder is not None and bool_masks and static_decode.supports(decoder.model):
         static_step = decoder.start(past, prompt_mask, max_new_tokens)
     cache = fast_decode.cache_tensors(past) if static_step is None and bool_masks and fast_decode.supports(model) else None
-    # keys: the prompt's valid tokens, then every generated position (rows that ended keep
-    # decoding padding, which nothing reads)
+    # keys: the prompt's valid tokens, then every generated position (on the static and general
+    # paths rows that ended keep decoding padding, which nothing reads)
     key_mask = torch.cat([prompt_mask, torch.ones(batch, max_new_tokens, dtype=prompt_mask.dtype, device=device)], 1)
     key_mask_4d = key_mask.bool()[:, None, None, :]  # (B, 1, 1, P+max_new_tokens)
     first_position = position_ids[:, -1:] + 1  # (B, 1)
