@@ -148,7 +148,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
 
     from sweeps.driver import grid_point_of, point_key
 
-    spec_path = _spec(tmp_path, "ctrlc", max_steps=150)
+    spec_path = _spec(tmp_path, "ctrlc", max_steps=300)  # a trial runs ~10 s: the signal finds it running
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
@@ -160,6 +160,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
             break
         time.sleep(0.2)
+    assert proc.poll() is None, "the sweep ended before the signal was sent"
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
     proc.wait()
     assert proc.returncode == 130, proc.stderr.read().decode()[-2000:]
@@ -183,7 +184,7 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
-    spec_path = _spec(tmp_path, "term", max_steps=150)
+    spec_path = _spec(tmp_path, "term", max_steps=300)  # a trial runs ~10 s: the signal finds it running
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
@@ -195,6 +196,7 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
             break
         time.sleep(0.2)
+    assert proc.poll() is None, "the sweep ended before the signal was sent"
     os.kill(proc.pid, signal.SIGTERM)  # to the sweep process only, as `kill PID` or a scheduler does
     proc.wait()
     assert proc.returncode == 143, proc.stderr.read().decode()[-2000:]
