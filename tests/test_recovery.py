@@ -148,13 +148,16 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
 
     from sweeps.driver import grid_point_of, point_key
 
-    spec_path = _spec(tmp_path, "ctrlc", max_steps=300)  # a trial runs ~10 s: the signal finds it running
+    spec_path = _spec(tmp_path, "ctrlc", max_steps=150)
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    # as in a terminal's foreground job: SIGINT not ignored, even where pytest itself was started in the
+    # background of a shell without job control, which ignores it (and children inherit that)
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     metrics = tmp_path / "runs" / "ctrlc" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None:
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
@@ -184,7 +187,7 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
-    spec_path = _spec(tmp_path, "term", max_steps=300)  # a trial runs ~10 s: the signal finds it running
+    spec_path = _spec(tmp_path, "term", max_steps=150)
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
