@@ -150,9 +150,8 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
         step_tokens = next_tokens if rows is None else next_tokens.index_select(0, rows)
         if compact:
             alive = ~finished if rows is None else ~finished[rows]  # over the rows now decoding
-            n_alive = int(alive.sum())
-            if 8 * n_alive <= 7 * alive.numel():  # an eighth of them ended: leave those out
-                keep = alive.nonzero().squeeze(1)
+            keep = alive.nonzero().squeeze(1)
+            if 8 * keep.numel() <= 7 * alive.numel():  # an eighth of them ended: leave those out
                 cache = [[k.index_select(0, keep), v.index_select(0, keep)] for k, v in cache]
                 key_mask_4d = key_mask_4d.index_select(0, keep)
                 first_position = first_position.index_select(0, keep)
@@ -319,7 +318,7 @@ class PackedGroups:
         self.source = torch.where(valid, owner_c * T + within, 0)
         pmask = prompt_mask[::G].bool()  # (n, P)
         key_valid = torch.cat([pmask, valid], dim=1)  # (n, L)
-        block = torch.cat([torch.full((n, P), -1, device=device), torch.where(valid, owner, G)], dim=1)  # -1 = prompt
+        block = torch.cat([torch.full((n, P), -1, device=device), owner], dim=1)  # -1 = prompt, G = padding
         L = self.length
         pos = torch.arange(L, device=device)
         causal = pos[None, :] <= pos[:, None]  # (L, L)
