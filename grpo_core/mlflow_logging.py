@@ -107,6 +107,12 @@ def git_commit() -> str:
         return "unknown"
 
 
+def log_metrics(client, run_id: str, metrics: list) -> None:
+    """MLflow Metric entities with the public log_batch, in requests of at most _BATCH_LIMIT."""
+    for i in range(0, len(metrics), _BATCH_LIMIT):
+        client.log_batch(run_id, metrics=metrics[i:i + _BATCH_LIMIT])
+
+
 def _param_value(v) -> str:
     return mask_secrets(str(v))[:6000]  # a password in a URL is never logged
 
@@ -181,9 +187,7 @@ class MlflowRunLogger:
             switch = sys.getswitchinterval()
             sys.setswitchinterval(_WRITER_SWITCH_S)
             try:
-                metrics = [Metric(k, v, ts, step) for k, v, step, ts in rows]
-                for i in range(0, len(metrics), _BATCH_LIMIT):
-                    self.client.log_batch(self.run_id, metrics=metrics[i:i + _BATCH_LIMIT])
+                log_metrics(self.client, self.run_id, [Metric(k, v, ts, step) for k, v, step, ts in rows])
             except BaseException as exc:  # surfaced by end()
                 self._writer_error = exc
             finally:
@@ -255,8 +259,7 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
         ts = int(time.time() * 1000)
         points = [Metric(k, float(v), ts, int(r["step"])) for r in rows for k, v in r.items()
                   if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-        for i in range(0, len(points), _BATCH_LIMIT):
-            client.log_batch(run_id, metrics=points[i:i + _BATCH_LIMIT])
+        log_metrics(client, run_id, points)
         backfilled = len(rows)
     if folder is not None and folder.is_dir() and not (folder / "summary.json").exists():
         from .run import write_json
