@@ -229,7 +229,9 @@ def _check_every_point(spec: SweepSpec) -> None:
                     configs.append(spec.config_for({**point, key: value}))
     checked = set()
     for cfg in configs:
-        key = (cfg.dataset, cfg.prompt_column, cfg.answer_column, tuple(cfg.reward_funcs), cfg.resume_from_checkpoint)
+        # a checkpoint is compared with the whole config, so each point with one is checked
+        key = (cfg.dataset, cfg.prompt_column, cfg.answer_column, tuple(cfg.reward_funcs),
+               repr(cfg) if cfg.resume_from_checkpoint else None)
         if key not in checked:
             checked.add(key)
             check_inputs(cfg)

@@ -35,3 +35,21 @@ def test_json_file_with_a_data_field(tmp_path):
     data = tmp_path / "rows.json"
     data.write_text('{"data": [{"prompt": "1+1=", "answer": 2}, {"prompt": "2+2=", "answer": 4}]}')
     assert sorted(dataset_task(str(data), "prompt", "answer").examples()) == [("1+1=", "2"), ("2+2=", "4")]
+
+
+def test_a_sweep_checks_its_checkpoint_against_every_grid_point(tmp_path):
+    """check_inputs runs once per distinct input, but a checkpoint is compared with the whole
+    config: a grid point that differs from the checkpoint's run is refused before anything runs."""
+    import yaml
+
+    from sweeps.spec import load_spec
+
+    checkpoint = tmp_path / "run" / "checkpoint-4"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.pt").write_bytes(b"")  # only its existence is checked here
+    (checkpoint / "config.yaml").write_text(yaml.safe_dump(validate(GRPOConfig(learning_rate=1e-4)).to_dict()))
+    spec = tmp_path / "resume.yaml"
+    spec.write_text(yaml.safe_dump({"name": "resume", "base": {"resume_from_checkpoint": str(checkpoint)},
+                                    "grid": {"learning_rate": [1e-4, 3e-4]}, "seeds": [0]}))
+    with pytest.raises(ConfigError, match="checkpoint was written with learning_rate=0.0001"):
+        load_spec(spec)
