@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -113,6 +114,32 @@ def log_metrics(client, run_id: str, metrics: list) -> None:
         client.log_batch(run_id, metrics=metrics[i:i + _BATCH_LIMIT])
 
 
+_switch_lock = threading.Lock()
+_switch_writers = 0  # writer threads inside short_switch_interval now
+_switch_saved = 0.005
+
+
+@contextmanager
+def short_switch_interval():
+    """While a writer thread writes (pure Python, ~80 µs per point), the training thread waits for
+    the interpreter lock between its torch ops for up to the switch interval (5 ms): shorter while
+    any writer writes, so the loop gets it back within 0.5 ms. Counted, so that two loggers writing
+    at once (a search trial and its seed run) restore the interval the first one found."""
+    global _switch_writers, _switch_saved
+    with _switch_lock:
+        if _switch_writers == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(_WRITER_SWITCH_S)
+        _switch_writers += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _switch_writers -= 1
+            if _switch_writers == 0:
+                sys.setswitchinterval(_switch_saved)
+
+
 def _param_value(v) -> str:
     return mask_secrets(str(v))[:6000]  # a password in a URL is never logged
 
@@ -181,17 +208,11 @@ class MlflowRunLogger:
             if self._writer_error is not None or not rows:
                 continue  # keep draining so end() never blocks
             t0 = time.thread_time()
-            # while this thread writes (pure Python, ~80 µs per point), the training thread waits for
-            # the interpreter lock between its torch ops for up to the switch interval (5 ms):
-            # shorter while writing, so the loop gets it back within 0.5 ms
-            switch = sys.getswitchinterval()
-            sys.setswitchinterval(_WRITER_SWITCH_S)
             try:
-                log_metrics(self.client, self.run_id, [Metric(k, v, ts, step) for k, v, step, ts in rows])
+                with short_switch_interval():
+                    log_metrics(self.client, self.run_id, [Metric(k, v, ts, step) for k, v, step, ts in rows])
             except BaseException as exc:  # surfaced by end()
                 self._writer_error = exc
-            finally:
-                sys.setswitchinterval(switch)
             self.writer_cpu_seconds += time.thread_time() - t0
 
     def flush(self) -> None:

@@ -62,3 +62,21 @@ def test_credentials_in_params_are_masked(tmp_path):
     params = make_client(f"sqlite:///{tmp_path}/m.db").get_run(logger.run_id).data.params
     assert params["mlflow_tracking_uri"] == "http://alice:***@tracking:5000"
 
+
+
+def test_overlapping_writers_restore_the_switch_interval_they_found():
+    # a search trial and its seed run can write at once: the first to start saves the interval,
+    # the last to finish restores it, in whatever order they finish
+    import sys
+
+    from grpo_core.mlflow_logging import _WRITER_SWITCH_S, short_switch_interval
+
+    before = sys.getswitchinterval()
+    first, second = short_switch_interval(), short_switch_interval()
+    first.__enter__()
+    second.__enter__()
+    assert sys.getswitchinterval() == _WRITER_SWITCH_S
+    first.__exit__(None, None, None)  # the first writer finishes while the second still writes
+    assert sys.getswitchinterval() == _WRITER_SWITCH_S
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before != _WRITER_SWITCH_S
