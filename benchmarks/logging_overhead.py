@@ -5,6 +5,9 @@ logger, alternating which goes first (so machine drift cancels), and reports med
 of the on/off ratios of: the median step time, the summed step time, and the run's wall time
 through the logger's end() (which waits for the writer to finish). Also the time the training
 loop spent inside log_step and the writer's CPU time, as fractions of the summed step time.
+Last, the floor of any writer that uses MLflow's public log_batch: the thread CPU time of one
+flush's worth of points (50 steps of a tiny run) written alone, per point and per step, against
+the median step time without MLflow.
 Usage:
 
     .venv/bin/python benchmarks/logging_overhead.py [--pairs 8] [--steps 100]
@@ -13,6 +16,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -34,7 +38,7 @@ def main() -> None:
     MlflowRunLogger(uri, "bench", "warm-up", {}).end({}, "finished")  # create the database first
     run_training(cfg, tmp / "warm-up", progress=False)  # caches the tiny base and the baseline
     ratios = {"median step": [], "summed step": [], "wall": []}
-    in_log, writer_cpu, summed_on = [], [], []
+    in_log, writer_cpu, summed_on, offs = [], [], [], []
     for i in range(args.pairs):
         result = {}
         for with_mlflow in ((False, True) if i % 2 == 0 else (True, False)):
@@ -42,6 +46,8 @@ def main() -> None:
             t0 = time.perf_counter()
             s = run_training(cfg, tmp / f"{'on' if with_mlflow else 'off'}{i}", logger=logger, progress=False)
             result[with_mlflow] = (s["median_step_time_s"], s["train_time_s"], time.perf_counter() - t0)
+            if not with_mlflow:
+                offs.append(s["median_step_time_s"])
             if logger is not None:
                 in_log.append(logger.logging_seconds)
                 writer_cpu.append(logger.writer_cpu_seconds)
@@ -58,6 +64,34 @@ def main() -> None:
     print(f"writer CPU         {med(writer_cpu) * 1e3:.1f} ms per run = "
           f"{med(a / b for a, b in zip(writer_cpu, summed_on)) * 100:.2f}% of summed step time "
           f"(MLflow's public log_batch, on a thread beside the training loop)")
+    floor_us, points_per_step = public_log_batch_floor(uri, tmp / "off0" / "metrics.jsonl")
+    step_off = med(offs)
+    print(f"public log_batch   {floor_us:.0f} µs CPU per point alone (median of 10 flushes of 50 steps); "
+          f"{points_per_step} points per step = {floor_us * points_per_step / 1e3:.2f} ms = "
+          f"{floor_us * points_per_step / 1e6 / step_off * 100:.1f}% of the median step without MLflow "
+          f"({step_off * 1e3:.1f} ms)")
+
+
+def public_log_batch_floor(uri: str, metrics_file: Path) -> tuple[float, int]:
+    """Median thread-CPU µs per point of MLflow's public log_batch writing the curves of 50 steps
+    of `metrics_file` (as one writer flush does) into a fresh run, with nothing else running."""
+    from mlflow.entities import Metric
+
+    from grpo_core.mlflow_logging import log_metrics, make_client
+
+    rows = [json.loads(line) for line in metrics_file.read_text().splitlines()][:50]
+    points = [Metric(k, float(v), 0, int(r["step"])) for r in rows for k, v in r.items()
+              if k != "step" and v is not None]
+    client = make_client(uri)
+    run_id = client.create_run(client.get_experiment_by_name("bench").experiment_id).info.run_id
+    per_point = []
+    for i in range(10):
+        batch = [Metric(m.key, m.value, i, m.step) for m in points]  # a new timestamp: new rows
+        t0 = time.thread_time()
+        log_metrics(client, run_id, batch)
+        per_point.append((time.thread_time() - t0) / len(batch) * 1e6)
+    client.set_terminated(run_id)
+    return statistics.median(per_point), len(points) // len(rows)
 
 
 if __name__ == "__main__":
