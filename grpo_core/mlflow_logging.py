@@ -6,6 +6,7 @@ child runs created in separate worker processes attach to one sweep run."""
 from __future__ import annotations
 
 import math
+import os
 import queue
 import subprocess
 import sys
@@ -138,6 +139,18 @@ def short_switch_interval():
             _switch_writers -= 1
             if _switch_writers == 0:
                 sys.setswitchinterval(_switch_saved)
+
+
+def _reset_switch_interval_in_child() -> None:
+    # a worker forked while a writer thread of the parent was writing: that thread does not exist
+    # in the child, so its lock, count and short interval must not either
+    global _switch_lock, _switch_writers
+    if _switch_writers:
+        sys.setswitchinterval(_switch_saved)
+    _switch_lock, _switch_writers = threading.Lock(), 0
+
+
+os.register_at_fork(after_in_child=_reset_switch_interval_in_child)
 
 
 def _param_value(v) -> str:

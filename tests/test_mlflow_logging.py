@@ -80,3 +80,25 @@ def test_overlapping_writers_restore_the_switch_interval_they_found():
     assert sys.getswitchinterval() == _WRITER_SWITCH_S
     second.__exit__(None, None, None)
     assert sys.getswitchinterval() == before != _WRITER_SWITCH_S
+
+
+def test_a_worker_forked_while_a_writer_writes_starts_with_the_interval_unshortened():
+    import os
+    import sys
+
+    from grpo_core.mlflow_logging import short_switch_interval
+
+    before = sys.getswitchinterval()
+    with short_switch_interval():
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: a fresh lock (not held), the interval the parent started from
+            ok = sys.getswitchinterval() == before
+            with short_switch_interval():
+                pass
+            os.write(write, b"1" if ok and sys.getswitchinterval() == before else b"0")
+            os._exit(0)
+        os.close(write)
+        answer = os.read(read, 1)
+        os.waitpid(pid, 0)
+    assert answer == b"1"
