@@ -16,7 +16,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -46,12 +45,11 @@ def main() -> None:
             t0 = time.perf_counter()
             s = run_training(cfg, tmp / f"{'on' if with_mlflow else 'off'}{i}", logger=logger, progress=False)
             result[with_mlflow] = (s["median_step_time_s"], s["train_time_s"], time.perf_counter() - t0)
-            if not with_mlflow:
-                offs.append(s["median_step_time_s"])
             if logger is not None:
                 in_log.append(logger.logging_seconds)
                 writer_cpu.append(logger.writer_cpu_seconds)
                 summed_on.append(s["train_time_s"])
+        offs.append(result[False][0])
         for j, name in enumerate(ratios):
             ratios[name].append(result[True][j] / result[False][j])
     med = statistics.median
@@ -75,23 +73,20 @@ def main() -> None:
 def public_log_batch_floor(uri: str, metrics_file: Path) -> tuple[float, int]:
     """Median thread-CPU µs per point of MLflow's public log_batch writing the curves of 50 steps
     of `metrics_file` (as one writer flush does) into a fresh run, with nothing else running."""
-    from mlflow.entities import Metric
+    from grpo_core.mlflow_logging import log_metrics, make_client, step_points
+    from grpo_core.run import read_metrics
 
-    from grpo_core.mlflow_logging import log_metrics, make_client
-
-    rows = [json.loads(line) for line in metrics_file.read_text().splitlines()][:50]
-    points = [Metric(k, float(v), 0, int(r["step"])) for r in rows for k, v in r.items()
-              if k != "step" and v is not None]
+    rows = read_metrics(metrics_file)[:50]
     client = make_client(uri)
     run_id = client.create_run(client.get_experiment_by_name("bench").experiment_id).info.run_id
     per_point = []
-    for i in range(10):
-        batch = [Metric(m.key, m.value, i, m.step) for m in points]  # a new timestamp: new rows
+    for ts in range(10):  # a new timestamp each time: new rows
+        batch = step_points(rows, ts)
         t0 = time.thread_time()
         log_metrics(client, run_id, batch)
         per_point.append((time.thread_time() - t0) / len(batch) * 1e6)
     client.set_terminated(run_id)
-    return statistics.median(per_point), len(points) // len(rows)
+    return statistics.median(per_point), len(batch) // len(rows)
 
 
 if __name__ == "__main__":

@@ -153,6 +153,14 @@ def _reset_switch_interval_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_switch_interval_in_child)
 
 
+def step_points(rows: list[dict], ts: int) -> list:
+    """MLflow Metric entities for metrics.jsonl rows: every finite number but the step, at `ts`."""
+    from mlflow.entities import Metric
+
+    return [Metric(k, float(v), ts, int(r["step"])) for r in rows for k, v in r.items()
+            if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
 def _param_value(v) -> str:
     return mask_secrets(str(v))[:6000]  # a password in a URL is never logged
 
@@ -281,7 +289,7 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
     """End a run that its dead process left RUNNING: log the steps of its metrics.jsonl that MLflow
     does not have yet, write its summary.json with status killed when missing, attach the run
     folder's files, and mark it KILLED with the reason. Returns how many steps were backfilled."""
-    from mlflow.entities import Metric, RunTag
+    from mlflow.entities import RunTag
 
     backfilled = 0
     folder = Path(run_dir) if run_dir else None
@@ -290,10 +298,7 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
 
         have = max((m.step for m in client.get_metric_history(run_id, "reward")), default=0)
         rows = [r for r in read_metrics_lenient(folder / "metrics.jsonl") if r.get("step", 0) > have]
-        ts = int(time.time() * 1000)
-        points = [Metric(k, float(v), ts, int(r["step"])) for r in rows for k, v in r.items()
-                  if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-        log_metrics(client, run_id, points)
+        log_metrics(client, run_id, step_points(rows, int(time.time() * 1000)))
         backfilled = len(rows)
     if folder is not None and folder.is_dir() and not (folder / "summary.json").exists():
         from .run import write_json

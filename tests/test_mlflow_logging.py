@@ -63,7 +63,6 @@ def test_credentials_in_params_are_masked(tmp_path):
     assert params["mlflow_tracking_uri"] == "http://alice:***@tracking:5000"
 
 
-
 def test_overlapping_writers_restore_the_switch_interval_they_found():
     # a search trial and its seed run can write at once: the first to start saves the interval,
     # the last to finish restores it, in whatever order they finish
@@ -93,11 +92,13 @@ def test_a_worker_forked_while_a_writer_writes_starts_with_the_interval_unshorte
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: a fresh lock (not held), the interval the parent started from
-            ok = sys.getswitchinterval() == before
-            with short_switch_interval():
-                pass
-            os.write(write, b"1" if ok and sys.getswitchinterval() == before else b"0")
-            os._exit(0)
+            try:
+                ok = sys.getswitchinterval() == before
+                with short_switch_interval():
+                    pass
+                os.write(write, b"1" if ok and sys.getswitchinterval() == before else b"0")
+            finally:
+                os._exit(0)  # never back into pytest, whatever happened
         os.close(write)
         answer = os.read(read, 1)
         os.waitpid(pid, 0)
