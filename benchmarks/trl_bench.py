@@ -75,6 +75,7 @@ class Knobs:
     seed: int = 0
     device: str = "cpu"  # cpu | cuda
     cache_dir: str = "results/local/cache"
+    cpu_math: str = "reproducible"  # grpo_core/cpu_math.py: set for this process before torch loaded
 
 
 @dataclass
@@ -127,7 +128,7 @@ def build_ours(setup: Setup, knobs: Knobs, path: str):
         model=path, task="addition", prompts_per_step=setup.prompts, num_generations=setup.generations,
         max_completion_length=setup.new_tokens, beta=knobs.beta, loss_type=knobs.loss_type,
         learning_rate=knobs.learning_rate, max_steps=10_000, seed=knobs.seed, device=knobs.device,
-        mixed_precision=_mixed_precision(knobs), cache_dir=knobs.cache_dir,
+        mixed_precision=_mixed_precision(knobs), cache_dir=knobs.cache_dir, cpu_math=knobs.cpu_math,
     ))
     return GRPOTrainer(cfg)
 
@@ -283,6 +284,8 @@ def _git_commit() -> str:
 # ---- the report -----------------------------------------------------------------------------
 def environment() -> dict:
     import accelerate
+
+    from grpo_core.cpu_math import process_mode
     import transformers
     import trl
 
@@ -294,7 +297,7 @@ def environment() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "trl": trl.__version__, "accelerate": accelerate.__version__, "cpu": cpu, "cores": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "gpu": gpu}
+            "torch_threads": torch.get_num_threads(), "cpu_math": process_mode(), "gpu": gpu}
 
 
 def format_table(rows: list[dict]) -> str:

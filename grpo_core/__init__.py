@@ -1,0 +1,8 @@
+"""grpo-lab's library. Importing it pins the CPU math paths (cpu_math.py) when torch is not loaded
+yet: to the mode the `grpo` command chose for this process tree, else the default, reproducible."""
+
+import os as _os
+
+from . import cpu_math as _cpu_math
+
+_cpu_math.pin(_os.environ.get(_cpu_math.ENV_MODE, _cpu_math.DEFAULT))

@@ -22,6 +22,7 @@ TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stor
 # Allowed names of the string-valued switches: the variant axes' names come from the modules that
 # implement them (one dict each); the others are listed here. Each error lists the allowed names.
 from .advantages import SCALE_REWARDS  # noqa: E402
+from .cpu_math import MODES as CPU_MATH_MODES  # noqa: E402
 from .loss import LOSS_TYPES  # noqa: E402
 from .schedule import LR_SCHEDULERS  # noqa: E402
 
@@ -183,7 +184,13 @@ class GRPOConfig:
     mixed_precision: str = "auto"
     """`auto` (bf16 on a GPU that supports it, else no), `no`, `bf16`, `fp16`."""
     num_threads: int = 0
-    """CPU threads for torch; 0 = torch's default."""
+    """CPU threads for torch; 0 = torch's default. Part of a run's numbers: some gradients sum in a
+    thread-count-dependent order, so a run is reproduced with the num_threads it recorded."""
+    cpu_math: str = "reproducible"
+    """CPU math paths: `reproducible` pins ATen, MKL and oneDNN to their AVX2 kernels before torch
+    loads, so every x86-64 machine with AVX2 computes the same numbers bit for bit (same versions
+    and num_threads); `native` lets each library pick its kernels (can be faster; numbers differ
+    between machines). One mode per process: the `grpo` command sets it from the config."""
     tiny_pretrain_steps: Optional[int] = None
     """Supervised steps that turn the built-in tiny model into a weak base (cached per value);
     None = the task's calibrated value (addition 1000, reverse 75), written resolved to config.yaml."""
@@ -326,6 +333,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     _one_of("lr_scheduler_type", cfg.lr_scheduler_type, LR_SCHEDULERS)
     _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)
     _one_of("device", cfg.device, DEVICES)
+    _one_of("cpu_math", cfg.cpu_math, CPU_MATH_MODES)
     _one_of("task", cfg.task, tuple(TASKS))
     check_reward_list(cfg.reward_funcs)
     require(cfg.reward_workers >= 0, "reward_workers", "an integer ≥ 0 (0 = in the training process)")

@@ -26,6 +26,7 @@ import torch
 
 from .advantages import advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages
 from .config import CHECKPOINT_STATE, GRPOConfig
+from .cpu_math import check_process
 from .errors import ConfigError, RunFailure, UserInputError
 from .generation import completion_logps, reference_logps, sample_completions
 from .loss import grpo_loss
@@ -42,6 +43,7 @@ _BASELINE_SEED = 12_345  # baseline sampling uses one fixed stream, so every see
 _BASELINE_MAX_FACTOR = 16  # the baseline uses at most 16 × baseline_prompts prompts
 _BASELINE_VERSION = 1  # bump when the baseline's procedure changes, so cached baselines are recomputed
 _RANK_SEED_OFFSET = 7_919_993  # process r > 0 of a data-parallel run samples with seed + r × this
+_LONGEST_PROMPT: dict[tuple, int] = {}  # (model folder, task or dataset, prompt column) -> tokens
 
 
 @dataclass
@@ -119,6 +121,7 @@ class GRPOTrainer:
         from accelerate import Accelerator
 
         self.cfg = cfg
+        check_process(cfg.cpu_math)  # the CPU math this process computes with is the configured one
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
@@ -146,7 +149,7 @@ class GRPOTrainer:
 
         path = resolve_model_path(cfg.model, cfg.cache_dir, cfg.task, cfg.tiny_pretrain_steps)
         model, self.tokenizer = load_model_and_tokenizer(path, _weights_dtype(cfg, use_cuda), cfg.gguf_file)
-        self._check_positions(model)
+        self._check_positions(model, path)
         self.ref_model = None
         if cfg.use_peft:  # the reference is this network with its adapters disabled (no copy)
             model = _with_lora(model, cfg)
@@ -186,14 +189,17 @@ class GRPOTrainer:
         adapters = AdapterWeights(self.policy) if self.cfg.use_peft else None  # decode at the base model's cost
         return StaticDecoder(self.policy, use_graph=mode == "graph", adapters=adapters), check_every
 
-    def _check_positions(self, model) -> None:
+    def _check_positions(self, model, path: str) -> None:
         """The longest prompt plus max_completion_length must fit the model's positions."""
         limit = getattr(model.config, "max_position_embeddings", None)
         if not limit:
             return
-        prompts = [*self.train_set["prompt"], *self.eval_set["prompt"]]
-        longest = max(len(ids) for ids in self.tokenizer([self._format(p) for p in prompts],
-                                                         add_special_tokens=False).input_ids)
+        key = (path, self.cfg.dataset or self.cfg.task, self.cfg.prompt_column)
+        if key not in _LONGEST_PROMPT:  # tokenizing every prompt takes ~0.3 s: once per process (a sweep worker)
+            prompts = [*self.train_set[:]["prompt"], *self.eval_set[:]["prompt"]]  # columns read whole
+            _LONGEST_PROMPT[key] = max(len(ids) for ids in self.tokenizer([self._format(p) for p in prompts],
+                                                                          add_special_tokens=False).input_ids)
+        longest = _LONGEST_PROMPT[key]
         if longest + self.cfg.max_completion_length > limit:
             raise ConfigError("max_completion_length", f"{self.cfg.max_completion_length} + the longest prompt "
                                                        f"({longest} tokens) exceeds the model's {limit} positions; "

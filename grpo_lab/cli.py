@@ -92,6 +92,8 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     bench.add_argument("--out", default=None, help="also write the Markdown table here")
     bench.add_argument("--cache-dir", default="results/local/cache")
+    bench.add_argument("--cpu-math", default="reproducible", choices=("reproducible", "native"),
+                       help="CPU math paths for both trainers (config key cpu_math; default reproducible)")
     return parser
 
 
@@ -237,7 +239,7 @@ def _cmd_bench(args) -> int:
     if args.out is not None:
         _check_writable_file(args.out, "--out")
     knobs = Knobs(beta=args.beta, loss_type=args.loss_type, learning_rate=args.learning_rate, device=args.device,
-                  cache_dir=args.cache_dir)
+                  cache_dir=args.cache_dir, cpu_math=args.cpu_math)
     command = "grpo bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     return run_bench(names, knobs, args.steps, args.warmup, args.block, memory=not args.no_memory, out=args.out,
                      command=command)
@@ -308,6 +310,26 @@ def _cmd_ui(args) -> int:
     os.execvp(cmd[0], cmd)
 
 
+def _pin_cpu_math(args) -> None:
+    """Set this process's CPU math (config key cpu_math) from what the command will run, before
+    anything imports torch; the processes it starts inherit it (grpo_core/cpu_math.py)."""
+    from grpo_core import cpu_math
+
+    if args.command == "train":
+        mode = cpu_math.mode_for_train(args.config, args.overrides)
+    elif args.command == "sweep":
+        mode = cpu_math.mode_for_specs([args.spec])
+    elif args.command == "reproduce":
+        from sweeps.paths import experiments_dir
+
+        mode = cpu_math.mode_for_specs(sorted(experiments_dir(args.experiments, args.real).glob("*.yaml")))
+    elif args.command == "bench":
+        mode = args.cpu_math
+    else:
+        mode = cpu_math.DEFAULT
+    cpu_math.pin(mode)
+
+
 def main(argv: list[str] | None = None) -> int:
     handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
     args = _build_parser().parse_args(argv)
@@ -315,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
                 "fetch-model": _cmd_fetch_model, "recover": _cmd_recover}
     try:
+        _pin_cpu_math(args)
         return handlers[args.command](args)
     except UserInputError as exc:
         if is_main_process():  # the other processes of a data-parallel run found the same

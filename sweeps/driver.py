@@ -26,6 +26,7 @@ from typing import Optional
 
 from filelock import FileLock
 
+from grpo_core.cpu_math import check_process
 from grpo_core.errors import Terminated, UserInputError, handle_sigterm
 from grpo_core.mlflow_logging import (DEFAULT_TRACKING_URI, MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
                                       git_commit, make_client)
@@ -53,7 +54,7 @@ class WorkerContext:
 
 # ---- grid bookkeeping ----------------------------------------------------------------------
 def grid_space(spec: SweepSpec) -> dict:
-    return {**spec.grid, "seed": spec.seeds}
+    return {**spec.grid, "seed": spec.grid_seeds}
 
 
 def make_grid_sampler(spec: SweepSpec):
@@ -179,6 +180,8 @@ def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
             **{f"variant.{k}": v for k, v in point.items() if k != "seed"}}
     if "claim" in spec.text:
         tags["claim"] = spec.text["claim"]
+    if spec.replication_seeds:  # the report tests each set on its own
+        tags["seed_set"] = "replication" if point["seed"] in spec.replication_seeds else "discovery"
     out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}"
     trial.set_user_attr("run_dir", str(out))
     summary, run_id = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
@@ -286,7 +289,7 @@ def _worker_entry(ctx: WorkerContext) -> None:
 
 # ---- the sweep ------------------------------------------------------------------------------------
 def spec_fingerprint(spec: SweepSpec) -> str:
-    key = json.dumps([spec.base, spec.grid, spec.seeds, spec.search, spec.objective, spec.direction,
+    key = json.dumps([spec.base, spec.grid, spec.grid_seeds, spec.search, spec.objective, spec.direction,
                       spec.sampler, spec.n_trials], sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -377,6 +380,8 @@ def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     client.log_param(run.info.run_id, "grid", json.dumps(spec.grid)[:6000])
     client.log_param(run.info.run_id, "search", json.dumps(spec.search)[:6000])
     client.log_param(run.info.run_id, "seeds", json.dumps(spec.seeds))
+    if spec.replication_seeds:
+        client.log_param(run.info.run_id, "replication_seeds", json.dumps(spec.replication_seeds))
     client.log_param(run.info.run_id, "base", json.dumps(spec.base, default=str)[:6000])
     study.set_user_attr(f"mlflow_parent_run_id:{tracking_uri}", run.info.run_id)
     return run.info.run_id
@@ -412,6 +417,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     if heartbeat_interval < 1:
         raise UserInputError(f"--heartbeat-interval: got {heartbeat_interval}; allowed: an integer ≥ 1 (seconds)")
     spec = load_spec(spec_path)
+    check_process(spec.config_for({}).cpu_math)  # the workers compute with this process's CPU math
     tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
     # MLflow's documented setting: no pooled SQL connections in this process, so none is open when
     # the workers fork (a connection must not cross a fork); each operation opens its own

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import statistics as pystats
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 from pathlib import Path
 
@@ -49,6 +49,9 @@ def validate_report(spec: SweepSpec) -> None:
     """Check a claim spec's `report` section before anything runs."""
     rep = spec.report
     where = f"{spec.path}: report"
+    if not spec.replication_seeds:
+        raise UserInputError(f"{spec.path}: replication_seeds: missing; a claim spec needs a second seed set, "
+                             f"disjoint from `seeds` (every verdict must hold on both)")
     if not rep.get("tests"):
         raise UserInputError(f"{where}.tests: missing; a claim needs at least one test behind its verdict")
     for fig in rep.get("figures", []):
@@ -152,6 +155,8 @@ def variant_table(spec: SweepSpec, runs: list[Run]) -> str:
 # sizes cannot reach significance, or no run learned to compare). Strata where the outcome
 # differs are named ("supported only under …").
 SUPPORTED, CONTRADICTED, NO_EFFECT, INCONCLUSIVE = "supported", "contradicted", "no effect detected", "inconclusive"
+TOO_FEW_SEEDS = f"{INCONCLUSIVE} (too few seeds)"
+NOT_REPLICATED = "not replicated"  # significant on one seed set, not (or the other way) on the other
 
 
 @dataclass
@@ -160,6 +165,7 @@ class Verdict:
     verdict: str
     reason: str
     table: str
+    comparisons: list = field(default_factory=list)  # paired / differ tests: one per stratum and treatment
 
 
 @dataclass
@@ -238,32 +244,42 @@ def _verdict(statement: str, comparisons: list[Comparison], direction: Optional[
         return Verdict(statement, INCONCLUSIVE, "no paired runs to compare", table)
     if not any(c.best_p * m < ALPHA for c in comparisons):
         best = min(c.best_p for c in comparisons)
-        return Verdict(statement, f"{INCONCLUSIVE} (too few seeds)",
+        return Verdict(statement, TOO_FEW_SEEDS,
                        f"with {max(c.n_pairs for c in comparisons)} seeds per comparison the smallest possible p is "
-                       f"{best:.3g}, and Holm over {m} comparison(s) needs p < {ALPHA / m:.3g}", table)
+                       f"{best:.3g}, and Holm over {m} comparison(s) needs p < {ALPHA / m:.3g}", table, comparisons)
     informative = [c for c in comparisons if c.informative]
     if not informative:
-        return Verdict(statement, INCONCLUSIVE, "no run in either arm reached the metric within max_steps", table)
+        return Verdict(statement, INCONCLUSIVE, "no run in either arm reached the metric within max_steps", table,
+                       comparisons)
     sup = [c.label for c in comparisons if c.outcome == SUPPORTED]
     con = [c.label for c in comparisons if c.outcome == CONTRADICTED]
     counts = f"{len(sup)} of {m} comparisons significant in the claimed direction, {len(con)} in the opposite"
     counts += f" (two-sided, Holm-adjusted p < {ALPHA})"
-    if sup and con:
-        verdict = f"{SUPPORTED} only under {'; '.join(sup)}; {CONTRADICTED} under {'; '.join(con)}"
-    elif sup:
-        verdict = SUPPORTED if len(sup) == m else f"{SUPPORTED} only under {'; '.join(sup)}"
-    elif con:
-        verdict = CONTRADICTED if len(con) == m else f"{CONTRADICTED} only under {'; '.join(con)}"
+    if sup or con:
+        verdict = _phrase(m, [(SUPPORTED, sup), (CONTRADICTED, con)])
     else:
         if any(math.isinf(c.low) or math.isinf(c.high) for c in informative):
             return Verdict(statement, INCONCLUSIVE, counts + "; the 95% intervals are unbounded with these pair "
-                           "counts", table)
+                           "counts", table, comparisons)
         verdict = NO_EFFECT
         counts += "; " + _allowed(informative, direction, metric)
     uninformative = m - len(informative)
     if uninformative:
         counts += f"; {uninformative} comparison(s) had no run that learned in either arm"
-    return Verdict(statement, verdict, counts + extra, table)
+    return Verdict(statement, verdict, counts + extra, table, comparisons)
+
+
+def _phrase(m: int, kinds: list[tuple[str, list[str]]]) -> str:
+    """A verdict from the comparisons of each outcome: one word when all m share it, else the
+    strata named ("supported only under A; contradicted under B")."""
+    present = [(word, labels) for word, labels in kinds if labels]
+    if len(present) == 1 and len(present[0][1]) == m:
+        return present[0][0]
+    parts = []
+    for i, (word, labels) in enumerate(present):
+        only = " only" if i == 0 and word in (SUPPORTED, CONTRADICTED) else ""
+        parts.append(f"{word}{only} under {'; '.join(labels)}")
+    return "; ".join(parts)
 
 
 def _claimed(test: dict, comparisons: list[Comparison]) -> tuple[str, list[str]]:
@@ -432,6 +448,96 @@ def verdicts(spec: SweepSpec, runs: list[Run]) -> list[Verdict]:
     return [TESTS[t["kind"]](spec, runs, t) for t in spec.report["tests"]]
 
 
+# ---- replication: each test on two disjoint seed sets -----------------------------------------------
+# A claim spec runs its grid on `seeds` (discovery) and `replication_seeds`; every test is computed on
+# each set alone, exactly as above (Holm within the set), and the two are combined comparison by
+# comparison: supported or contradicted only where both sets are significant in the same direction,
+# not replicated where one set is significant and the other is not (or points the other way).
+def seed_sets(spec: SweepSpec) -> list[tuple[str, list]]:
+    """(name, seeds) of each set the report tests on."""
+    if spec.replication_seeds:
+        return [("discovery", list(spec.seeds)), ("replication", list(spec.replication_seeds))]
+    return [("all seeds", list(spec.seeds))]
+
+
+@dataclass
+class SetResult:
+    name: str  # discovery | replication | all seeds
+    seeds: list
+    verdict: Verdict
+
+
+def replicated_verdicts(spec: SweepSpec, runs: list[Run]) -> list[tuple[Verdict, list[SetResult]]]:
+    """Per test: the combined verdict and the verdict of each seed set."""
+    per_set = [(name, seeds, verdicts(spec, [r for r in runs if r.point["seed"] in seeds]))
+               for name, seeds in seed_sets(spec)]
+    return [(combine(test, found := [SetResult(name, seeds, vs[i]) for name, seeds, vs in per_set]), found)
+            for i, test in enumerate(spec.report["tests"])]
+
+
+def _is_inconclusive(v: Verdict) -> bool:
+    return v.verdict.startswith(INCONCLUSIVE)
+
+
+def combine(test: dict, found: list[SetResult]) -> Verdict:
+    """One verdict from the seed sets' verdicts of one test (see the comment above)."""
+    if len(found) == 1:  # one seed set: a significant result is not replicated yet
+        v = found[0].verdict
+        if v.verdict.startswith((NO_EFFECT, INCONCLUSIVE)):
+            return v
+        return Verdict(v.statement, f"{NOT_REPLICATED} (one seed set: {v.verdict})", v.reason, v.table, v.comparisons)
+    d, r = (f.verdict for f in found)
+    reason = "; ".join(f"{f.name} (seeds {_seed_list(f.seeds)}): {f.verdict.verdict}: {f.verdict.reason}" for f in found)
+    if not d.comparisons and not r.comparisons:  # checks on every run (placebo, C1): both sets must agree
+        verdict = d.verdict if d.verdict == r.verdict else (
+            NOT_REPLICATED if {d.verdict, r.verdict} & {SUPPORTED, CONTRADICTED} else INCONCLUSIVE)
+        return Verdict(d.statement, verdict, reason, "")
+    outcomes = {}
+    for which, v in enumerate((d, r)):
+        for c in v.comparisons:
+            outcomes.setdefault(c.label, ["", ""])[which] = c.outcome
+    sup = [label for label, (a, b) in outcomes.items() if a == b == SUPPORTED]
+    con = [label for label, (a, b) in outcomes.items() if a == b == CONTRADICTED]
+    nr = [label for label, (a, b) in outcomes.items() if (a or b) and a != b]
+    if sup or con or nr:
+        verdict = _phrase(len(outcomes), [(SUPPORTED, sup), (CONTRADICTED, con), (NOT_REPLICATED, nr)])
+    elif _is_inconclusive(d) or _is_inconclusive(r):
+        verdict = TOO_FEW_SEEDS if TOO_FEW_SEEDS in (d.verdict, r.verdict) else INCONCLUSIVE
+    else:
+        verdict = NO_EFFECT
+    return Verdict(d.statement, verdict, reason, replication_table(test, found))
+
+
+def _seed_list(seeds: list) -> str:
+    """[0, 1, 2, 3] → 0–3; otherwise the list."""
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def replication_table(test: dict, found: list[SetResult]) -> str:
+    """Each comparison on both seed sets: pairs, paired difference with its 95% interval, Holm p,
+    outcome; and the replicated outcome."""
+    metric = test.get("metric", "")
+    by_label = {}
+    for which, f in enumerate(found):
+        for c in f.verdict.comparisons:
+            by_label.setdefault(c.label, [None] * len(found))[which] = c
+    effect = "paired difference" if test["kind"] == "paired" else "largest paired difference to the first level"
+    head = ["comparison"] + [f"{f.name}: {h}" for f in found for h in ("pairs", f"{effect} [95% CI]", "Holm p", "outcome")]
+    lines = ["| " + " | ".join(head + ["replicated"]) + " |", "|" + "---|" * (len(head) + 1)]
+    for label, cs in by_label.items():
+        cells = [label]
+        for c in cs:
+            cells += (["–"] * 4 if c is None else
+                      [str(c.n_pairs), f"{_fmt_num(c.estimate, metric)} [{_fmt_num(c.low, metric)}, {_fmt_num(c.high, metric)}]",
+                       f"{c.p_adj:.3g}", c.outcome or "–"])
+        outs = [c.outcome if c else "" for c in cs]
+        both = outs[0] if outs[0] and all(o == outs[0] for o in outs) else (NOT_REPLICATED if any(outs) else "–")
+        lines.append("| " + " | ".join(cells + [both]) + " |")
+    return "\n".join(lines)
+
+
 # ---- figures --------------------------------------------------------------------------------------
 def figures(spec: SweepSpec, runs: list[Run], fig_dir: Path, prefix: str) -> list[Path]:
     import matplotlib
@@ -502,9 +608,9 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: int, fig_dir: Pa
         if key in spec.text:
             out.append(f"- **{key.capitalize()}:** {spec.text[key]}")
     max_steps = runs[0].config["max_steps"] if runs else spec.base.get("max_steps")
-    seeds = sorted({r.point["seed"] for r in runs})
     grid = "; ".join(f"{k} ∈ {v}" for k, v in spec.grid.items())
-    out += [f"- **Settings:** {grid}; seeds {seeds}; max_steps {max_steps}; base {json.dumps(spec.base)}",
+    sets = "; ".join(f"{name} seeds {_seed_list(seeds)}" for name, seeds in seed_sets(spec))
+    out += [f"- **Settings:** {grid}; {sets}; max_steps {max_steps}; base {json.dumps(spec.base)}",
             f"- **Runs:** {len(runs)} finished" + (f", {unfinished} not finished (left out)" if unfinished else "")
             + (f"; **{imprecise} run(s) had a baseline standard error above δ/4** (baseline_prompts too small)"
                if (imprecise := sum(r.summary.get("baseline_reward_se", 0) > r.config["stl_delta"] / 4 for r in runs))
@@ -513,13 +619,20 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: int, fig_dir: Pa
     if not runs:
         out += ["No finished runs: no verdict.", ""]
         return "\n".join(out), []
-    results = verdicts(spec, runs)
+    tested = replicated_verdicts(spec, runs)
+    results = [v for v, _ in tested]
     for v in results:
         out.append(f"**Verdict: {v.verdict}** — {v.statement}. ({v.reason}.)")
         out.append("")
+    for statement in spec.report.get("needs_full_run", []):  # --quick: tests these runs cannot decide
+        out += [f"**Not decided here: needs the full run** (`grpo reproduce`) — {statement}.", ""]
     out += [variant_table(spec, runs), ""]
-    for v in results:
-        out += [f"Test behind “{v.statement}”:", "", v.table, ""]
+    for v, found in tested:
+        out += [f"Test behind “{v.statement}”:", ""]
+        if v.table and len(found) > 1:
+            out += [v.table, ""]
+        for f in found:
+            out += [f"{f.name.capitalize()} seeds ({_seed_list(f.seeds)}): {f.verdict.verdict}.", "", f.verdict.table, ""]
     for path in figures(spec, runs, fig_dir, spec.name):
         out += [f"![{path.stem}]({path.relative_to(report_dir).as_posix()})", ""]
     return "\n".join(out), results

@@ -16,16 +16,17 @@ from typing import Optional
 import yaml
 
 from grpo_core.config import GRPOConfig, read_yaml_mapping
+from grpo_core.cpu_math import describe
 from grpo_core.errors import UserInputError
 from grpo_core.mlflow_logging import DEFAULT_TRACKING_URI, check_tracking_uri, git_commit
 from grpo_core.provenance import machine, versions
 
 from .driver import run_sweep
+from .paths import REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from .report import bases_table, claim_section, collect_runs, validate_report
 from .spec import load_spec
 from .storage import check_distinct, check_storage
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def claim_specs(experiments: Path) -> list[Path]:
@@ -39,6 +40,10 @@ def claim_specs(experiments: Path) -> list[Path]:
     return paths
 
 
+QUICK_KEYS = ("max_steps", "seeds", "replication_seeds", "grid")  # a spec's `quick`: what --quick changes
+NEEDS_FULL_RUN = "**needs the full run** (`grpo reproduce`: these seeds or steps cannot decide it)"
+
+
 def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Optional[int], spec_dir: Path) -> Path:
     """Write the spec this invocation runs: quick overrides, test trims, and a name of its own
     so quick and full sweeps never share an Optuna study."""
@@ -46,14 +51,30 @@ def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Option
     suffix = []
     if quick:
         quick_over = data.get("quick") or {}
+        unknown = sorted(set(quick_over) - set(QUICK_KEYS))
+        if unknown:
+            raise UserInputError(f"{path}: quick.{unknown[0]}: unknown key; allowed: {', '.join(QUICK_KEYS)}")
         data["seeds"] = quick_over.get("seeds", data["seeds"][:2])
+        data["replication_seeds"] = quick_over.get("replication_seeds", (data.get("replication_seeds") or [])[:2])
+        for axis, values in (quick_over.get("grid") or {}).items():  # a part of the grid, never new values
+            full = (data.get("grid") or {}).get(axis)
+            if not isinstance(values, list) or full is None or any(v not in full for v in values):
+                raise UserInputError(f"{path}: quick.grid.{axis}: {values!r}; allowed: a sub-list of grid.{axis} "
+                                     f"{full}")
+            data["grid"][axis] = values
         data["base"] = {**(data.get("base") or {}), "max_steps": quick_over.get("max_steps", 50)}
+        report = data.get("report") or {}  # tests marked `quick: false` cannot be decided in a quick run
+        tests = report.get("tests") or []
+        report["needs_full_run"] = [t.get("statement", "") for t in tests if t.get("quick") is False]
+        report["tests"] = [t for t in tests if t.get("quick") is not False]
+        data["report"] = report
         suffix.append("quick")
     if max_steps is not None:
         data["base"] = {**(data.get("base") or {}), "max_steps": max_steps}
         suffix.append(f"steps{max_steps}")
     if seeds is not None:
         data["seeds"] = data["seeds"][:seeds]
+        data["replication_seeds"] = (data.get("replication_seeds") or [])[:seeds]
         suffix.append(f"seeds{seeds}")
     base = data.get("base") or {}
     window = base.get("stl_window", GRPOConfig.stl_window)
@@ -66,6 +87,18 @@ def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Option
     out = spec_dir / path.name
     out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return out
+
+
+def cpu_math_line(runs: list) -> str:
+    """The CPU math and threads every run used: what another machine must match to get the same numbers."""
+    modes = sorted({str(r.config.get("cpu_math", "not recorded")) for r in runs})
+    threads = sorted({r.config.get("num_threads") for r in runs}, key=str)
+    kernels = sorted({str(r.summary.get("cpu_capability", "not recorded")) for r in runs})
+    described = "; ".join(describe(m) if m in ("reproducible", "native") else m for m in modes)
+    return (f"**CPU math:** {described} in {'every run' if len(modes) == 1 else 'these runs'} (ATen kernels used: "
+            f"{', '.join(kernels)}); num_threads {', '.join(map(str, threads))} per run. Another x86-64 machine with "
+            f"AVX2, the same versions, `cpu_math: reproducible` and the same num_threads trains the same runs bit for "
+            f"bit (`tests/test_cross_machine.py` checks runs made on two machines).")
 
 
 def _pending(spec_path: Path, storage: Optional[str]) -> bool:
@@ -84,8 +117,6 @@ def _pending(spec_path: Path, storage: Optional[str]) -> bool:
     return has_work(study, spec, invocation="")
 
 
-REAL_EXPERIMENTS = REPO / "experiments" / "real"  # the real-model claims (SmolLM2-135M-Instruct, a GPU)
-REAL_RESULTS = Path("results/real")  # their run folders (config, metrics, summary) are committed here
 
 
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
@@ -100,8 +131,9 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command)
         sections.append(text)
         claim = spec.text.get("claim", spec.name)
-        for v in results or [None]:
+        for v in results or ([] if spec.report.get("needs_full_run") else [None]):
             rows.append(f"| {claim} | {v.statement if v else '–'} | **{v.verdict if v else 'no runs'}** |")
+        rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} |" for statement in spec.report.get("needs_full_run", [])]
     return sections, rows, all_runs
 
 
@@ -134,8 +166,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     check_distinct(storage, tracking_uri or DEFAULT_TRACKING_URI)
     check_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
     check_storage(storage)
-    exp_dir = Path(experiments) if experiments else (REAL_EXPERIMENTS if real else REPO / "experiments")
-    paths = claim_specs(exp_dir)
+    paths = claim_specs(experiments_dir(experiments, real))
     for p in paths:  # every spec and its report section is checked before anything runs
         validate_report(load_spec(p))
     if real:  # the real-model runs are committed: config, metrics and summary of each are small
@@ -145,6 +176,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         report_dir = Path(out) if out else (Path("results/local/quick") if quick else Path("results"))
         work = report_dir if (quick or out) else Path("results/local/reproduce")
     runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
+    full_only = [p for p in paths if quick and not read_yaml_mapping(p).get("quick")]  # too costly for --quick
+    paths = [p for p in paths if p not in full_only]
     with tempfile.TemporaryDirectory() as staging:  # derived specs are checked before any is written
         for p in paths:
             load_spec(derive_spec(p, quick, max_steps, seeds, Path(staging)))
@@ -163,6 +196,10 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
     sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command)
+    for p in full_only:
+        spec = load_spec(p, check_points=False)
+        summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} |"
+                         for t in spec.report["tests"]]
     if not (real or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
         real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir)
         sections, summary_rows, all_runs = real_sections + sections, real_rows + summary_rows, real_runs + all_runs
@@ -205,6 +242,22 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "direction), *no effect detected* (with the largest effect the intervals still allow), "
         "*inconclusive* (too few seeds, or nothing learned to compare). The placebo section checks that a run "
         "that cannot learn never gets a steps_to_learn. Reward curves: mean over seeds with a 95% normal band.",
+        "",
+        "**Replication.** Every claim runs its grid on two disjoint seed sets, *discovery* (the spec's `seeds`) "
+        "and *replication* (`replication_seeds`); each test is computed on each set alone, exactly as above "
+        "(Holm within the set), and a comparison reads *supported* or *contradicted* only when both sets are "
+        "significant in the same direction. Where one set is significant and the other is not, or points the "
+        "other way, it reads **not replicated**; *no effect detected* needs both sets non-significant with "
+        "bounded intervals; each test's table shows both sets' p-values and intervals side by side. Why this "
+        "design: it needs no argument about its error rate (the sets share no seed, so no prompt or sampling "
+        "stream; under the null a replicated false positive in a given direction has probability ≤ 0.025², and "
+        "a real effect that is significant half the time replicates a quarter of the time: the price is power), "
+        "and a verdict no longer flips when rounding moves one borderline p across 0.05 (the reason it was "
+        "built: a summation-order change moved two verdicts of an earlier report); adding seeds to borderline "
+        "cells would spend fewer runs but needs an alpha-spending rule and makes the seed count depend on the "
+        "data. Seed counts per set are chosen so that each set alone can reach Holm-adjusted p < 0.05.",
+        "",
+        cpu_math_line(all_runs),
         "",
         *bases_table(all_runs),
         "",

@@ -26,7 +26,7 @@ OBJECTIVES = {
 CENSORED_AT_MAX_STEPS = ("steps_to_learn", "loss_departure_step")
 SAMPLERS = ("tpe", "random")
 TEXT_KEYS = ("question", "claim", "source", "hypothesis", "expected", "notes")
-SPEC_KEYS = ("name", "base", "grid", "seeds", "search", "sampler", "n_trials", "objective", "direction",
+SPEC_KEYS = ("name", "base", "grid", "seeds", "replication_seeds", "search", "sampler", "n_trials", "objective", "direction",
              "mlflow_experiment", "report", "quick", *TEXT_KEYS)
 SEARCH_KEYS = ("low", "high", "log", "type", "choices")
 
@@ -41,6 +41,10 @@ class SweepSpec:
     """Axis (config key) -> list of values; grids run every combination × every seed."""
     seeds: list
     """Seeds: a grid axis in grid mode; inside the objective (mean over seeds) in search mode."""
+    replication_seeds: list = field(default_factory=list)
+    """A second seed set, disjoint from `seeds` (grid mode): its runs are trained as the others; the
+    report tests every comparison on each set and calls a claim supported or contradicted only when
+    both agree (sweeps/report.py)."""
     search: dict = field(default_factory=dict)
     """Config key -> {low, high, log, type: float|int} or {choices: [...]}; non-empty = search mode."""
     sampler: str = "tpe"
@@ -66,13 +70,18 @@ class SweepSpec:
         return "search" if self.search else "grid"
 
     @property
+    def grid_seeds(self) -> list:
+        """Every seed the grid runs: the discovery seeds, then the replication seeds."""
+        return [*self.seeds, *self.replication_seeds]
+
+    @property
     def experiment(self) -> str:
         return self.mlflow_experiment or self.name
 
     def grid_points(self) -> list[dict]:
         """Every combination of the grid axes with every seed, in a fixed order."""
         axes = list(self.grid) + ["seed"]
-        values = [self.grid[a] for a in self.grid] + [self.seeds]
+        values = [self.grid[a] for a in self.grid] + [self.grid_seeds]
         return [dict(zip(axes, combo)) for combo in itertools.product(*values)]
 
     def config_for(self, params: dict, **extra) -> GRPOConfig:
@@ -169,6 +178,14 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
         raise _err(path, "seeds", f"expected distinct integers, got {seeds}")
 
+    replication = data.get("replication_seeds") or []
+    if not isinstance(replication, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in replication) \
+            or len(set(replication)) != len(replication):
+        raise _err(path, "replication_seeds", f"expected distinct integers, got {replication!r}")
+    if set(replication) & set(seeds):
+        raise _err(path, "replication_seeds", f"{sorted(set(replication) & set(seeds))} also in seeds; allowed: "
+                                              f"seeds disjoint from `seeds` (an independent replication)")
+
     search_raw = data.get("search") or {}
     if not isinstance(search_raw, dict):
         raise _err(path, "search", "expected a mapping of config key -> range or choices")
@@ -176,6 +193,10 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
         if key not in FIELD_NAMES or key == "seed":
             raise _err(path, f"search.{key}", "unknown or unsearchable key; allowed: config keys except seed")
     search = {k: _search_entry(path, k, v) for k, v in search_raw.items()}
+    for where, keys in (("grid", grid), ("search", search)):
+        if "cpu_math" in keys:  # set before torch loads, once for the sweep's whole process tree
+            raise _err(path, f"{where}.cpu_math", "cannot vary within a sweep; allowed: in base only (one mode "
+                                                  "per sweep: its workers share the process's CPU math)")
     if not grid and not search:
         raise _err(path, "grid", "empty grid and no search space; give at least one axis or a search space")
     overlap = sorted((set(grid) | set(search)) & set(base))
@@ -197,6 +218,8 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     if search:
         if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 1:
             raise _err(path, "n_trials", f"a search needs a budget: an integer ≥ 1, got {n_trials!r}")
+        if replication:
+            raise _err(path, "replication_seeds", "only for a grid; a search keeps its seeds inside the objective")
     elif n_trials is not None:
         raise _err(path, "n_trials", "only for a search; a grid runs each of its points once")
     experiment = data.get("mlflow_experiment", "") or ""
@@ -206,7 +229,7 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     for key in ("report", "quick"):
         if not isinstance(data.get(key) or {}, dict):
             raise _err(path, key, "expected a mapping")
-    spec = SweepSpec(name=name, base=base, grid=grid, seeds=seeds, search=search, sampler=sampler,
+    spec = SweepSpec(name=name, base=base, grid=grid, seeds=seeds, replication_seeds=replication, search=search, sampler=sampler,
                      n_trials=n_trials, objective=objective, direction=direction,
                      mlflow_experiment=str(experiment), text=text, report=data.get("report") or {},
                      quick=data.get("quick") or {}, path=path)

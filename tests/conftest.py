@@ -1,4 +1,5 @@
 import os
+import grpo_core  # noqa: F401  (first: pins the CPU math before any test imports torch; grpo_core/cpu_math.py)
 import subprocess
 import sys
 from pathlib import Path

@@ -7,12 +7,14 @@ import yaml
 
 from conftest import CACHE, ROOT, run_grpo
 from grpo_core.models import committed_bases
-from sweeps.report import Run, check_differ, check_paired, check_placebo, check_zero_loss_step1
+from sweeps.report import (Run, check_differ, check_paired, check_placebo, check_zero_loss_step1,
+                           replicated_verdicts)
 from sweeps.spec import SweepSpec
 
 
-def _spec(grid, seeds=10):
-    return SweepSpec(name="t", base={}, grid=grid, seeds=list(range(seeds)))
+def _spec(grid, seeds=10, replication=0, tests=()):
+    return SweepSpec(name="t", base={}, grid=grid, seeds=list(range(seeds)),
+                     replication_seeds=list(range(seeds, seeds + replication)), report={"tests": list(tests)})
 
 
 def _run(point, stl=None, loss1=0.0, grad1=1.0, final=0.3, rewards=None, **config):
@@ -24,7 +26,7 @@ def _run(point, stl=None, loss1=0.0, grad1=1.0, final=0.3, rewards=None, **confi
     return Run(point, cfg, summary, metrics)
 
 
-WARMUP = {"statement": "s", "metric": "steps_to_learn", "axis": "warmup_ratio", "treatment": [0.0],
+WARMUP = {"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "warmup_ratio", "treatment": [0.0],
           "control": 0.25, "direction": "lower"}
 
 
@@ -58,6 +60,48 @@ def test_paired_verdicts_supported_contradicted_and_both():
     spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4, 1e-3, 3e-4]})
     mixed = check_paired(spec, runs, WARMUP).verdict
     assert mixed == "supported only under learning_rate=0.0001; contradicted under learning_rate=0.001"
+
+
+def _replicated(runs_by_set, spec, test):
+    """The combined verdict of `test` on two seed sets (seeds 0-9 and 10-19)."""
+    (combined, found), = replicated_verdicts(spec, runs_by_set)
+    assert [f.name for f in found] == ["discovery", "replication"]
+    return combined, found
+
+
+def test_a_verdict_holds_only_when_both_seed_sets_agree():
+    spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4, 1e-3]}, replication=10, tests=[WARMUP])
+    both = _warmup_runs(20)
+    discovery_only = _warmup_runs(10) + [r for r in _warmup_runs(20) if r.point["seed"] >= 10
+                                        and r.point["learning_rate"] == 1e-4]
+    for seed in range(10, 20):  # on the replication seeds lr 1e-3 shows nothing: warmup on and off alike
+        discovery_only += [_run({"warmup_ratio": w, "learning_rate": 1e-3, "seed": seed}, stl=40 + (seed + (w > 0)) % 2)
+                           for w in (0.0, 0.25)]
+    v, found = _replicated(_only(both, 1e-4) + _only(both, 1e-3), spec, WARMUP)
+    assert v.verdict == "supported only under learning_rate=0.0001; contradicted under learning_rate=0.001"
+    assert "discovery (seeds 0–9): supported only under" in v.reason and "replication (seeds 10–19)" in v.reason
+    v, found = _replicated(discovery_only, spec, WARMUP)
+    assert found[0].verdict.verdict.endswith("contradicted under learning_rate=0.001")
+    assert v.verdict == "supported only under learning_rate=0.0001; not replicated under learning_rate=0.001"
+    # both p-values and intervals are shown, side by side
+    row = next(line for line in v.table.splitlines() if line.startswith("| learning_rate=0.001 |"))
+    assert row.count("[") == 2 and "| contradicted | 10 |" in row and row.endswith("| – | not replicated |")
+
+
+def test_placebo_and_checks_must_hold_on_both_sets():
+    test = {"kind": "placebo", "statement": "s"}
+    spec = _spec({"task": ["addition"]}, replication=10, tests=[test])
+    flat = [0.2] * 60
+    runs = [_run({"task": "addition", "seed": s}, rewards=flat) for s in range(20)]
+    assert _replicated(runs, spec, test)[0].verdict == "supported"
+    runs[15] = _run({"task": "addition", "seed": 15}, stl=40, rewards=flat)  # a false positive in replication
+    assert _replicated(runs, spec, test)[0].verdict == "not replicated"
+
+
+def test_one_seed_set_is_never_a_replicated_verdict():
+    spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4]}, tests=[WARMUP])
+    (v, found), = replicated_verdicts(spec, _only(_warmup_runs(), 1e-4))
+    assert len(found) == 1 and v.verdict == "not replicated (one seed set: supported)"
 
 
 def test_no_effect_states_the_largest_effect_still_allowed():
@@ -146,19 +190,24 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     committed = ROOT / "results" / "REPORT.md"
     before = committed.read_bytes() if committed.exists() else None
-    res = run_grpo("reproduce", "--quick", "--max-steps", "6", "--seeds", "2", "--experiments", str(exp),
+    res = run_grpo("reproduce", "--quick", "--max-steps", "6", "--seeds", "1", "--experiments", str(exp),
                    "--out", str(tmp_path / "report"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (tmp_path / "report" / "REPORT.md").read_text()
-    for claim in ("calibration", "C1", "C2", "C3", "C4", "C5"):
+    for claim in ("calibration", "C1", "C3", "C4"):  # the specs with a `quick` section
         assert f"## {claim} — " in report
     assert report.index("## calibration — ") < report.index("## C1 — ")  # the placebo comes first
-    assert report.count("**Verdict: ") == 10  # placebo 2, C1 1, C2 2, C3 2, C4 1, C5 2
-    for task, entry in committed_bases().items():  # every base is printed with its checksum
-        assert f"| {task} | tiny | `{entry['sha256'][:16]}` |" in report
+    assert report.count("**Verdict: ") == 4  # placebo 1, C1 1, C3 1 (its reward test needs the full run), C4 1
+    assert "discovery seeds 0; replication seeds" in report  # --seeds 1: one seed of each set
+    needs_full = [line for line in report.splitlines() if "**needs the full run**" in line]
+    assert {line.split(" | ")[0] for line in needs_full} == {"| calibration", "| C2", "| C3", "| C5"}
+    assert len(needs_full) == 6  # placebo on repeat, C2 ×2, C3's reward test, C5 ×2
+    entry = committed_bases()["addition"]  # every base used is printed with its checksum (--quick: addition)
+    assert f"| addition | tiny | `{entry['sha256'][:16]}` |" in report
+    assert "**CPU math:** reproducible (ATEN_CPU_CAPABILITY=avx2" in report and "num_threads 1 per run" in report
     assert "Machine:" in report and "torch" in report and "grpo reproduce --quick" in report
     figures = sorted((tmp_path / "report" / "figures").glob("*.png"))
-    assert len(figures) >= 10
+    assert len(figures) == 6  # placebo 1, C1 2, C3 2, C4 1 (addition only in --quick)
     for fig in figures:
         assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 5000
         assert f"figures/{fig.name}" in report

@@ -1,0 +1,142 @@
+"""Reproducible CPU math: the config key `cpu_math`, and pinning the process's math paths.
+
+torch picks its CPU kernels per machine: ATen dispatches to the widest vector instructions the
+CPU has (AVX-512 where present, else AVX2), MKL chooses a code path per CPU model, oneDNN per
+instruction set. Each choice sums floating-point numbers in its own order, so the same run on two
+x86-64 machines drifts apart after tens of steps, and the chaotic runs of a report (a large
+learning rate) end up on different trajectories. `reproducible` pins all three to their AVX2 paths,
+which every x86-64 CPU since 2015 has:
+
+    ATEN_CPU_CAPABILITY=avx2   MKL_CBWR=AVX2   ONEDNN_MAX_CPU_ISA=AVX2
+
+These are read when torch loads (and when MKL and oneDNN first run), so they must be in the
+environment before `import torch`; child processes inherit them. `native` clears them and lets
+each library choose (faster on some CPUs, not the same numbers on another machine).
+
+This module never imports torch at import time: `grpo_lab` calls `pin` before anything else, and
+`grpo_core/__init__.py` pins the default for library users who import grpo_core before torch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+MODES = ("reproducible", "native")
+DEFAULT = "reproducible"
+PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+ENV_MODE = "GRPO_CPU_MATH"  # the mode the `grpo` command chose, for the processes it starts
+
+_at_torch_load: dict = {}  # the three variables as they were when torch loaded (see _snapshot)
+
+
+def pin(mode: str) -> None:
+    """Set this process's CPU math for `mode`, before torch loads; children inherit it. A mode
+    that is not one of MODES is left to the config's validation (nothing is changed). Once torch
+    is loaded the environment is left as it is: `process_mode` then tells what torch runs with."""
+    if mode not in MODES or "torch" in sys.modules:
+        _snapshot()
+        return
+    os.environ[ENV_MODE] = mode
+    for key, value in PINNED.items():
+        if mode == "reproducible":
+            os.environ[key] = value
+        else:
+            os.environ.pop(key, None)
+    _snapshot()
+
+
+def _snapshot() -> None:
+    """Remember the variables torch loads (or loaded) with: the first call's view when torch is
+    already imported, the current one otherwise."""
+    if _at_torch_load and "torch" in sys.modules:
+        return
+    _at_torch_load.clear()
+    _at_torch_load.update({k: os.environ.get(k) for k in PINNED})
+
+
+def process_mode() -> str:
+    """`reproducible` when this process's torch loaded with the three pinned values, else `native`."""
+    _snapshot()
+    return "reproducible" if all(_at_torch_load.get(k) == v for k, v in PINNED.items()) else "native"
+
+
+def describe(mode: str) -> str:
+    """One line for reports and logs."""
+    if mode == "reproducible":
+        return "reproducible (" + ", ".join(f"{k}={v}" for k, v in PINNED.items()) + ")"
+    return "native (each library picks its CPU kernels: numbers may differ between machines)"
+
+
+def cpu_capability() -> str:
+    """The instruction set ATen's CPU kernels use in this process (AVX2, AVX512, DEFAULT, ...)."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def check_process(mode: str) -> None:
+    """A run's `cpu_math` must be what this process computes with (the logged value is the value
+    used). Raises a one-line ConfigError otherwise."""
+    from .errors import ConfigError
+
+    actual = process_mode()
+    if actual != mode:
+        raise ConfigError("cpu_math", f"this process already loaded torch with {actual} CPU math, the config asks "
+                                      f"for {mode}; allowed: {actual} here, or run through the `grpo` command (which "
+                                      f"sets it before torch loads), or call grpo_core.cpu_math.pin({mode!r}) "
+                                      f"before importing torch")
+
+
+# ---- which mode a command line asks for, read before torch loads ---------------------------------------
+def _read_mapping(path) -> dict:
+    """A YAML file's top-level mapping, or {} when it cannot be read (the command's own validation
+    reports that, after this)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except Exception:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _override(overrides: list[str]):
+    import yaml
+
+    value = None
+    for text in overrides:
+        key, _, raw = text.partition("=")
+        if key.strip() == "cpu_math":
+            try:
+                value = yaml.safe_load(raw)
+            except Exception:
+                value = raw
+    return value
+
+
+def mode_for_train(config_path, overrides: list[str]) -> str:
+    """`grpo train CONFIG --set ...`: the mode its config will have."""
+    value = _override(overrides)
+    if value is None and config_path:
+        value = _read_mapping(config_path).get("cpu_math")
+    return value if value in MODES else DEFAULT
+
+
+def mode_for_specs(paths) -> str:
+    """`grpo sweep` / `grpo reproduce`: the mode every spec's base asks for (one process pins one
+    mode, so a grid cannot vary it: sweeps/spec.py refuses that). Raises UserInputError when specs
+    of one command ask for different modes."""
+    from .errors import UserInputError
+
+    modes = {}
+    for path in paths:
+        base = _read_mapping(path).get("base")
+        value = base.get("cpu_math") if isinstance(base, dict) else None
+        modes[str(path)] = value if value in MODES else DEFAULT
+    if len(set(modes.values())) > 1:
+        listed = ", ".join(f"{p}: {m}" for p, m in modes.items())
+        raise UserInputError(f"cpu_math: the specs of one command ask for different modes ({listed}); "
+                             f"allowed: one mode for all (a process pins its CPU math once)")
+    return next(iter(modes.values()), DEFAULT)

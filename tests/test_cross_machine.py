@@ -1,0 +1,72 @@
+"""The same numbers on every machine of this kind: runs made on another machine (and on this
+project's development machine) must come out bit for bit here, through the `grpo` command with its
+default CPU math (`cpu_math: reproducible`, grpo_core/cpu_math.py). Where they come from:
+tests/data/repro/*/README.md."""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from repro_runs import first_difference, read_configs, train
+
+DATA = Path(__file__).resolve().parent / "data" / "repro"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", ["other-machine", "this-machine"])
+def test_reference_runs_reproduce_bit_for_bit(machine):
+    folder = DATA / machine
+    configs = read_configs(folder)
+    assert configs and all((folder / f"{name}.jsonl").is_file() for name in configs)
+    with ThreadPoolExecutor(2) as pool:  # one thread per run, two runs at a time
+        results = dict(zip(configs, pool.map(train, configs.values())))
+    differences = {}
+    for name, rows in results.items():
+        want = [json.loads(line) for line in (folder / f"{name}.jsonl").read_text().splitlines() if line]
+        assert len(want) >= 60
+        if (where := first_difference(rows, want)):
+            differences[name] = where
+    assert not differences, f"runs that differ from {machine}'s references: {differences}"
+
+
+def test_cpu_math_is_recorded_and_native_is_an_opt_out(tmp_path):
+    from conftest import run_grpo
+
+    for mode in ("reproducible", "native"):
+        out = tmp_path / mode
+        proc = run_grpo("train", "--no-mlflow", "--no-progress", "--set", "max_steps=2", "--set", f"cpu_math={mode}",
+                        "--set", "baseline_prompts=16", "--set", "stl_window=1", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["cpu_math"] == mode and summary["cpu_capability"]
+        assert f"cpu_math: {mode}" in (out / "config.yaml").read_text()
+
+
+def test_a_config_whose_cpu_math_differs_from_the_process_is_refused(cfg_factory):
+    from grpo_core import cpu_math
+    from grpo_core.errors import ConfigError
+    from grpo_core.trainer import GRPOTrainer
+
+    assert cpu_math.process_mode() == "reproducible"  # conftest imported grpo_core before torch
+    with pytest.raises(ConfigError, match="cpu_math: this process already loaded torch with reproducible"):
+        GRPOTrainer(cfg_factory(cpu_math="native"))
+
+
+def test_mode_read_before_torch_loads(tmp_path):
+    from grpo_core import cpu_math
+    from grpo_core.errors import UserInputError
+
+    config = tmp_path / "c.yaml"
+    config.write_text("cpu_math: native\n")
+    assert cpu_math.mode_for_train(str(config), []) == "native"
+    assert cpu_math.mode_for_train(str(config), ["cpu_math=reproducible"]) == "reproducible"
+    assert cpu_math.mode_for_train(None, []) == "reproducible"
+    assert cpu_math.mode_for_train(str(tmp_path / "missing.yaml"), []) == "reproducible"  # validation says why
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("base: {cpu_math: native}\n")
+    b.write_text("base: {task: addition}\n")
+    assert cpu_math.mode_for_specs([a]) == "native"
+    with pytest.raises(UserInputError, match="different modes"):
+        cpu_math.mode_for_specs([a, b])
