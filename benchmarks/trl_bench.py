@@ -30,7 +30,9 @@ from typing import Optional
 
 import torch
 
+from grpo_core import defaults
 from grpo_core.errors import UserInputError
+from grpo_core.files import staged_folder
 
 SMOLLM2_135M = dict(  # HuggingFaceTB/SmolLM2-135M config.json
     model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
@@ -74,7 +76,7 @@ class Knobs:
     learning_rate: float = 1e-5
     seed: int = 0
     device: str = "cpu"  # cpu | cuda
-    cache_dir: str = "results/local/cache"
+    cache_dir: str = defaults.CACHE_DIR
     cpu_math: str = "reproducible"  # grpo_core/cpu_math.py: set for this process before torch loaded
 
 
@@ -109,10 +111,9 @@ def model_dir(setup: Setup, knobs: Knobs) -> str:
                                   bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **arch)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
-    tmp = Path(tempfile.mkdtemp(dir=Path(knobs.cache_dir), prefix=".building-"))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    os.replace(tmp, target)
+    with staged_folder(target) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
     return str(target)
 
 

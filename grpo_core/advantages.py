@@ -1,6 +1,7 @@
 """Group-relative advantages and the two advantage variant axes (noise, scale).
 
-Pure functions: tensors in, `(advantages, metrics)` out. Order in the trainer:
+Pure functions: tensors in, `(advantages, metrics)` out; metrics are 0-d tensors (as loss.py's), so
+the trainer copies a step's metrics to the host once. Order in the trainer:
 normalize (scale_rewards) -> perturb (claim C3) -> scale (claim C4).
 """
 
@@ -40,7 +41,7 @@ def normalize_rewards(
     rewards: torch.Tensor,  # (B,) summed reward per completion, B = num_groups × G, groups contiguous
     num_generations: int,  # G
     scale_rewards: str,  # a key of REWARD_SCALES
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """A_i = (r_i − mean_group(r)) / (std + 1e-4), with std from the group, the batch, or none.
 
     `none` is Dr. GRPO's choice (arXiv 2503.20783): no division by a std. A group whose rewards
@@ -55,10 +56,10 @@ def normalize_rewards(
     batch_std = rewards.std(unbiased=True) if rewards.numel() > 1 else rewards.new_zeros(())
     advantages, zero_std = REWARD_SCALES[scale_rewards](centered, group_std, batch_std)
     metrics = {  # names and meanings as TRL 1.16 logs them, plus the within-group std under its own name
-        "reward": rewards.mean().item(),
-        "reward_std": batch_std.item(),  # std over the whole batch (TRL's reward_std)
-        "reward_std_within_group": group_std.mean().item(),  # mean over groups of the group's std
-        "frac_reward_zero_std": zero_std.item(),  # share of completions whose std (group or batch) is 0
+        "reward": rewards.mean(),
+        "reward_std": batch_std,  # std over the whole batch (TRL's reward_std)
+        "reward_std_within_group": group_std.mean(),  # mean over groups of the group's std
+        "frac_reward_zero_std": zero_std,  # share of completions whose std (group or batch) is 0
     }
     return advantages.reshape(-1), metrics
 
@@ -93,10 +94,10 @@ def scale_advantages(advantages: torch.Tensor, scale: float) -> torch.Tensor:
 def advantage_metrics(
     advantages: torch.Tensor,  # (B,)
     num_generations: int,
-) -> dict[str, float]:
+) -> dict[str, torch.Tensor]:
     """`advantages/group_sum_max_abs` is 0 (to rounding) for standardized groups: claim C1's reason."""
     group_sums = advantages.view(-1, num_generations).sum(dim=1)  # (num_groups,)
     return {
-        "advantages/abs_mean": advantages.abs().mean().item(),
-        "advantages/group_sum_max_abs": group_sums.abs().max().item(),
+        "advantages/abs_mean": advantages.abs().mean(),
+        "advantages/group_sum_max_abs": group_sums.abs().max(),
     }

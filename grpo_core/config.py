@@ -15,7 +15,9 @@ from typing import Any, Optional, get_args, get_origin, get_type_hints
 
 import yaml
 
+from . import defaults
 from .errors import ConfigError, UserInputError
+from .yaml_files import dump_yaml, parse_yaml_value, read_yaml_mapping
 
 TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stores: a file, a folder, a server
 
@@ -32,7 +34,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 DECODE_MODES = ("auto", "dynamic", "static", "graph")
 
 
-@dataclass
+@dataclass(frozen=True)  # the logged value is the value used: nothing changes a config after it is built
 class GRPOConfig:
     # ---- what to train -------------------------------------------------------------
     model: str = "tiny"
@@ -194,7 +196,7 @@ class GRPOConfig:
     tiny_pretrain_steps: Optional[int] = None
     """Supervised steps that turn the built-in tiny model into a weak base (cached per value);
     None = the task's calibrated value (addition 1000, reverse 75), written resolved to config.yaml."""
-    cache_dir: str = "results/local/cache"
+    cache_dir: str = defaults.CACHE_DIR
     """Where tiny models pretrained here (non-default tiny_pretrain_steps) and measured baselines
     (built-in tasks) are cached."""
     save_steps: int = 0
@@ -206,7 +208,7 @@ class GRPOConfig:
     checkpoint's config."""
     run_name: str = ""
     """Name of the run in MLflow; empty = derived from the variant settings and seed."""
-    mlflow_tracking_uri: str = "sqlite:///results/local/mlflow.db"
+    mlflow_tracking_uri: str = defaults.TRACKING_URI
     """MLflow tracking store for `grpo train`."""
     mlflow_experiment: str = "grpo-train"
     """MLflow experiment for `grpo train`."""
@@ -216,10 +218,6 @@ class GRPOConfig:
     def generation_batch_size(self) -> int:
         """Completions per generation batch."""
         return self.prompts_per_step * self.num_generations
-
-    @property
-    def effective_epsilon_high(self) -> float:
-        return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
     @property
     def effective_warmup_steps(self) -> int:
@@ -251,7 +249,16 @@ def field_type(key: str):
     return _HINTS[key]
 
 
-def _coerce(key: str, value: Any) -> Any:
+_INT_LIMIT = 2 ** 63
+
+
+def _short(value: Any) -> str:
+    """A value for an error line: its repr, cut to 60 characters (a 10 MB string stays one line)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
+
+
+def coerce_value(key: str, value: Any) -> Any:
     """Convert a YAML value to the field's type, or raise a ConfigError naming the type."""
     hint = _HINTS[key]
     optional = get_origin(hint) is not None and type(None) in get_args(hint)
@@ -262,40 +269,49 @@ def _coerce(key: str, value: Any) -> Any:
     if hint is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(key, f"expected true or false, got {value!r}")
+        raise ConfigError(key, f"expected true or false, got {_short(value)}")
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise ConfigError(key, f"expected an integer, got {value!r}")
+                value = int(value)
+            else:
+                raise ConfigError(key, f"expected an integer, got {_short(value)}")
+        if not -_INT_LIMIT <= value < _INT_LIMIT:  # torch, numpy and the OS take 64-bit integers
+            raise ConfigError(key, f"got {_short(value)}; allowed: an integer of magnitude below 2^63")
         return value
     if hint is float:
-        if isinstance(value, bool):
-            raise ConfigError(key, f"expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):  # PyYAML reads 1e-4 (no dot) as a string
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             try:
-                return float(value)
+                number = float(value)
+            except OverflowError:  # an integer beyond float range
+                number = math.inf
+        elif isinstance(value, str):  # PyYAML reads 1e-4 (no dot) as a string
+            try:
+                number = float(value)
             except ValueError:
                 pass
-        raise ConfigError(key, f"expected a number, got {value!r}")
+        if number is None:
+            raise ConfigError(key, f"expected a number, got {_short(value)}")
+        if not math.isfinite(number):  # 1e400 reads as inf, 10**400 does not fit a float
+            raise ConfigError(key, f"got {_short(value)}, which is not a finite number; allowed: a finite number")
+        return number
     if hint is str:
         if isinstance(value, str):
             return value
-        raise ConfigError(key, f"expected a string, got {value!r}")
+        raise ConfigError(key, f"expected a string, got {_short(value)}")
     if get_origin(hint) is list or hint is list:
         if isinstance(value, str):
             return [value]
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
-        raise ConfigError(key, f"expected a list of strings, got {value!r}")
+        raise ConfigError(key, f"expected a list of strings, got {_short(value)}")
     raise AssertionError(f"unhandled type for {key}: {hint}")
 
 
 def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ConfigError(key, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+        raise ConfigError(key, f"unknown value {_short(value)}; allowed: {', '.join(allowed)}")
 
 
 def validate(cfg: GRPOConfig) -> GRPOConfig:
@@ -310,7 +326,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
 
     def require(cond: bool, key: str, allowed: str) -> None:
         if not cond:
-            raise ConfigError(key, f"got {getattr(cfg, key)!r}; allowed: {allowed}")
+            raise ConfigError(key, f"got {_short(getattr(cfg, key))}; allowed: {allowed}")
 
     _one_of("loss_type", cfg.loss_type, LOSS_TYPES)
     _one_of("dtype", cfg.dtype, DTYPES)
@@ -357,7 +373,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(cfg.weight_decay >= 0, "weight_decay", "a number ≥ 0")
     require(0 <= cfg.adam_beta1 < 1, "adam_beta1", "a number in [0, 1)")
     require(0 <= cfg.adam_beta2 < 1, "adam_beta2", "a number in [0, 1)")
-    require(cfg.adam_epsilon > 0, "adam_epsilon", "a number > 0")
+    require(0 < cfg.adam_epsilon < 1, "adam_epsilon", "a number in (0, 1)")  # larger: Adam barely moves a weight
     require(cfg.max_grad_norm >= 0, "max_grad_norm", "a number ≥ 0 (0 = no clipping)")
     require(cfg.max_steps >= 1, "max_steps", "an integer ≥ 1")
     require(cfg.warmup_steps >= 0, "warmup_steps", "an integer ≥ 0 (0 = warmup off)")
@@ -382,8 +398,8 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(0 < cfg.top_p <= 1, "top_p", "a number in (0, 1] (1 = off)")
     require(cfg.top_k >= 0, "top_k", "an integer ≥ 0 (0 = off)")
     require(cfg.baseline_prompts >= 1, "baseline_prompts", "an integer ≥ 1")
-    require(1 <= cfg.stl_window <= cfg.max_steps, "stl_window",
-            f"an integer in [1, max_steps = {cfg.max_steps}] (steps_to_learn needs a full window)")
+    # any stl_window ≥ 1 trains: a run shorter than 2 windows records why it has no steps_to_learn
+    require(cfg.stl_window >= 1, "stl_window", "an integer ≥ 1")
     require(cfg.stl_delta >= 0, "stl_delta", "a number ≥ 0")
     require(cfg.loss_departure_eps > 0, "loss_departure_eps", "a number > 0")
     require(cfg.eval_every >= 0, "eval_every", "an integer ≥ 0 (0 = eval off)")
@@ -408,6 +424,10 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     if cfg.resume_from_checkpoint is not None:
         check_checkpoint_folder(cfg.resume_from_checkpoint)
     check_model_name(cfg.model)
+    if cfg.model != "tiny" and cfg.gguf_file is None and Path(cfg.model).expanduser().is_dir() \
+            and not (Path(cfg.model).expanduser() / "config.json").is_file():
+        raise ConfigError("model", f"{cfg.model!r} holds no config.json; allowed: a transformers model folder "
+                                   f"(config.json, weights, tokenizer), or gguf_file naming a GGUF file in it")
     if cfg.tiny_pretrain_steps is None:  # the value used is the value logged
         cfg = dataclasses.replace(cfg, tiny_pretrain_steps=TASKS[cfg.task].tiny_pretrain_steps)
     return cfg
@@ -426,6 +446,25 @@ def check_inputs(cfg: GRPOConfig) -> None:
     check_reward_names(cfg.reward_funcs)
     if cfg.resume_from_checkpoint is not None:
         check_checkpoint(cfg)
+    if cfg.model == "tiny":  # a base pretrained here needs a cache it can write
+        from .files import check_writable_folder
+        from .models import committed_base, tiny_cache_dir
+
+        steps = cfg.tiny_pretrain_steps
+        if committed_base(cfg.task, steps) is None and not (tiny_cache_dir(cfg.cache_dir, cfg.task, steps)
+                                                             / "config.json").is_file():
+            try:
+                check_writable_folder(cfg.cache_dir, "cache_dir")
+            except UserInputError as exc:
+                raise ConfigError("cache_dir", f"{str(exc).split(': ', 1)[1]} (needed to pretrain "
+                                               f"tiny_pretrain_steps={steps})") from None
+
+
+def save_config(cfg: GRPOConfig, folder: Path) -> None:
+    """`folder/config.yaml`: the resolved config, every key (a run folder and each checkpoint)."""
+    from .files import write_text_atomic
+
+    write_text_atomic(Path(folder) / "config.yaml", dump_yaml(cfg.to_dict()))
 
 
 CHECKPOINT_STATE = "trainer_state.pt"
@@ -462,7 +501,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, raw = text.split("=", 1)
     key = key.strip()
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = parse_yaml_value(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -482,47 +521,8 @@ def config_from_dict(values: dict[str, Any], source: str = "config") -> GRPOConf
     unknown = sorted((k for k in values if k not in FIELD_NAMES), key=str)
     if unknown:
         raise unknown_key(unknown[0], source)
-    kwargs = {k: _coerce(k, v) for k, v in values.items()}
+    kwargs = {k: coerce_value(k, v) for k, v in values.items()}
     return validate(GRPOConfig(**kwargs))
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping with a repeated key (PyYAML keeps the last silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key) if isinstance(key, (str, int, float, bool)) else None
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
-    """Read a YAML file that must hold a mapping with string keys; one-line errors for every failure."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserInputError(f"{path}: no such file")
-    try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
-    except (UnicodeDecodeError, ValueError):
-        raise UserInputError(f"{path}: not a text file; allowed: a YAML mapping of config keys") from None
-    except OSError as exc:
-        raise UserInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise UserInputError(f"{path}: malformed YAML{where}: {problem}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UserInputError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
-    odd = [k for k in data if not isinstance(k, str)]
-    if odd:
-        raise UserInputError(f"{path}: key {odd[0]!r} is a {type(odd[0]).__name__}; allowed: names (strings)")
-    return data
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> GRPOConfig:
@@ -530,10 +530,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     and its inputs checked (check_inputs)."""
     values: dict[str, Any] = read_yaml_mapping(path) if path is not None else {}
     source = str(path) if path is not None else "config"
+    seen = set()
     for text in overrides:
         key, value = parse_override(text)
         if key not in FIELD_NAMES:
             raise unknown_key(key, "--set")
+        if key in seen:
+            raise UserInputError(f"--set {key}: given twice; allowed: each key once")
+        seen.add(key)
         values[key] = value
     cfg = config_from_dict(values, source)
     check_inputs(cfg)

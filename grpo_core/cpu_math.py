@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 MODES = ("reproducible", "native")
 DEFAULT = "reproducible"
@@ -93,24 +92,23 @@ def check_process(mode: str) -> None:
 def _read_mapping(path) -> dict:
     """A YAML file's top-level mapping, or {} when it cannot be read (the command's own validation
     reports that, after this)."""
-    import yaml
+    from .yaml_files import read_yaml_mapping
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        return read_yaml_mapping(path)
     except Exception:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _override(overrides: list[str]):
-    import yaml
+    from .yaml_files import parse_yaml_value
 
     value = None
     for text in overrides:
         key, _, raw = text.partition("=")
         if key.strip() == "cpu_math":
             try:
-                value = yaml.safe_load(raw)
+                value = parse_yaml_value(raw)
             except Exception:
                 value = raw
     return value

@@ -21,6 +21,15 @@ class RunFailure(RuntimeError):
     """A run stopped on purpose (non-finite loss, a reward function that raised, ...); exit code 1."""
 
 
+class RecordIncomplete(RunFailure):
+    """The run itself finished, but part of its record could not be written (MLflow unreachable, a
+    full disk): the message says which; `summary` is what the run computed. Exit code 1."""
+
+    def __init__(self, message: str, summary: dict):
+        super().__init__(message)
+        self.summary = summary
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (kill, Slurm, Kubernetes, docker stop): handled as Ctrl-C is, exit code 143."""
 
@@ -36,9 +45,24 @@ def handle_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise_terminated)
 
 
-_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][\w+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]*)@")
+_URL = re.compile(r"(?P<scheme>[A-Za-z][\w+.-]*://)(?P<rest>[^\s'\"<>]+)")
+_SECRET_PARAM = re.compile(r"(?i)(?P<key>(?:^|[?&;])(?:password|passwd|pwd|pass|secret|token|api[_-]?key|"
+                           r"access[_-]?token|sslpassword)=)[^&;#]*")
+
+
+def _mask_url(m: re.Match) -> str:
+    rest = m["rest"]
+    query_at = rest.find("?")
+    head, query = (rest, "") if query_at < 0 else (rest[:query_at], rest[query_at:])
+    # the credentials end at the last '@' of the address: a password may hold '/', ':' or '@'
+    at = head.rfind("@")
+    if at > 0 and not head.startswith("/") and ":" in head[:at]:
+        user = head[:at].split(":", 1)[0]
+        head = f"{user}:***@{head[at + 1:]}"
+    return m["scheme"] + head + _SECRET_PARAM.sub(lambda q: q["key"] + "***", query)
 
 
 def mask_secrets(text: str) -> str:
-    """`scheme://user:password@host` → `scheme://user:***@host` anywhere in the text."""
-    return _CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:***@", str(text))
+    """Passwords in URLs, anywhere in the text: `scheme://user:password@host` → `user:***@host`
+    (whatever the password holds), and `?password=…` (or secret, token, api_key) → `password=***`."""
+    return _URL.sub(_mask_url, str(text))

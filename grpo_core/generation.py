@@ -54,7 +54,7 @@ def sample_categorical(logits: Tensor, generator: torch.Generator | None,
                        rows: Tensor | None = None, total_rows: int | None = None) -> Tensor:  # (B, V) -> (B,)
     """One draw per row from softmax(logits) by inverting the CDF with one uniform per row.
     Same distribution as torch.multinomial(softmax(logits), 1), which draws an exponential
-    variate for every vocabulary entry: 14 ms per call at vocabulary 49152 on a 2-core CPU.
+    variate for every vocabulary entry (slow at a real vocabulary: results/benchmarks/README.md).
     `rows`: which of `total_rows` rows these logits belong to; uniforms are drawn for all
     `total_rows`, so the random stream, and each row's uniform, do not depend on which rows
     are still decoding."""

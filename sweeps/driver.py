@@ -26,15 +26,20 @@ from typing import Optional
 
 from filelock import FileLock
 
+from grpo_core import defaults
 from grpo_core.cpu_math import check_process
 from grpo_core.errors import Terminated, UserInputError, handle_sigterm
-from grpo_core.mlflow_logging import (DEFAULT_TRACKING_URI, MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
+from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
                                       git_commit, make_client)
 from grpo_core.provenance import owner_id
+from grpo_core.run_metrics import CENSORED
+from grpo_core.files import check_writable_folder
 
+from .progress import SweepProgress
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
-from .spec import CENSORED_AT_MAX_STEPS, SweepSpec, load_spec
-from .storage import DEFAULT_JOURNAL, check_distinct, check_storage, claim_lock_path, describe_storage, open_storage
+from .spec import SweepSpec, load_spec
+from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
+                      open_storage)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class WorkerContext:
     worker_index: int = 0
     num_threads: int = 0
     gpu: Optional[str] = None
-    out_root: str = "results/local/sweeps"
+    out_root: str = defaults.SWEEPS
     heartbeat_interval: int = 30  # seconds; RDB storages only
 
 
@@ -147,11 +152,27 @@ def _run_name(spec: SweepSpec, number: int, point: dict) -> str:
     return f"{spec.name}-t{number}-{','.join(parts)}{seed}"
 
 
+class _StepHook:
+    """The run's logger, plus a call after every step (the sweep's progress, when it trains here)."""
+
+    def __init__(self, inner, on_step):
+        self.inner, self.on_step = inner, on_step
+        self.run_id = inner.run_id
+
+    def log_step(self, metrics: dict) -> None:
+        self.inner.log_step(metrics)
+        self.on_step()
+
+    def end(self, summary: dict, status: str, run_dir) -> None:
+        self.inner.end(summary, status, run_dir)
+
+
 def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
-               out_dir: Path, on_run=None) -> tuple[dict, str]:
+               out_dir: Path, on_run=None, on_step=None) -> tuple[dict, str]:
     """Train one config with its own MLflow run (child of `parent_run_id`); returns (summary, run id).
     `on_run(run_id)` is called as soon as the run exists (the trial records it, so that the run
-    can be ended as KILLED if this process dies)."""
+    can be ended as KILLED if this process dies); `on_step()` after every step."""
+    from grpo_core.errors import RecordIncomplete
     from grpo_core.run import read_metrics, run_training
 
     from .plots import reward_curve_png
@@ -161,7 +182,11 @@ def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: di
     if on_run is not None:
         on_run(logger.run_id)
     try:
-        summary = run_training(cfg, out_dir, logger=logger, progress=False)
+        summary = run_training(cfg, out_dir, logger=logger if on_step is None else _StepHook(logger, on_step),
+                               progress=False)
+    except RecordIncomplete as exc:  # trained to the end: the result stands; MLflow's record is repaired later
+        print(f"grpo sweep: {exc}", file=sys.stderr, flush=True)
+        return {**exc.summary, "record_error": str(exc)}, logger.run_id
     except BaseException as exc:
         if not logger.ended:  # failed before training started (e.g. while loading the model)
             status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -169,11 +194,14 @@ def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: di
         raise
     png = reward_curve_png(read_metrics(out_dir / "metrics.jsonl"), summary.get("baseline_reward"),
                            cfg.stl_window, out_dir / "reward_curve.png")
-    logger.client.log_artifact(logger.run_id, str(png))
+    try:
+        logger.client.log_artifact(logger.run_id, str(png))
+    except Exception as exc:  # the store went away after the run was recorded: the figure is in the run folder
+        summary = {**summary, "record_error": f"reward_curve.png not logged to MLflow: {type(exc).__name__}"}
     return summary, logger.run_id
 
 
-def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
+def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> float:
     point = {axis: trial.suggest_categorical(axis, values) for axis, values in grid_space(spec).items()}
     cfg = spec.config_for(point, **_run_extras(spec, ctx))
     tags = {"sweep": spec.name, "trial_number": trial.number, "seed": point["seed"],
@@ -185,9 +213,11 @@ def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
     out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}"
     trial.set_user_attr("run_dir", str(out))
     summary, run_id = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
-                                 on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid))
-    for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward"):
-        trial.set_user_attr(key, summary.get(key))
+                                 on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid), on_step=on_step)
+    for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward",
+                "record_error"):
+        if key in summary:
+            trial.set_user_attr(key, summary[key])
     return spec.censor(summary, cfg.max_steps)
 
 
@@ -199,7 +229,7 @@ def _suggest(trial, key: str, entry: dict):
     return trial.suggest_float(key, entry["low"], entry["high"], log=entry["log"])
 
 
-def search_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
+def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> float:
     """Seeds stay inside the objective: the value is the mean over seeds, never a searched knob."""
     params = {axis: trial.suggest_categorical(axis, values) for axis, values in spec.grid.items()}
     params.update({key: _suggest(trial, key, entry) for key, entry in spec.search.items()})
@@ -217,7 +247,7 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext) -> float:
             cfg = spec.config_for({**params, "seed": seed}, **extras)
             out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}" / f"seed-{seed}"
             summary, _ = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, {**params, "seed": seed}),
-                                    {**tags, "seed": seed}, trial_logger.run_id, out)
+                                    {**tags, "seed": seed}, trial_logger.run_id, out, on_step=on_step)
             values.append(spec.censor(summary, cfg.max_steps))
             learned.append(summary.get("learned", 0))
     except BaseException as exc:
@@ -243,9 +273,10 @@ def make_sampler(spec: SweepSpec, worker_index: int = 0):
     return optuna.samplers.TPESampler(seed=worker_index)
 
 
-def worker_loop(ctx: WorkerContext) -> None:
+def worker_loop(ctx: WorkerContext, progress=None) -> None:
     """Claim and run trials until the sweep has none left. A trial that raises is FAIL in Optuna
-    (FAILED in MLflow) and the worker goes on; Ctrl-C marks the trial FAIL and stops."""
+    (FAILED in MLflow) and the worker goes on; Ctrl-C marks the trial FAIL and stops. `progress`
+    (a SweepProgress, when this process is the sweep's only worker) is shown between steps."""
     if ctx.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ctx.gpu
     import optuna
@@ -257,11 +288,12 @@ def worker_loop(ctx: WorkerContext) -> None:
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec, ctx.worker_index))
     lock = claim_lock_path(ctx.storage_url, spec.name)
     objective = grid_objective if spec.mode == "grid" else search_objective
+    on_step = None if progress is None else progress.poll
     while (trial := claim_trial(study, storage, spec, lock, ctx.invocation)) is not None:
         trial.set_user_attr("invocation", ctx.invocation)
         try:
             with Heartbeat(storage, study, trial):
-                value = objective(trial, spec, ctx)
+                value = objective(trial, spec, ctx, on_step)
         except KeyboardInterrupt as exc:
             trial.set_user_attr("error", "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
             study.tell(trial, state=TrialState.FAIL)
@@ -277,6 +309,8 @@ def worker_loop(ctx: WorkerContext) -> None:
             study.tell(trial, state=TrialState.FAIL)
         else:
             study.tell(trial, value)
+        if progress is not None:
+            progress.poll(force=True)
 
 
 def _worker_entry(ctx: WorkerContext) -> None:
@@ -327,7 +361,7 @@ def _prepare_models(spec: SweepSpec, in_child: bool) -> list[str]:
 
 def _start_method(gpus: int) -> str:
     """fork on Linux without GPUs: workers inherit the libraries this process has imported
-    (a spawned worker spends ~5 s importing torch, transformers, MLflow and Optuna again).
+    (a spawned worker imports torch, transformers, MLflow and Optuna again: seconds each).
     spawn with GPUs (CUDA is not fork-safe) and on other systems."""
     if gpus == 0 and sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods():
         return "fork"
@@ -404,7 +438,7 @@ def _gpu_count() -> int:
 
 
 def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = None,
-              tracking_uri: Optional[str] = None, out_root: str = "results/local/sweeps",
+              tracking_uri: Optional[str] = None, out_root: str = defaults.SWEEPS,
               heartbeat_interval: int = 30) -> int:
     """Run or resume a sweep. Every input is checked before anything is written."""
     import optuna
@@ -418,7 +452,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         raise UserInputError(f"--heartbeat-interval: got {heartbeat_interval}; allowed: an integer ≥ 1 (seconds)")
     spec = load_spec(spec_path)
     check_process(spec.config_for({}).cpu_math)  # the workers compute with this process's CPU math
-    tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
+    tracking_uri = tracking_uri or defaults.TRACKING_URI
     # MLflow's documented setting: no pooled SQL connections in this process, so none is open when
     # the workers fork (a connection must not cross a fork); each operation opens its own
     os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", "NullPool")
@@ -426,18 +460,18 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     check_tracking_uri(tracking_uri)
     check_storage(storage_url)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = open_storage(storage_url, heartbeat_interval)
-    fingerprint = spec_fingerprint(spec)
+    check_writable_folder(out_root, "--out-root")
+    journal = journal_path(storage_url)
+    fresh_journal = journal is not None and not journal.exists()
     try:
-        existing = optuna.load_study(study_name=spec.name, storage=storage)
-    except KeyError:
-        existing = None
-    if existing is not None and existing.user_attrs.get("spec_fingerprint") not in (None, fingerprint):
-        raise UserInputError(f"{spec.path}: a sweep named {spec.name!r} already exists in "
-                             f"{describe_storage(storage_url)} with a different spec; rename the sweep")
-    study = optuna.create_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec),
-                                direction=spec.direction, load_if_exists=True)
-    study.set_user_attr("spec_fingerprint", fingerprint)
+        storage = open_storage(storage_url, heartbeat_interval)
+        study = _open_study(spec, storage, storage_url)
+    except OSError as exc:  # a full disk under the journal: one line, and no empty journal left behind
+        if fresh_journal and journal.is_file() and journal.stat().st_size == 0:
+            journal.unlink()
+            Path(str(journal) + ".lock").unlink(missing_ok=True)
+        raise UserInputError(f"--storage {describe_storage(storage_url)}: cannot write the sweep's study there "
+                             f"({exc.strerror or exc}); allowed: a journal file on a disk with free space") from None
     _recover(study, storage, tracking_uri, storage_url)
     invocation = uuid.uuid4().hex[:12]
     if not has_work(study, spec, invocation):
@@ -454,9 +488,10 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                              num_threads=max(1, _cpu_count() // workers) if not gpus else 0, out_root=out_root)
     started = time.perf_counter()
     status, procs = "FINISHED", []
+    progress = SweepProgress(spec, study, invocation, workers)
     try:
         if workers == 1:
-            worker_loop(replace(base_ctx, gpu="0" if gpus else None))
+            worker_loop(replace(base_ctx, gpu="0" if gpus else None), progress)
         else:
             if method == "fork":
                 _preload_for_fork(model_dirs)
@@ -467,6 +502,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                      for i in range(workers)]
             for p in procs:
                 p.start()
+            progress.start_thread()  # after the forks: no thread of this process crosses one
             for p in procs:
                 p.join()
     except KeyboardInterrupt as exc:
@@ -480,6 +516,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         print("grpo sweep: interrupted; run the same command again to resume", file=sys.stderr)
         raise
     finally:
+        progress.close()
         client = make_client(tracking_uri)
         client.set_tag(parent_run_id, "wall_time_s", f"{time.perf_counter() - started:.1f}")
         client.set_terminated(parent_run_id, status=status)
@@ -491,7 +528,54 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
               if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation]
     print(f"sweep {spec.name}: {workers} worker(s), {wall:.1f}s wall; "
           f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))
+    print(ui_line(tracking_uri, parent_run_id, spec.name))
     return 1 if failed else 0
+
+
+def ui_line(tracking_uri: str, parent_run_id: str, name: str) -> str:
+    """Where to see the sweep's comparison: the address of its view in the MLflow UI."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from .ui_view import describe_links, sweep_links
+
+    served = tracking_uri.startswith(("http://", "https://"))
+    parts = urlsplit(tracking_uri)  # a tracking server serves the UI itself (its address without credentials)
+    base = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])) if served else "http://127.0.0.1:5000"
+    try:
+        client = make_client(tracking_uri)
+        links = sweep_links(client, client.get_run(parent_run_id), base)
+    except Exception as exc:  # the store went away: the runs are in their folders; `grpo ui` publishes later
+        return f"sweep {name}: its MLflow view could not be published ({type(exc).__name__})"
+    return describe_links(name, links, "" if served else " (serve it with `grpo ui`)")
+
+
+def _open_study(spec: SweepSpec, storage, storage_url: Optional[str], wait_s: float = 10.0):
+    """The sweep's study, created with its spec's fingerprint, or the existing one when its
+    fingerprint matches. Creating is the storage's atomic step (one of two processes creating one name
+    gets DuplicatedStudyError), so of two sweeps of one name with different grids, started together
+    on any machines, the second is refused: it waits for the first's fingerprint, which the first
+    writes right after creating."""
+    import optuna
+
+    fingerprint = spec_fingerprint(spec)
+    try:
+        study = optuna.create_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec),
+                                    direction=spec.direction)
+        study.set_user_attr("spec_fingerprint", fingerprint)
+        return study
+    except optuna.exceptions.DuplicatedStudyError:
+        pass
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
+    deadline = time.monotonic() + wait_s
+    while (found := study.user_attrs.get("spec_fingerprint")) is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # created a moment ago by another process, which is about to write its fingerprint
+        study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
+    if found not in (None, fingerprint):
+        raise UserInputError(f"{spec.path}: a sweep named {spec.name!r} already exists in "
+                             f"{describe_storage(storage_url)} with a different spec; rename the sweep")
+    if found is None:  # a study from before fingerprints, or whose creator died before writing one
+        study.set_user_attr("spec_fingerprint", fingerprint)
+    return study
 
 
 def _recover(study, storage, tracking_uri: str, storage_url: Optional[str]) -> None:
@@ -512,7 +596,7 @@ def trials_table(study, spec: SweepSpec) -> str:
         point = grid_point_of(spec, t) if spec.mode == "grid" else dict(t.params)
         point = point or {}
         value = "" if t.value is None else f"{t.value:g}"
-        if t.value is not None and spec.objective in CENSORED_AT_MAX_STEPS and spec.objective in t.user_attrs \
+        if t.value is not None and spec.objective in CENSORED and spec.objective in t.user_attrs \
                 and t.user_attrs[spec.objective] is None:
             value = f"{'not learned' if spec.objective == 'steps_to_learn' else 'not reached'} (counted as {t.value:g})"
         if t.state.name == "FAIL" and t.user_attrs.get("error"):
@@ -526,8 +610,8 @@ def list_trials(spec_path: str, storage_url: Optional[str] = None) -> int:
     import optuna
 
     spec = load_spec(spec_path)
-    if storage_url is None and not Path(DEFAULT_JOURNAL).exists():
-        raise UserInputError(f"{spec.path}: no sweep has run on this machine yet ({DEFAULT_JOURNAL} is missing)")
+    if storage_url is None and not Path(defaults.JOURNAL).exists():
+        raise UserInputError(f"{spec.path}: no sweep has run on this machine yet ({defaults.JOURNAL} is missing)")
     check_storage(storage_url, must_exist=True)  # a read-only command creates no database
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:

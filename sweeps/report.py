@@ -15,14 +15,14 @@ import yaml
 
 from grpo_core import statistics as st
 from grpo_core.errors import UserInputError
-from grpo_core.run_metrics import first_crossing_step, trailing_average
+from grpo_core.run import read_metrics
+from grpo_core.run_metrics import CENSORED, first_crossing_step, trailing_average
 
 from .spec import SweepSpec
 
 ALPHA = 0.05
 TEST_KINDS = ("paired", "differ", "zero_loss_step1", "placebo")
 FIGURE_KINDS = ("reward", "early_loss", "completion_length")
-CENSORED = ("steps_to_learn", "loss_departure_step")
 
 
 @dataclass
@@ -90,7 +90,7 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], int]:
             unfinished += 1
             continue
         config = yaml.safe_load((folder / "config.yaml").read_text())
-        metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        metrics = read_metrics(folder / "metrics.jsonl")
         point = {axis: config[axis] for axis in spec.grid}
         point["seed"] = config["seed"]
         runs.append(Run(point, config, summary, metrics))
@@ -182,13 +182,20 @@ class Comparison:
     outcome: str = ""  # SUPPORTED / CONTRADICTED / "" after Holm
 
 
+def _by_seed(group: list[Run], axis: str, levels: list, metric: str) -> tuple[list, list[list[float]]]:
+    """The seeds that ran every one of `levels` of `axis`, and per seed the values of `metric` at
+    each level (rows: seeds; columns: levels): the blocks every paired test is computed on."""
+    table = {}
+    for r in group:
+        table.setdefault(r.point["seed"], {})[repr(r.point[axis])] = r.value(metric)
+    seeds = sorted(s for s, v in table.items() if all(repr(lv) in v for lv in levels))
+    return seeds, [[table[s][repr(lv)] for lv in levels] for s in seeds]
+
+
 def _paired(spec: SweepSpec, group: list[Run], axis: str, level, control, metric: str) -> tuple[list, list]:
     """Values of `metric` for the seeds run at both levels: (treated, control), seed order."""
-    by_seed = {}
-    for r in group:
-        by_seed.setdefault(r.point["seed"], {})[repr(r.point[axis])] = r.value(metric)
-    seeds = sorted(s for s, v in by_seed.items() if repr(level) in v and repr(control) in v)
-    return [by_seed[s][repr(level)] for s in seeds], [by_seed[s][repr(control)] for s in seeds]
+    _, blocks = _by_seed(group, axis, [level, control], metric)
+    return [b[0] for b in blocks], [b[1] for b in blocks]
 
 
 def _compare(label: str, treated: list[float], control: list[float], metric: str, horizon: float) -> Comparison:
@@ -360,11 +367,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     max_steps = runs[0].config["max_steps"] if runs else 0
     comparisons, rows = [], []
     for stratum, group in _group(spec, runs, exclude=(axis,)).items():
-        by_seed = {}
-        for r in group:
-            by_seed.setdefault(r.point["seed"], {})[repr(r.point[axis])] = r.value(metric)
-        seeds = sorted(s for s, v in by_seed.items() if all(repr(lv) in v for lv in levels))
-        blocks = [[by_seed[s][repr(lv)] for lv in levels] for s in seeds]
+        seeds, blocks = _by_seed(group, axis, levels, metric)
         informative = metric not in CENSORED or any(not math.isinf(v) for b in blocks for v in b)
         if metric in CENSORED:
             blocks = [st.capped(b, max_steps) for b in blocks]

@@ -13,12 +13,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-import yaml
-
-from grpo_core.config import GRPOConfig, read_yaml_mapping
+from grpo_core import defaults
+from grpo_core.config import GRPOConfig
+from grpo_core.yaml_files import dump_yaml, read_yaml_mapping
 from grpo_core.cpu_math import describe
 from grpo_core.errors import UserInputError
-from grpo_core.mlflow_logging import DEFAULT_TRACKING_URI, check_tracking_uri, git_commit
+from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.provenance import machine, versions
 
 from .driver import run_sweep
@@ -85,7 +85,7 @@ def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Option
         data["name"] = "-".join([data.get("name", path.stem), *suffix])
     spec_dir.mkdir(parents=True, exist_ok=True)
     out = spec_dir / path.name
-    out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    out.write_text(dump_yaml(data))
     return out
 
 
@@ -163,18 +163,18 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     for flag, value in (("--workers", workers), ("--seeds", seeds), ("--max-steps", max_steps)):
         if value is not None and value < 1:
             raise UserInputError(f"{flag}: got {value}; allowed: an integer ≥ 1")
-    check_distinct(storage, tracking_uri or DEFAULT_TRACKING_URI)
-    check_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
+    check_distinct(storage, tracking_uri or defaults.TRACKING_URI)
+    check_tracking_uri(tracking_uri or defaults.TRACKING_URI)
     check_storage(storage)
     paths = claim_specs(experiments_dir(experiments, real))
     for p in paths:  # every spec and its report section is checked before anything runs
         validate_report(load_spec(p))
     if real:  # the real-model runs are committed: config, metrics and summary of each are small
-        report_dir = Path(out) if out else (Path("results/local/quick-real") if quick else REAL_RESULTS)
+        report_dir = Path(out) if out else (Path(defaults.QUICK_REAL) if quick else REAL_RESULTS)
         work = report_dir
     else:
-        report_dir = Path(out) if out else (Path("results/local/quick") if quick else Path("results"))
-        work = report_dir if (quick or out) else Path("results/local/reproduce")
+        report_dir = Path(out) if out else (Path(defaults.QUICK) if quick else Path("results"))
+        work = report_dir if (quick or out) else Path(defaults.REPRODUCE)
     runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
     full_only = [p for p in paths if quick and not read_yaml_mapping(p).get("quick")]  # too costly for --quick
     paths = [p for p in paths if p not in full_only]
@@ -184,8 +184,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     derived = [derive_spec(p, quick, max_steps, seeds, spec_dir) for p in paths]
 
     failures, trained = 0, False
-    for p in derived:
-        print(f"== {p.stem}", flush=True)
+    for i, p in enumerate(derived, 1):
+        print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)
         trained |= _pending(p, storage)
         failures += run_sweep(str(p), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
                               out_root=str(runs_root)) != 0
@@ -212,7 +212,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                                            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}, indent=2) + "\n")
     timing = json.loads(timing_path.read_text())
     report_dir.mkdir(parents=True, exist_ok=True)
-    quick_timing = Path("results/local/quick/timing.json")
+    quick_timing = Path(defaults.QUICK) / "timing.json"
     times = [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
              f"({timing['date']}, training every run of this report)"]
     if not quick and quick_timing.is_file():

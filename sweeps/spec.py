@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from grpo_core.config import (FIELD_NAMES, GRPOConfig, _coerce, check_inputs, config_from_dict, field_type,
-                              read_yaml_mapping)
+from grpo_core.config import FIELD_NAMES, GRPOConfig, coerce_value, check_inputs, config_from_dict, field_type
 from grpo_core.errors import ConfigError, UserInputError
+from grpo_core.run_metrics import CENSORED
+from grpo_core.yaml_files import read_yaml_mapping
 
 # Objectives: summary metrics of a run, with their natural direction.
 OBJECTIVES = {
@@ -23,7 +24,6 @@ OBJECTIVES = {
     "eval_accuracy_after": "maximize",
     "wall_time_s": "minimize",
 }
-CENSORED_AT_MAX_STEPS = ("steps_to_learn", "loss_departure_step")
 SAMPLERS = ("tpe", "random")
 TEXT_KEYS = ("question", "claim", "source", "hypothesis", "expected", "notes")
 SPEC_KEYS = ("name", "base", "grid", "seeds", "replication_seeds", "search", "sampler", "n_trials", "objective", "direction",
@@ -89,7 +89,7 @@ class SweepSpec:
 
     def censor(self, summary: dict, max_steps: int) -> float:
         value = summary.get(self.objective)
-        if value is None and self.objective in CENSORED_AT_MAX_STEPS:
+        if value is None and self.objective in CENSORED:
             return float(max_steps)
         if value is None:
             return math.nan
@@ -103,7 +103,7 @@ def _err(path: str, key: str, message: str) -> UserInputError:
 def _grid_value(path: str, axis: str, value: Any):
     """Coerce a grid value to the config field's type (PyYAML reads 1e-4 as a string)."""
     try:
-        coerced = _coerce(axis, value)
+        coerced = coerce_value(axis, value)
     except ConfigError as exc:
         raise _err(path, f"grid.{axis}", str(exc).split(": ", 1)[1]) from None
     # a list-valued key (reward_funcs) takes one string per grid value: Optuna needs scalars
@@ -254,6 +254,7 @@ def _check_every_point(spec: SweepSpec) -> None:
     for cfg in configs:
         # a checkpoint is compared with the whole config, so each point with one is checked
         key = (cfg.dataset, cfg.prompt_column, cfg.answer_column, tuple(cfg.reward_funcs),
+               cfg.model, cfg.task, cfg.tiny_pretrain_steps, cfg.cache_dir,
                repr(cfg) if cfg.resume_from_checkpoint else None)
         if key not in checked:
             checked.add(key)

@@ -9,21 +9,20 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from grpo_core import defaults
 from grpo_core.errors import UserInputError, mask_secrets
 
-from grpo_core.mlflow_logging import DEFAULT_TRACKING_URI
 
-DEFAULT_JOURNAL = "results/local/optuna-journal.log"
 _RDB_SCHEMES = ("postgresql://", "postgresql+psycopg2://", "mysql://", "sqlite:///")
 
 
 def describe_storage(url: str | None) -> str:
-    return mask_secrets(url) if url else f"journal file {DEFAULT_JOURNAL}"
+    return mask_secrets(url) if url else f"journal file {defaults.JOURNAL}"
 
 
-def _journal_path(url: str | None) -> Path | None:
+def journal_path(url: str | None) -> Path | None:
     if url is None:
-        return Path(DEFAULT_JOURNAL)
+        return Path(defaults.JOURNAL)
     if url.startswith("journal://"):
         return Path(url[len("journal://"):])
     return None
@@ -44,7 +43,7 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
     """Raise a one-line UserInputError when the storage URL is malformed or unreachable. A journal
     or SQLite file's folder must exist (the default journal's folder is created); with
     `must_exist` (read-only commands) the file itself must exist, so nothing is created."""
-    journal = _journal_path(url)
+    journal = journal_path(url)
     if journal is not None:
         if must_exist and not journal.is_file():
             raise UserInputError(f"--storage {describe_storage(url)!r}: no such journal file {journal}")
@@ -103,7 +102,7 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
     import optuna
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
-    path = _journal_path(url)
+    path = journal_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(
@@ -139,7 +138,7 @@ def check_distinct(storage_url: str | None, tracking_uri: str) -> None:
     """The MLflow store and the Optuna storage must never be the same file."""
     def file_of(uri: str | None) -> Path | None:
         if uri is None:
-            return Path(DEFAULT_JOURNAL).resolve()
+            return Path(defaults.JOURNAL).resolve()
         for prefix in ("sqlite:///", "journal://"):
             if uri.startswith(prefix):
                 return Path(uri[len(prefix):]).resolve()
@@ -154,10 +153,10 @@ def check_distinct(storage_url: str | None, tracking_uri: str) -> None:
 def claim_lock_path(storage_url: str | None, study_name: str) -> Path:
     """A host-local lock serialising 'find a free grid point, then create its trial' among the
     workers of one machine. Workers on other machines rely on the storage's atomic trial numbers."""
-    path = _journal_path(storage_url)
-    base = path.parent if path is not None else Path("results/local")
+    path = journal_path(storage_url)
+    base = path.parent if path is not None else Path(defaults.LOCAL)
     return base / f".claim-{study_name}.lock"
 
 
-__all__ = ["DEFAULT_JOURNAL", "DEFAULT_TRACKING_URI", "check_storage", "open_storage", "check_distinct",
+__all__ = ["check_storage", "open_storage", "check_distinct",
            "claim_lock_path", "describe_storage"]

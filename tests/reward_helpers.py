@@ -37,3 +37,34 @@ def negative_length(completions, **kwargs):
 def string_reward(completions, **kwargs):
     """A bug a user can make: numbers as strings (float() would accept them silently)."""
     return ["1.0"] * len(completions)
+
+
+def exit_three(completions, **kwargs):
+    """A reward that ends the process (a script's sys.exit left in a library function)."""
+    import sys
+
+    sys.exit(3)
+
+
+class _Opaque:
+    """A value that cannot be pickled (it holds a lock), so a worker process cannot send it back."""
+
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+
+    def __float__(self):
+        return 1.0
+
+
+def unpicklable(completions, **kwargs):
+    return [_Opaque() for _ in completions]
+
+
+def sleepy(completions, **kwargs):
+    """Slower than any reward_timeout a test sets."""
+    import time
+
+    time.sleep(30)
+    return [0.0] * len(completions)

@@ -13,9 +13,9 @@ def test_group_mode_by_hand():
     adv, m = normalize_rewards(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4, "group")
     expected = torch.tensor([0.75, -0.25, -0.25, -0.25]) / (0.5 + STD_EPS)
     torch.testing.assert_close(adv, expected)
-    assert m["reward"] == pytest.approx(0.25)
-    assert m["reward_std"] == pytest.approx(0.5)
-    assert m["frac_reward_zero_std"] == 0.0
+    assert float(m["reward"]) == pytest.approx(0.25)
+    assert float(m["reward_std"]) == pytest.approx(0.5)
+    assert float(m["frac_reward_zero_std"]) == 0.0
 
 
 def test_batch_mode_by_hand():
@@ -25,16 +25,16 @@ def test_batch_mode_by_hand():
     torch.testing.assert_close(adv, torch.tensor([0.5, -0.5, 0.0, 0.0]) / (0.5 + STD_EPS))
     # TRL 1.16's logging: reward_std is the batch std; frac_reward_zero_std looks at the std the
     # mode divides by (here the batch's, 0.5, so 0); the group stds √0.5 and 0 average to √0.5 / 2
-    assert m["reward_std"] == pytest.approx(0.5)
-    assert m["reward_std_within_group"] == pytest.approx(0.5 ** 0.5 / 2)
-    assert m["frac_reward_zero_std"] == 0.0
+    assert float(m["reward_std"]) == pytest.approx(0.5)
+    assert float(m["reward_std_within_group"]) == pytest.approx(0.5 ** 0.5 / 2)
+    assert float(m["frac_reward_zero_std"]) == 0.0
 
 
 def test_group_mode_logs_the_batch_std_and_the_mean_group_std_apart():
     _, m = normalize_rewards(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2, "group")
-    assert m["reward_std"] == pytest.approx(0.5)  # std of [1, 0, 1, 1]
-    assert m["reward_std_within_group"] == pytest.approx(0.5 ** 0.5 / 2)  # (std[1, 0] + std[1, 1]) / 2
-    assert m["frac_reward_zero_std"] == 0.5  # one group of two has std 0
+    assert float(m["reward_std"]) == pytest.approx(0.5)  # std of [1, 0, 1, 1]
+    assert float(m["reward_std_within_group"]) == pytest.approx(0.5 ** 0.5 / 2)  # (std[1, 0] + std[1, 1]) / 2
+    assert float(m["frac_reward_zero_std"]) == 0.5  # one group of two has std 0
 
 
 def test_none_mode_is_centered_rewards_dr_grpo():
@@ -48,8 +48,8 @@ def test_zero_variance_groups_give_zero_not_nan(mode):
     # every group constant (TRL issue #3857): all advantages exactly 0 in every mode, never NaN
     adv, m = normalize_rewards(torch.tensor([1.0, 1.0, 0.0, 0.0, 0.5, 0.5]), 2, mode)
     assert torch.equal(adv, torch.zeros(6))
-    assert m["reward_std_within_group"] == 0.0
-    assert m["frac_reward_zero_std"] == (0.0 if mode == "batch" else 1.0)  # batch: the batch std is not 0
+    assert float(m["reward_std_within_group"]) == 0.0
+    assert float(m["frac_reward_zero_std"]) == (0.0 if mode == "batch" else 1.0)  # batch: the batch std is not 0
 
 
 @pytest.mark.parametrize("mode", ["group", "batch"])
@@ -57,14 +57,14 @@ def test_standardized_groups_sum_to_zero(mode):
     # claim C1's reason: Σ_i A_i over a group is 0 (to rounding) after centering
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
     adv, _ = normalize_rewards(rewards, 4, mode)
-    assert advantage_metrics(adv, 4)["advantages/group_sum_max_abs"] < 1e-6
+    assert float(advantage_metrics(adv, 4)["advantages/group_sum_max_abs"]) < 1e-6
 
 
 def test_advantage_metrics_by_hand():
     # groups [1, −1] and [0.5, 0.25]: |sums| = 0 and 0.75; mean |A| = (1+1+0.5+0.25)/4 = 0.6875
     m = advantage_metrics(torch.tensor([1.0, -1.0, 0.5, 0.25]), 2)
-    assert m["advantages/group_sum_max_abs"] == pytest.approx(0.75)
-    assert m["advantages/abs_mean"] == pytest.approx(0.6875)
+    assert float(m["advantages/group_sum_max_abs"]) == pytest.approx(0.75)
+    assert float(m["advantages/abs_mean"]) == pytest.approx(0.6875)
 
 
 def test_noise_statistics_over_many_draws():

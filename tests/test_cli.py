@@ -11,6 +11,20 @@ from grpo_lab.cli import main
 BASE = ["--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--no-progress"]
 
 
+def base_without(overrides) -> list[str]:
+    """BASE less the keys `overrides` (key=value strings) set: `grpo train` takes each key once."""
+    keys = {o.split("=", 1)[0] for o in overrides}
+    out, args = [], iter(BASE)
+    for a in args:
+        if a == "--set":
+            value = next(args)
+            if value.split("=", 1)[0] not in keys:
+                out += [a, value]
+        else:
+            out.append(a)
+    return out
+
+
 
 
 BAD_INPUTS = [  # (overrides or files, key the message must name, words of what is allowed)
@@ -45,7 +59,7 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
     (["device=cuda"], "device", "no CUDA GPU"),
     (["mixed_precision=fp16"], "mixed_precision", "need a CUDA GPU"),
     (["max_completion_length=100"], "max_completion_length", "positions"),  # tiny model: 64
-    (["stl_window=300"], "stl_window", "max_steps"),
+    (["stl_window=0"], "stl_window", "≥ 1"),
     (["reward_funcs=[exact_match, exact_match]"], "reward_funcs", "listed twice"),
     (["cache_dir=/proc/grpo-no-cache", "tiny_pretrain_steps=3"], "cache_dir", "writable"),
 ]
@@ -54,7 +68,9 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
 @pytest.mark.parametrize("overrides,key,allowed", BAD_INPUTS, ids=[b[1] + ":" + b[0][0] for b in BAD_INPUTS])
 def test_bad_setting_one_line_exit_2_nothing_written(tmp_path, capsys, overrides, key, allowed):
     out = tmp_path / "run"
-    args = ["train", "--out", str(out), "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db", *BASE]
+    args = ["train", "--out", str(out), *base_without(overrides)]
+    if not any(o.startswith("mlflow_tracking_uri=") for o in overrides):  # a key is set once
+        args += ["--set", f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db"]
     for o in overrides:
         args += ["--set", o]
     assert main(args) == 2
@@ -75,6 +91,20 @@ def test_malformed_and_missing_yaml(tmp_path, capsys):
     listing.write_text("- 1\n- 2\n")
     assert main(["train", str(listing), "--no-mlflow"]) == 2
     assert "expected a mapping" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("steps", [1, 3, 10])
+def test_a_short_run_with_every_other_key_at_its_default_trains(tmp_path, capsys, steps):
+    out = tmp_path / "run"
+    assert main(["train", "--set", f"max_steps={steps}", "--set", f"cache_dir={CACHE}", "--no-mlflow", "--no-progress",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if line.startswith("grpo: note:")]
+    assert len(notes) == 1 and f"cannot be reached in {steps} steps" in notes[0] and "stl_window = 20" in notes[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps_completed"] == steps
+    assert summary["steps_to_learn"] is None and summary["learned"] == 0
+    assert summary["steps_to_learn_reason"].startswith(f"cannot be reached in {steps} steps")
 
 
 def test_bad_input_from_a_real_process_has_no_traceback(tmp_path):
@@ -148,7 +178,8 @@ def test_out_folder_that_is_not_empty_is_refused(tmp_path, capsys):
 
 def test_interrupted_run_is_recorded_as_killed(tmp_path):
     db = tmp_path / "mlflow.db"
-    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:interrupt", "--set", "baseline_prompts=1",
+    res = grpo("train", *base_without(["baseline_prompts=1"]), "--set", "reward_funcs=reward_helpers:interrupt",
+               "--set", "baseline_prompts=1",
                "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"))
     # the interrupt lands in the baseline, before step 1: the folder and MLflow still record it
     assert res.returncode == 130 and "Traceback" not in res.stderr

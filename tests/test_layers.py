@@ -34,11 +34,3 @@ def test_a_lazy_upward_import_breaks_the_contract(tmp_path):
     proc = _lint(tmp_path)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "grpo_core.trainer -> sweeps.driver" in proc.stdout
-
-
-def test_python_m_grpo_core_cli_still_runs_the_command():
-    """../shared/gpu/on-device.sh calls `python3 -m grpo_core.cli`: it runs `python -m grpo_lab`."""
-    proc = subprocess.run([sys.executable, "-m", "grpo_core.cli", "train", "--set", "nope=1"], cwd=ROOT,
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("grpo: error: nope: unknown key")

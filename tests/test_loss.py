@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from grpo_core.loss import aggregate, clipped_surrogate, grpo_loss, k3_kl
+from grpo_core.loss import LossSettings as S, aggregate, clipped_surrogate, grpo_loss, k3_kl
 
 # Unequal lengths: sequence 0 has 3 tokens, sequence 1 has 1 token (T = 3, max length 4)
 VALUES = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])  # the 9s are padding
@@ -19,24 +19,26 @@ MASK = torch.tensor([[1, 1, 1], [1, 0, 0]])
     ("dr_grpo", 1.25),   # 10 / (2 sequences × max_completion_length 4)
 ])
 def test_aggregation_by_hand_unequal_lengths(loss_type, expected):
-    assert aggregate(VALUES, MASK, loss_type, max_completion_length=4).item() == pytest.approx(expected)
+    assert aggregate(VALUES, MASK, S(loss_type, max_completion_length=4)).item() == pytest.approx(expected)
 
 
 def test_dapo_normalizes_by_the_whole_generation_batch():
     # 10 / 8 tokens in the generation batch (this micro-batch holds half of them)
-    got = aggregate(VALUES, MASK, "dapo", 4, num_micro_batches=2, generation_batch_tokens=8.0)
+    got = aggregate(VALUES, MASK, S("dapo", max_completion_length=4, gradient_accumulation_steps=2,
+                                               generation_batch_tokens=8.0))
     assert got.item() == pytest.approx(1.25)
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo"])
 def test_micro_batch_share_is_divided_by_count(loss_type):
-    one = aggregate(VALUES, MASK, loss_type, 4).item()
-    assert aggregate(VALUES, MASK, loss_type, 4, num_micro_batches=2).item() == pytest.approx(one / 2)
+    one = aggregate(VALUES, MASK, S(loss_type, max_completion_length=4)).item()
+    two = aggregate(VALUES, MASK, S(loss_type, max_completion_length=4, gradient_accumulation_steps=2)).item()
+    assert two == pytest.approx(one / 2)
 
 
 def test_unknown_loss_type_names_allowed_values():
     with pytest.raises(ValueError, match="grpo, bnpo, dapo, dr_grpo"):
-        aggregate(VALUES, MASK, "token_mean", 4)
+        aggregate(VALUES, MASK, S("token_mean", max_completion_length=4))
 
 
 def test_k3_kl_by_hand():
@@ -65,8 +67,8 @@ def test_grpo_loss_at_step_one_is_zero_but_gradient_is_not():
     # claim C1: μ = 1, policy = reference; each sequence contributes −A_i, Σ A_i = 0 per group
     logps = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -0.7, -0.2]], requires_grad=True)
     adv = torch.tensor([1.0, -1.0])
-    loss, m = grpo_loss(logps, None, logps.detach().clone(), adv, MASK, beta=0.04, epsilon=0.2,
-                        epsilon_high=0.2, loss_type="grpo", max_completion_length=4)
+    loss, m = grpo_loss(logps, None, logps.detach().clone(), adv, MASK,
+                        S("grpo", beta=0.04, max_completion_length=4))
     assert abs(loss.item()) < 1e-7
     loss.backward()
     # ∂/∂logp_t of −A_i·ratio_t / L_i / B: seq 0 tokens −1/3/2, seq 1 first token +1/1/2
@@ -77,8 +79,7 @@ def test_grpo_loss_at_step_one_is_zero_but_gradient_is_not():
 def test_bnpo_at_step_one_is_not_zero_with_unequal_lengths():
     # claim C1 corollary (TRL #2995): Σ_i −A_i·L_i / Σ L = (−1·3 + 1·1) / 4 = −0.5
     logps = torch.zeros(2, 3, requires_grad=True)
-    loss, _ = grpo_loss(logps, None, None, torch.tensor([1.0, -1.0]), MASK, beta=0.0, epsilon=0.2,
-                        epsilon_high=0.2, loss_type="bnpo", max_completion_length=4)
+    loss, _ = grpo_loss(logps, None, None, torch.tensor([1.0, -1.0]), MASK, S("bnpo", max_completion_length=4))
     assert loss.item() == pytest.approx(-0.5)
 
 
@@ -86,8 +87,8 @@ def test_loss_is_policy_plus_kl_part():
     # policy −A per token plus β·KL: logp 0 vs ref log 0.5 → KL 0.1931 on every token
     logps = torch.zeros(2, 3, requires_grad=True)
     ref = torch.full((2, 3), math.log(0.5))
-    loss, m = grpo_loss(logps, None, ref, torch.tensor([1.0, -1.0]), MASK, beta=0.1, epsilon=0.2,
-                        epsilon_high=0.2, loss_type="grpo", max_completion_length=4)
+    loss, m = grpo_loss(logps, None, ref, torch.tensor([1.0, -1.0]), MASK,
+                        S("grpo", beta=0.1, max_completion_length=4))
     kl = 0.5 + math.log(2) - 1
     assert m["kl_loss"].item() == pytest.approx(0.1 * kl, abs=1e-6)
     assert m["policy_loss"].item() == pytest.approx(0.0, abs=1e-7)
@@ -100,8 +101,7 @@ def test_clip_ratio_metric_with_stale_old_logps():
     logps = torch.tensor([[1.0, 0.0, -1.0]])
     mask = torch.ones(1, 3)
     adv = torch.tensor([1.0])
-    _, m = grpo_loss(logps, torch.zeros(1, 3), None, adv, mask, beta=0.0, epsilon=0.2, epsilon_high=0.2,
-                     loss_type="bnpo", max_completion_length=3)
+    _, m = grpo_loss(logps, torch.zeros(1, 3), None, adv, mask, S("bnpo", max_completion_length=3))
     # A = +1: ratio e > 1.2 clipped; ratio 1 not; ratio 1/e < 0.8 but A > 0 → not clipped: 1/3
     assert m["clip_ratio"].item() == pytest.approx(1 / 3)
 
@@ -128,7 +128,8 @@ def test_vectorized_aggregation_agrees_with_loop(loss_type):
         lengths = torch.randint(1, 10, (6,), generator=gen)
         mask = (torch.arange(9)[None, :] < lengths[:, None]).long()
         total = float(lengths.sum()) * 3  # as if this were one of three micro-batches
-        got = aggregate(values, mask, loss_type, 12, num_micro_batches=3, generation_batch_tokens=total)
+        got = aggregate(values, mask, S(loss_type, max_completion_length=12, gradient_accumulation_steps=3,
+                                         generation_batch_tokens=total))
         assert got.item() == pytest.approx(_loop_reference(values, mask, loss_type, 12, 3, total), rel=1e-5)
 
 
@@ -140,8 +141,8 @@ def test_bias_corrected_kl_by_hand(corrected):
     # d (KL·ratio) / d logp = (1 − e^d) + KL = −d = logp − ref = 0.5 (TRL's use_bias_correction_kl)
     logps = torch.tensor([[-1.0]], requires_grad=True)
     ref = torch.tensor([[-1.5]])
-    loss, m = grpo_loss(logps, None, ref, torch.tensor([0.0]), torch.ones(1, 1), beta=0.1, epsilon=0.2,
-                        epsilon_high=0.2, loss_type="grpo", max_completion_length=1, bias_correction_kl=corrected)
+    loss, m = grpo_loss(logps, None, ref, torch.tensor([0.0]), torch.ones(1, 1),
+                        S("grpo", beta=0.1, max_completion_length=1, use_bias_correction_kl=corrected))
     loss.backward()
     kl = math.exp(-0.5) - 0.5
     assert loss.item() == pytest.approx(0.1 * kl, abs=1e-7)  # the value does not change on-policy
@@ -155,9 +156,9 @@ def test_bias_corrected_kl_weights_each_token_by_its_ratio_off_policy():
     logps = torch.tensor([[-1.0]])
     old = logps - math.log(2.0)
     ref = torch.tensor([[-1.5]])
-    _, plain = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1), beta=1.0, epsilon=0.2,
-                         epsilon_high=0.2, loss_type="grpo", max_completion_length=1)
-    _, corrected = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1), beta=1.0, epsilon=0.2,
-                             epsilon_high=0.2, loss_type="grpo", max_completion_length=1, bias_correction_kl=True)
+    _, plain = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1),
+                         S("grpo", beta=1.0, max_completion_length=1))
+    _, corrected = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1),
+                             S("grpo", beta=1.0, max_completion_length=1, use_bias_correction_kl=True))
     assert corrected["kl_loss"].item() == pytest.approx(2 * plain["kl_loss"].item(), rel=1e-6)
     assert corrected["kl"].item() == pytest.approx(2 * plain["kl"].item(), rel=1e-6)

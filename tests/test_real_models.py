@@ -136,7 +136,8 @@ def smollm2():
 
 
 def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
-    from grpo_core.config import config_from_dict, read_yaml_mapping
+    from grpo_core.config import config_from_dict
+    from grpo_core.yaml_files import read_yaml_mapping
 
     spec = read_yaml_mapping(ROOT / "experiments" / "smollm2_arith_warmup.yaml")
     values = {**spec["base"], "model": str(smollm2), "dataset": str(ROOT / spec["base"]["dataset"]),

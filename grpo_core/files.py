@@ -1,0 +1,62 @@
+"""Small filesystem helpers shared by the run folder, the caches and the stores: an atomic write,
+and the check that a folder can be written before anything is. Imports nothing heavy."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from .errors import UserInputError
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename, so a reader
+    sees the old file or the new one, never half of one; the temporary file never stays behind."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """A new folder built beside `target` and renamed into place when the block ends without an
+    error (an existing `target` is replaced); on any error (a full disk) the partial folder is
+    removed, so a reader finds the whole folder or none."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        yield tmp
+        if target.is_dir():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_writable_folder(path: str | Path, flag: str) -> None:
+    """Before anything is written anywhere: `path` is a folder this process can write in, or can
+    be made in one (a probe file in the nearest existing folder: os.access says yes to root on a
+    read-only filesystem). One-line UserInputError otherwise."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserInputError(f"{flag} {path}: is a file; allowed: a folder")
+    existing = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise UserInputError(f"{flag} {path}: cannot write there ({exc.strerror or exc}); allowed: a writable "
+                             f"folder") from None

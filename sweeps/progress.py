@@ -1,0 +1,153 @@
+"""Progress of a running sweep, for the person watching it: trials finished out of the total,
+failed ones, the running trials' current steps, and an estimate of the time left from the wall
+times of the trials finished so far. Read from the study's storage and the trials' run folders, so
+it counts every worker process (and every machine sharing the storage).
+
+On a terminal it is one bar updated in place (tqdm); otherwise one plain line per finished trial,
+so a log file stays readable. `poll` does the work; the sweep calls it from a thread of the parent
+process while worker processes train, or between steps when it trains in its own process (no
+thread there: trainers fork reward workers)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional, TextIO
+
+from grpo_core.config import GRPOConfig
+
+from .spec import SweepSpec
+
+
+def _duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _steps_written(run_dir: Optional[str]) -> int:
+    """Steps a running trial has finished: lines of its metrics.jsonl (it is flushed every step)."""
+    if not run_dir:
+        return 0
+    try:
+        with open(Path(run_dir) / "metrics.jsonl", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+class SweepProgress:
+    def __init__(self, spec: SweepSpec, study, invocation: str, workers: int, stream: Optional[TextIO] = None,
+                 interval: float = 1.0):
+        self.spec, self.study, self.invocation, self.workers = spec, study, invocation, workers
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = interval
+        self.total = len(spec.grid_points()) if spec.mode == "grid" else spec.n_trials
+        self.started = time.monotonic()
+        self._reported: set[int] = set()  # trial numbers whose end was printed (plain mode)
+        self._last_poll = 0.0
+        self._bar = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    # ---- what the sweep looks like now -----------------------------------------------------------
+    def _max_steps(self, params: dict) -> int:
+        return int(params.get("max_steps", self.spec.base.get("max_steps", GRPOConfig.max_steps)))
+
+    def snapshot(self) -> dict:
+        from optuna.trial import TrialState
+
+        trials = self.study.get_trials(deepcopy=False)
+        done_points, failed, running, walls, ended = set(), [], [], [], []
+        now = time.time()
+        for t in trials:
+            mine = t.user_attrs.get("invocation") == self.invocation
+            if t.state == TrialState.COMPLETE:
+                done_points.add(tuple(sorted(t.params.items())) if self.spec.mode == "grid" else t.number)
+                if mine and t.datetime_start and t.datetime_complete:
+                    walls.append((t.datetime_complete - t.datetime_start).total_seconds())
+            elif t.state == TrialState.FAIL and mine:
+                failed.append(t)
+            elif t.state == TrialState.RUNNING:
+                step = _steps_written(t.user_attrs.get("run_dir"))
+                elapsed = now - t.datetime_start.timestamp() if t.datetime_start else 0.0
+                running.append((t.number, step, self._max_steps(t.params), elapsed))
+            if mine and t.state in (TrialState.COMPLETE, TrialState.FAIL):
+                ended.append(t)
+        done = len(done_points)
+        remaining = max(0, self.total - done - len(failed))
+        # time per trial: the finished ones of this invocation; before any has finished, the running
+        # ones extrapolated from their steps
+        per_trial = sum(walls) / len(walls) if walls else None
+        if per_trial is None:
+            rates = [elapsed * max_steps / step for _, step, max_steps, elapsed in running if step >= 5]
+            per_trial = sum(rates) / len(rates) if rates else None
+        left_work = remaining - sum(min(1.0, step / max_steps) for _, step, max_steps, _ in running)
+        eta = None if per_trial is None else max(0.0, left_work) * per_trial / max(1, self.workers)
+        return {"done": done, "failed": len(failed), "running": running, "eta": eta, "ended": ended}
+
+    # ---- showing it --------------------------------------------------------------------------------
+    def _line(self, snap: dict) -> str:
+        running = ", ".join(f"t{n} {s}/{m}" for n, s, m, _ in sorted(snap["running"])[:4])
+        more = len(snap["running"]) - 4
+        return (f"{snap['done']}/{self.total} done, {snap['failed']} failed"
+                + (f" · running {running}{f' (+{more})' if more > 0 else ''}" if running else "")
+                + f" · ETA {_duration(snap['eta'])}")
+
+    def poll(self, force: bool = False) -> None:
+        """Read the storage and show what changed; at most once per `interval` unless forced."""
+        now = time.monotonic()
+        if not force and now - self._last_poll < self.interval:
+            return
+        self._last_poll = now
+        try:
+            snap = self.snapshot()
+        except Exception:  # a storage hiccup never stops the sweep; the next poll tries again
+            return
+        if self.tty:
+            if self._bar is None:
+                import shutil
+
+                from tqdm.auto import tqdm
+
+                width = shutil.get_terminal_size((120, 24)).columns or 120  # a terminal that reports 0 columns
+                self._bar = tqdm(total=self.total, desc=self.spec.name, unit="trial", file=self.stream, ncols=width,
+                                 bar_format="{desc}: {bar:20} {n_fmt}/{total_fmt} trials{postfix}")
+            self._bar.n = snap["done"]
+            self._bar.set_postfix_str(self._line(snap).split(", ", 1)[1], refresh=True)
+            return
+        for t in snap["ended"]:
+            if t.number in self._reported:
+                continue
+            self._reported.add(t.number)
+            point = ", ".join(f"{k}={v}" for k, v in t.params.items())
+            what = (f"{self.spec.objective} {t.value:g}" if t.state.name == "COMPLETE" and t.value is not None
+                    else str(t.user_attrs.get("error", t.state.name))[:80])
+            print(f"[{self.spec.name}] trial {t.number} {t.state.name.lower()} ({point}): {what} · {self._line(snap)}",
+                  file=self.stream, flush=True)
+
+    # ---- in the background (the parent of worker processes) ---------------------------------------
+    def start_thread(self) -> "SweepProgress":
+        def loop():
+            while not self._stop.wait(self.interval):
+                self.poll(force=True)
+
+        self._thread = threading.Thread(target=loop, name=f"grpo-progress-{self.spec.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the thread (if any) and show the final state."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.poll(force=True)
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

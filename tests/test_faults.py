@@ -1,0 +1,412 @@
+"""Nothing a user ran is lost when a disk fills, a store or a reward misbehaves, or input is hostile
+(the third reliability round): a fault is recorded as failed with its real cause, in the run folder
+first and in MLflow and Optuna after; bad input is one line, exit 2, nothing written."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import CACHE, ROOT, run_grpo as grpo
+from grpo_core.run import RESERVE, read_metrics
+
+TRAIN = ["--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8"]
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str, options: str = ""):
+    """A tmpfs of `size` mounted at `path` (a full disk on demand); skipped where mounting is not allowed."""
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}{',' + options if options else ''}", "tmpfs",
+                           str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def _mlflow_runs(db: Path):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    return client, [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+
+
+def _one_line(res) -> str:
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    return lines[0]
+
+
+# ---- a full disk ------------------------------------------------------------------------------------
+def test_a_full_disk_during_a_checkpoint_is_recorded_as_failed_everywhere(tmp_path):
+    db = tmp_path / "m.db"
+    with small_disk(tmp_path / "disk", "1500k") as disk:  # room for the run folder, not for a 5 MB checkpoint
+        res = grpo("train", *TRAIN, "--set", "max_steps=20", "--set", "save_steps=5", "--set", "stl_window=5",
+                   "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(disk / "run"))
+        assert res.returncode == 1
+        line = _one_line(res)
+        assert line.startswith("grpo: run failed: cannot write") and "No space left on device" in line
+        summary = json.loads((disk / "run" / "summary.json").read_text())
+        assert summary["status"] == "failed" and "No space left" in summary["error"]
+        assert summary["steps_completed"] == 5
+        leftovers = sorted(p.name for p in (disk / "run").iterdir())
+        assert not [n for n in leftovers if n.endswith(".tmp") or n.startswith(".checkpoint") or n == RESERVE], leftovers
+        assert [r["step"] for r in read_metrics(disk / "run" / "metrics.jsonl")] == [1, 2, 3, 4, 5]
+    client, (run,) = _mlflow_runs(db)
+    assert run.info.status == "FAILED" and "No space left on device" in run.data.tags["error"]
+
+
+def test_a_line_the_disk_refuses_is_cut_back_and_a_resume_reads_the_folder(tmp_path):
+    from grpo_core.run import _MetricsFile, resumed_metrics
+    from conftest import make_cfg
+
+    with small_disk(tmp_path / "disk", "64k") as disk:
+        f = _MetricsFile(disk / "metrics.jsonl")
+        line = json.dumps({"step": 0, "pad": "x" * 900})
+        with pytest.raises(OSError):
+            for step in range(1, 1000):
+                f.write_line(line.replace('"step": 0', f'"step": {step}'))
+        f.close()
+        text = (disk / "metrics.jsonl").read_text()
+        assert text.endswith("\n") and all(json.loads(l) for l in text.splitlines())  # whole lines only
+    # a folder whose last line was cut before this fix (or by a crash): a resume keeps the whole lines
+    folder = tmp_path / "old"
+    (folder / "checkpoint-3").mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (1, 2, 3)) + '{"step": 4, "lo')
+    import dataclasses
+
+    cfg = dataclasses.replace(make_cfg(max_steps=6), resume_from_checkpoint=str(folder / "checkpoint-3"))
+    assert [m["step"] for m in resumed_metrics(cfg)] == [1, 2, 3]
+
+
+def test_recover_reports_a_bad_folder_in_one_line_and_ends_the_others(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    client = MlflowClient(tracking_uri=db)
+    exp = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())  # not ./mlruns
+    import socket
+    dead = f"{socket.gethostname()}:999999:12345"  # a pid that does not exist on this host
+    with small_disk(tmp_path / "disk", "16k") as disk:
+        bad, good = disk / "bad", tmp_path / "good"
+        for folder in (bad, good):
+            folder.mkdir()
+            (folder / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
+        (disk / "filler").write_bytes(b"\0" * 8192)
+        with contextlib.suppress(OSError):  # fill what is left, so summary.json cannot be written there
+            with open(disk / "filler2", "wb") as f:
+                while True:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+        runs = {}
+        for name, folder in (("bad", bad), ("good", good)):
+            runs[name] = client.create_run(exp, run_name=name, tags={"owner": dead, "run_dir": str(folder)}).info.run_id
+        res = grpo("recover", "--tracking-uri", db)
+        assert res.returncode == 0, res.stderr
+        assert "2 run(s) ended, 0 left alone" in res.stdout
+        bad_run = client.get_run(runs["bad"])
+        assert bad_run.info.status == "KILLED" and "summary.json could not be written" in bad_run.data.tags["failure_reason"]
+    assert client.get_run(runs["good"]).info.status == "KILLED"
+    assert json.loads((good / "summary.json").read_text())["status"] == "killed"
+
+
+def test_a_full_disk_under_the_journal_is_one_line_and_leaves_no_empty_journal(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s", "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1},
+                                    "grid": {"loss_type": ["grpo"]}, "seeds": [0]}))
+    with small_disk(tmp_path / "disk", "16k") as disk:
+        with contextlib.suppress(OSError):
+            with open(disk / "filler", "wb") as f:
+                while True:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+        res = grpo("sweep", str(spec), "--storage", f"journal:///{disk}/journal.log",
+                   "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+        assert res.returncode == 2 and "No space left on device" in _one_line(res)
+        assert not (disk / "journal.log").exists()
+
+
+# ---- recovery never misattributes -------------------------------------------------------------------
+def test_recover_leaves_a_resumed_folder_to_the_run_that_resumed_it(tmp_path):
+    db = tmp_path / "m.db"
+    run = tmp_path / "run"
+    args = [*TRAIN, "--set", "max_steps=60", "--set", "save_steps=10", "--set", "stl_window=5",
+            "--set", f"mlflow_tracking_uri=sqlite:///{db}"]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *args, "--out", str(run)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while proc.poll() is None and not ((run / "checkpoint-10").is_dir()
+                                       and len((run / "metrics.jsonl").read_text().splitlines()) >= 12):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    res = grpo("train", *args, "--set", f"resume_from_checkpoint={run / 'checkpoint-10'}")  # to step 60 in run/
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = grpo("recover", "--tracking-uri", f"sqlite:///{db}")
+    assert res.returncode == 0 and "1 run(s) ended" in res.stdout, res.stderr
+    client, runs = _mlflow_runs(db)
+    killed, = [r for r in runs if r.info.status == "KILLED"]
+    finished, = [r for r in runs if r.info.status == "FINISHED"]
+    assert f"taken over by MLflow run {finished.info.run_id}" in killed.data.tags["failure_reason"]
+    assert max((m.step for m in client.get_metric_history(killed.info.run_id, "reward")), default=0) < 60  # none of the resume's steps
+    assert max(m.step for m in client.get_metric_history(finished.info.run_id, "reward")) == 60
+    assert json.loads((run / "summary.json").read_text())["status"] == "finished"  # the resumed run's, untouched
+
+
+# ---- sweeps -------------------------------------------------------------------------------------------
+def _spec(tmp_path, name, grid, **base):
+    path = tmp_path / f"{name}-{len(list(tmp_path.glob('*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "base": {"cache_dir": str(CACHE), "max_steps": 3, "stl_window": 1,
+                                                           "baseline_prompts": 8, **base},
+                                    "grid": grid, "seeds": [0]}))
+    return path
+
+
+def _stores(tmp_path):
+    return ["--storage", f"journal:///{tmp_path}/journal.log", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
+            "--out-root", str(tmp_path / "runs")]
+
+
+def test_two_sweeps_of_one_name_with_different_grids_started_together_one_is_refused(tmp_path):
+    a = _spec(tmp_path, "same", {"loss_type": ["grpo", "bnpo"]})
+    b = _spec(tmp_path, "same", {"learning_rate": [1e-4, 3e-4]})
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    procs = [subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(p), *_stores(tmp_path)], cwd=tmp_path,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in (a, b)]
+    results = [(p.wait(), *p.communicate()) for p in procs]
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for code, _, err in results if code == 2)
+    assert "already exists" in refused and "different spec" in refused
+    import optuna
+
+    study = optuna.load_study(study_name="same", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))))
+    assert len(study.trials) == 2 and len({tuple(t.params) for t in study.trials}) == 1  # one grid only
+
+
+@pytest.mark.parametrize("base, flag, needle", [
+    ({"model": "EMPTY"}, None, "holds no config.json"),
+    ({"cache_dir": "/proc/grpo-no-cache", "tiny_pretrain_steps": 3}, None, "cache_dir"),
+    ({}, "/proc/grpo-runs", "--out-root"),
+])
+def test_a_spec_that_cannot_run_is_refused_before_any_store_is_touched(tmp_path, base, flag, needle):
+    if base.get("model") == "EMPTY":
+        (tmp_path / "empty-model").mkdir()
+        base = {"model": str(tmp_path / "empty-model")}
+    spec = _spec(tmp_path, "bad", {"loss_type": ["grpo"]}, **base)
+    stores = _stores(tmp_path)
+    if flag:
+        stores[-1] = flag
+    res = grpo("sweep", str(spec), *stores, cwd=tmp_path)
+    assert res.returncode == 2 and needle in _one_line(res)
+    assert not (tmp_path / "journal.log").exists() and not (tmp_path / "m.db").exists()
+
+
+def test_a_dead_tracking_server_does_not_undo_a_finished_trial(tmp_path):
+    from servers import mlflow_server
+
+    spec = _spec(tmp_path, "srv", {"loss_type": ["grpo", "bnpo"]}, max_steps=40)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+           "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    with mlflow_server(tmp_path / "server") as url:
+        cmd = [sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "1", "--storage",
+               f"journal:///{tmp_path}/journal.log", "--tracking-uri", url, "--out-root", str(tmp_path / "runs")]
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = tmp_path / "runs" / "srv" / "trial-0000" / "metrics.jsonl"
+        while proc.poll() is None and not (first.exists() and len(first.read_text().splitlines()) >= 5):
+            time.sleep(0.05)
+    # the server is gone while trial 0 trains; trial 1 cannot start its MLflow run
+    out, err = proc.communicate()
+    assert proc.returncode == 1, err[-3000:]
+    assert json.loads((first.parent / "summary.json").read_text())["status"] == "finished"
+    import optuna
+
+    study = optuna.load_study(study_name="srv", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))))
+    states = {t.number: t.state.name for t in study.trials}
+    assert states == {0: "COMPLETE", 1: "FAIL"}, states
+    assert "record is incomplete" in study.trials[0].user_attrs["record_error"]
+
+
+# ---- rewards -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_reward_that_calls_sys_exit_fails_the_run_naming_it(tmp_path, workers):
+    res = grpo("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:exit_three", "--set", "max_steps=2",
+               "--set", "stl_window=1", "--set", f"reward_workers={workers}", "--out", str(tmp_path / "run"))
+    assert res.returncode == 1
+    line = _one_line(res)
+    assert "reward function exit_three" in line and "SystemExit" in line
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.parametrize("extra", [[], ["--set", "reward_timeout=2"]])
+def test_a_reward_whose_values_cannot_come_back_fails_the_run(tmp_path, extra):
+    res = grpo("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:unpicklable", "--set",
+               "reward_workers=2", "--set", "max_steps=2", "--set", "stl_window=1", *extra,
+               "--out", str(tmp_path / "run"), timeout=300)
+    assert res.returncode == 1
+    line = _one_line(res)
+    assert "reward function unpicklable returned" in line and "cannot be sent back" in line
+
+
+def test_a_run_never_finishes_on_timeouts_alone(tmp_path):
+    res = grpo("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:sleepy", "--set", "reward_workers=2",
+               "--set", "reward_timeout=0.2", "--set", "max_steps=2", "--set", "stl_window=1", "--set",
+               "prompts_per_step=2", "--set", "num_generations=2", "--out", str(tmp_path / "run"), timeout=300)
+    assert res.returncode == 1
+    import re
+
+    assert re.search(r"reward function sleepy timed out on (\d+) of \1 completions of a step", _one_line(res))
+
+
+# ---- models and stores ---------------------------------------------------------------------------------
+def _tiny_folder(tmp_path, name="model") -> Path:
+    import shutil
+
+    folder = tmp_path / name
+    shutil.copytree(ROOT / "grpo_core" / "tiny_bases" / "addition", folder)
+    return folder
+
+
+def test_a_tokenizer_without_a_pad_token_trains(tmp_path):
+    folder = _tiny_folder(tmp_path)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    del config["pad_token"]  # transformers then appends '<|endoftext|>' past the model's embeddings
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2", "--set",
+               "stl_window=1", "--out", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_truncated_or_pickled_weights_are_one_line_and_run_no_code(tmp_path):
+    truncated = _tiny_folder(tmp_path, "truncated")
+    data = (truncated / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(data[: len(data) // 2])
+    pickled = _tiny_folder(tmp_path, "pickled")
+    (pickled / "model.safetensors").unlink()
+    planted = tmp_path / "pickle-ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {planted}",))
+
+    import pickle
+    (pickled / "pytorch_model.bin").write_bytes(pickle.dumps(Evil()))
+    for folder in (truncated, pickled):
+        res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2",
+                   "--out", str(tmp_path / f"run-{folder.name}"))
+        assert res.returncode == 2 and f"model: cannot load '{folder}'" in _one_line(res)
+        assert not (tmp_path / f"run-{folder.name}").exists()
+    assert not planted.exists()  # the pickle was never executed
+
+
+def test_an_mlflow_store_that_cannot_be_written_is_refused_before_training(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n")
+    res = grpo("train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{text}", "--out", str(tmp_path / "run"))
+    assert res.returncode == 2 and "is not a SQLite database" in _one_line(res)
+    assert not (tmp_path / "run").exists() and text.read_text() == "not a database\n"
+    with small_disk(tmp_path / "ro", "64k", "ro") as ro:
+        res = grpo("train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{ro}/m.db", "--out", str(tmp_path / "run"))
+        assert res.returncode == 2 and "cannot write there (Read-only file system)" in _one_line(res)
+    assert not (tmp_path / "run").exists()
+
+
+def test_one_baseline_prompt_is_allowed_and_trains(tmp_path):
+    res = grpo("train", "--no-progress", "--no-mlflow", "--set", f"cache_dir={tmp_path / 'cache'}", "--set",
+               "baseline_prompts=1", "--set", "max_steps=2", "--set", "stl_window=1", "--out", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["baseline_prompts_used"] >= 2
+
+
+# ---- values and parsing --------------------------------------------------------------------------------
+@pytest.mark.parametrize("setting, needle", [
+    ("learning_rate=1e400", "not a finite number"),
+    (f"learning_rate={10 ** 400}", "not a finite number"),
+    ("adam_epsilon=1e300", "(0, 1)"),  # accepted before: Adam's steps vanished and the run exited 0
+    ("max_steps=1000000000000000000000000000000", "below 2^63"),
+    ("num_threads=99999999999999999999", "below 2^63"),
+])
+def test_numbers_that_overflow_are_refused(tmp_path, setting, needle):
+    res = grpo("train", *TRAIN, "--no-mlflow", "--set", setting, "--out", str(tmp_path / "run"))
+    assert res.returncode == 2
+    line = _one_line(res)
+    assert needle in line and len(line) < 300
+    assert not (tmp_path / "run").exists()
+
+
+def test_parsing_errors_say_what_is_wrong(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    levels = ["a0: &a0 [exact_match, exact_match]"] + [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, 30)]
+    bomb.write_text("\n".join(levels) + "\nreward_funcs: *a29\n")
+    nul = tmp_path / "nul.yaml"
+    nul.write_bytes(b"loss_type: g\0po\n")
+    cases = [
+        (["train", str(bomb)], "an alias (*name)"),
+        (["train", "--set", "loss_type=grpo", "--set", "loss_type=bnpo"], "--set loss_type: given twice"),
+        (["train", str(nul)], "character #x0000 at position"),
+        (["train", str(tmp_path)], "is a folder; allowed: a YAML file"),
+    ]
+    for args, needle in cases:
+        started = time.monotonic()
+        res = grpo(*args, "--no-mlflow", "--out", str(tmp_path / "run"), timeout=120)
+        assert res.returncode == 2 and needle in _one_line(res), (args, res.stderr)
+        assert time.monotonic() - started < 60  # the alias bomb is refused, not expanded
+        assert not (tmp_path / "run").exists()
+
+
+def test_a_csv_with_a_byte_order_mark_loads_and_a_huge_prompt_is_named(tmp_path):
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("\ufeffprompt,answer\n".encode() + "".join(f"{a}+{a}=,{2 * a}\n" for a in range(50)).encode())
+    res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"dataset={bom}", "--set", "reward_funcs=exact_match",
+               "--set", "max_steps=2", "--set", "stl_window=1", "--out", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text("".join(json.dumps({"prompt": ("1+1=" * 2_600_000 if i == 3 else "1+1="), "answer": "2"}) + "\n"
+                            for i in range(20)))
+    res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"dataset={huge}", "--set", "reward_funcs=exact_match",
+               "--set", "max_steps=2", "--out", str(tmp_path / "run2"), timeout=600)
+    assert res.returncode == 2
+    line = _one_line(res)
+    assert "the longest prompt has 10400000 tokens, and the model has 64 positions" in line and "-" not in line.split("allowed:")[1]
+
+
+# ---- secrets --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("url, secret", [
+    ("postgresql://grpo:s3/cr3t@db:5432/optuna", "s3/cr3t"),
+    ("postgresql://grpo:p@ss@db:5432/optuna", "p@ss"),
+    ("postgresql://db:5432/optuna?user=grpo&password=hunter2", "hunter2"),
+    ("http://alice:wonder/land@127.0.0.1:1", "wonder/land"),
+])
+def test_passwords_are_never_printed(tmp_path, url, secret):
+    from grpo_core.errors import mask_secrets
+
+    assert secret not in mask_secrets(f"error about '{url}': it failed")
+    flag = "--tracking-uri" if url.startswith("http") else "--storage"
+    spec = _spec(tmp_path, "s", {"loss_type": ["grpo"]})
+    res = grpo("sweep", str(spec), flag, url, cwd=tmp_path, timeout=300)
+    assert res.returncode == 2 and secret not in res.stderr + res.stdout and "***" in _one_line(res)
+
+
+def test_basic_auth_in_a_tracking_uri_reaches_the_server(tmp_path):
+    from servers import mlflow_server
+
+    with mlflow_server(tmp_path / "server") as url:
+        authed = url.replace("http://", "http://alice:s3@cret@")
+        res = grpo("train", *TRAIN, "--set", "max_steps=2", "--set", "stl_window=1", "--set",
+                   f"mlflow_tracking_uri={authed}", "--out", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "s3@cret" not in res.stderr + res.stdout and "Name or service not known" not in res.stderr
