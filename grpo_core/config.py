@@ -25,7 +25,9 @@ TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stor
 # implement them (one dict each); the others are listed here. Each error lists the allowed names.
 from .advantages import SCALE_REWARDS  # noqa: E402
 from .cpu_math import MODES as CPU_MATH_MODES  # noqa: E402
-from .loss import LOSS_TYPES  # noqa: E402
+from .loss import LOSS_TYPES, POLICY_LOSSES  # noqa: E402
+
+IMPORTANCE_SAMPLING_LEVELS = tuple(POLICY_LOSSES)
 from .schedule import LR_SCHEDULERS  # noqa: E402
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
@@ -124,6 +126,10 @@ class GRPOConfig:
     """Lower clip range: ratio ≥ 1 − epsilon."""
     epsilon_high: Optional[float] = None
     """Upper clip range: ratio ≤ 1 + epsilon_high; None = epsilon (DAPO's clip-higher when larger)."""
+    importance_sampling_level: str = "token"
+    """Importance ratio of the policy loss: `token` (one per token, PPO and GRPO) or `sequence` (GSPO,
+    arXiv 2507.18071: the mean token log-ratio of each sequence, clipped per sequence; TRL's knob of
+    the same name). With `sequence`, loss_type `grpo` gives the paper's per-sequence objective."""
     use_bias_correction_kl: bool = False
     """Multiply the per-token KL by the ratio π_θ/π_old (TRL ≥ 1.x, `use_bias_correction_kl`, its
     default there is true): the KL gradient becomes the unbiased reverse-KL gradient (logp − ref
@@ -329,6 +335,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             raise ConfigError(key, f"got {_short(getattr(cfg, key))}; allowed: {allowed}")
 
     _one_of("loss_type", cfg.loss_type, LOSS_TYPES)
+    _one_of("importance_sampling_level", cfg.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
     _one_of("dtype", cfg.dtype, DTYPES)
     require(cfg.lora_r >= 1, "lora_r", "an integer ≥ 1")
     require(cfg.lora_alpha >= 1, "lora_alpha", "an integer ≥ 1")

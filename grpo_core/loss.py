@@ -30,6 +30,7 @@ class LossSettings:
     copied from the config (`from_config`); the others are derived there, or filled per step."""
 
     loss_type: str = "grpo"
+    importance_sampling_level: str = "token"  # a key of POLICY_LOSSES
     beta: float = 0.0
     epsilon: float = 0.2
     epsilon_high: Optional[float] = None  # None: epsilon
@@ -161,6 +162,48 @@ def token_level_loss(
                                                                                          completion_mask)}
 
 
+@register_policy_loss("sequence")
+def sequence_level_loss(
+    per_token_logps: Tensor,  # (B, T) with grad
+    old_per_token_logps: Tensor,  # (B, T) detached
+    advantages: Tensor,  # (B,)
+    completion_mask: Tensor,  # (B, T)
+    settings: LossSettings,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """[GSPO, arXiv 2507.18071] One importance ratio per sequence: the exponential of the mean of its
+    tokens' log-ratios, clipped per sequence. Every token of a sequence carries its sequence's loss,
+    aggregated by loss_type (loss_type grpo gives the paper's per-sequence objective; TRL's
+    importance_sampling_level="sequence"). clip_ratio: the share of sequences clipped."""
+    import torch
+
+    log_ratio = sequence_log_ratio(per_token_logps, old_per_token_logps, completion_mask)  # (B, 1)
+    per_seq, is_clipped = clipped_surrogate(log_ratio, torch.zeros_like(log_ratio), advantages, settings.epsilon,
+                                            settings.clip_high)  # (B, 1)
+    return aggregate(per_seq.expand_as(per_token_logps), completion_mask, settings), {
+        "clip_ratio": is_clipped.float().mean()}
+
+
+def importance_weights(per_token_logps: Tensor, old_per_token_logps: Tensor, completion_mask: Tensor,
+                       settings: LossSettings) -> Tensor:  # (B, T) or (B, 1)
+    """π_θ/π_old at the policy loss's level (TRL weights the KL by the same coefficient): per token,
+    or per sequence (the exponential of the mean token log-ratio)."""
+    if settings.importance_sampling_level == "sequence":
+        return sequence_log_ratio(per_token_logps, old_per_token_logps, completion_mask).exp()
+    return (per_token_logps - old_per_token_logps).exp()
+
+
+def sequence_log_ratio(
+    per_token_logps: Tensor,  # (B, T)
+    old_per_token_logps: Tensor,  # (B, T)
+    completion_mask: Tensor,  # (B, T)
+) -> Tensor:  # (B, 1)
+    """GSPO's length-normalized sequence log-ratio: the mean of log π_θ − log π_old over each
+    sequence's completion tokens."""
+    mask = completion_mask.to(per_token_logps.dtype)
+    return ((per_token_logps - old_per_token_logps) * mask).sum(dim=1, keepdim=True) / mask.sum(
+        dim=1, keepdim=True).clamp(min=1.0)
+
+
 def grpo_loss(
     per_token_logps: Tensor,  # (B, T) with grad
     old_per_token_logps: Tensor | None,  # (B, T) or None (μ = 1: logp.detach())
@@ -174,14 +217,14 @@ def grpo_loss(
     use_bias_correction_kl); its value is unchanged on-policy, its gradient becomes logp − ref."""
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
-    policy, metrics = get_policy_loss("token")(per_token_logps, old_per_token_logps, advantages, completion_mask,
-                                               settings)
+    policy, metrics = get_policy_loss(settings.importance_sampling_level)(
+        per_token_logps, old_per_token_logps, advantages, completion_mask, settings)
     if settings.beta != 0.0:
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")
         kl = k3_kl(per_token_logps, ref_per_token_logps)  # (B, T)
-        weighted = (kl * (per_token_logps - old_per_token_logps).exp()  # (B, T)
-                    if settings.use_bias_correction_kl else kl)
+        weighted = (kl * importance_weights(per_token_logps, old_per_token_logps, completion_mask, settings)
+                    if settings.use_bias_correction_kl else kl)  # (B, T)
         kl_loss = aggregate(settings.beta * weighted, completion_mask, settings)
         kl_mean = _masked_mean(weighted.detach(), completion_mask)  # as TRL logs it (after the weighting)
     else:

@@ -62,6 +62,7 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
     (["stl_window=0"], "stl_window", "≥ 1"),
     (["reward_funcs=[exact_match, exact_match]"], "reward_funcs", "listed twice"),
     (["cache_dir=/proc/grpo-no-cache", "tiny_pretrain_steps=3"], "cache_dir", "writable"),
+    (["importance_sampling_level=segment"], "importance_sampling_level", "token, sequence"),
 ]
 
 

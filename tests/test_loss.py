@@ -1,5 +1,6 @@
 """Tier (a): the loss by hand; tier (b): vectorized aggregation against a plain loop."""
 
+import dataclasses
 import math
 
 import pytest
@@ -162,3 +163,35 @@ def test_bias_corrected_kl_weights_each_token_by_its_ratio_off_policy():
                              S("grpo", beta=1.0, max_completion_length=1, use_bias_correction_kl=True))
     assert corrected["kl_loss"].item() == pytest.approx(2 * plain["kl_loss"].item(), rel=1e-6)
     assert corrected["kl"].item() == pytest.approx(2 * plain["kl"].item(), rel=1e-6)
+
+
+# ---- importance_sampling_level: sequence (GSPO) ----------------------------------------------------------
+def test_sequence_level_ratio_and_clipping_by_hand_unequal_lengths():
+    # Sequence 0: 3 tokens with log-ratios 0.3, 0.3, 0.3 → mean 0.3, ratio e^0.3 = 1.3499 > 1.2: with
+    # A = +1 clipped to 1.2 → loss −1.2. Sequence 1: 1 token, log-ratio ln 0.9 → ratio 0.9, inside the
+    # band; A = −2 → −min(−1.8, −1.8) = 1.8. The padding of sequence 1 (log-ratio 5) must not count.
+    old = torch.zeros(2, 3)
+    logps = torch.tensor([[0.3, 0.3, 0.3], [math.log(0.9), 5.0, 5.0]])
+    adv = torch.tensor([1.0, -2.0])
+    settings = S("grpo", importance_sampling_level="sequence", max_completion_length=4)
+    loss, m = grpo_loss(logps, old, None, adv, MASK, settings)
+    assert loss.item() == pytest.approx((-1.2 + 1.8) / 2)          # grpo: mean of the per-sequence losses
+    assert m["clip_ratio"].item() == pytest.approx(1 / 2)           # one sequence of two clipped
+    bnpo, _ = grpo_loss(logps, old, None, adv, MASK, dataclasses.replace(settings, loss_type="bnpo"))
+    assert bnpo.item() == pytest.approx((3 * -1.2 + 1.8) / 4)       # every token carries its sequence's loss
+
+
+def test_sequence_level_gradient_spreads_evenly_over_a_sequences_tokens():
+    # On-policy (ratio 1, no clipping): d loss / d logp_t = −A / |o| for each of the sequence's tokens
+    logps = torch.tensor([[-1.0, -2.0, -0.5], [-0.7, -9.0, -9.0]], requires_grad=True)
+    loss, _ = grpo_loss(logps, None, None, torch.tensor([1.0, -2.0]), MASK,
+                        S("grpo", importance_sampling_level="sequence", max_completion_length=4))
+    loss.backward()
+    expected = torch.tensor([[-1 / 3 / 2] * 3, [2 / 1 / 2, 0.0, 0.0]])
+    torch.testing.assert_close(logps.grad, expected)
+
+
+def test_unknown_importance_sampling_level_names_allowed_values():
+    with pytest.raises(ValueError, match="token, sequence"):
+        grpo_loss(torch.zeros(1, 1), None, None, torch.zeros(1), torch.ones(1, 1),
+                  S("grpo", importance_sampling_level="segment"))

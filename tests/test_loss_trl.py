@@ -43,3 +43,13 @@ def test_every_loss_type_agrees_with_trl(loss_type, beta, corrected):
     for seed in range(3):
         agree(LossSettings(loss_type, beta=beta, max_completion_length=T, use_bias_correction_kl=corrected,
                            epsilon_high=0.28), seed)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+@pytest.mark.parametrize("beta, corrected", [(0.0, False), (0.04, True)])
+def test_sequence_level_importance_sampling_agrees_with_trl(loss_type, beta, corrected):
+    # GSPO: TRL's importance_sampling_level="sequence" (a (B, 1) ratio broadcast over the tokens)
+    for seed in range(3):
+        agree(LossSettings(loss_type, importance_sampling_level="sequence", beta=beta, max_completion_length=T,
+                           use_bias_correction_kl=corrected, epsilon=3e-4, epsilon_high=4e-4), seed,
+              importance_sampling_level="sequence")
