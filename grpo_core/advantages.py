@@ -36,6 +36,19 @@ def _unscaled(centered, group_std, batch_std):  # Dr. GRPO
 REWARD_SCALES = {"group": _by_group_std, "batch": _by_batch_std, "none": _unscaled}
 SCALE_REWARDS = tuple(REWARD_SCALES)
 
+# [Claim C6] what happens to groups whose rewards are all equal (signal_groups): kept (TRL), dropped
+# from the loss and its normalizer, or replaced by resampling (DAPO's dynamic sampling)
+ZERO_VARIANCE_GROUPS = ("keep", "drop", "resample")
+
+
+def signal_groups(
+    rewards: torch.Tensor,  # (B,) groups contiguous
+    num_generations: int,  # G
+) -> torch.Tensor:  # (num_groups,) bool
+    """[Claim C6] Groups whose rewards are not all equal (std ≥ 1e-8, the test frac_reward_zero_std
+    uses): the only groups with non-zero advantages, so the only ones with a policy gradient."""
+    return _group_std(rewards.view(-1, num_generations)) >= 1e-8
+
 
 def normalize_rewards(
     rewards: torch.Tensor,  # (B,) summed reward per completion, B = num_groups × G, groups contiguous

@@ -69,5 +69,7 @@ def cache_path(trainer) -> Optional[Path]:
            "precision": trainer.accelerator.mixed_precision,
            **{k: getattr(cfg, k) for k in ("num_generations", "max_completion_length", "temperature", "top_p",
                                            "top_k", "baseline_prompts", "stl_delta", "dtype")}}
+    if cfg.reward_weights:  # (only when set: the baselines cached before the key existed stay valid)
+        key["reward_weights"] = [[n, w] for n, w in zip(trainer.reward_funcs, cfg.reward_weights)]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return Path(cfg.cache_dir) / "baselines" / f"{cfg.task}-{digest}.json"

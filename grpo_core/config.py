@@ -23,7 +23,7 @@ TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stor
 
 # Allowed names of the string-valued switches: the variant axes' names come from the modules that
 # implement them (one dict each); the others are listed here. Each error lists the allowed names.
-from .advantages import SCALE_REWARDS  # noqa: E402
+from .advantages import SCALE_REWARDS, ZERO_VARIANCE_GROUPS  # noqa: E402
 from .cpu_math import MODES as CPU_MATH_MODES  # noqa: E402
 from .loss import LOSS_TYPES, POLICY_LOSSES  # noqa: E402
 
@@ -148,6 +148,22 @@ class GRPOConfig:
     """[Claim C3] Add the noise only during the first N optimizer steps; 0 = every step."""
     advantage_scale: float = 1.0
     """[Claim C4] Multiply advantages after normalization and noise; 1 = off."""
+    zero_variance_groups: str = "keep"
+    """[Claim C6] Groups whose G rewards are all equal (advantages 0): `keep` them (TRL), `drop` them
+    from the loss and its normalizer, or `resample` (DAPO's dynamic sampling, verl's filter_groups):
+    sample more prompts until the step has prompts_per_step groups with unequal rewards, at most
+    max_num_gen_batches rounds; groups still missing then are filled with dropped ones. Logged
+    per step: groups/sampled, groups/dropped, completions/generated."""
+    max_num_gen_batches: int = 4
+    """[Claim C6] With zero_variance_groups `resample`: at most this many generation rounds of
+    prompts_per_step prompts per step (verl's max_num_gen_batches)."""
+    mask_truncated_completions: bool = False
+    """Completions that reach max_completion_length without EOS contribute no loss: their
+    tokens leave the loss and its normalizer (TRL's mask_truncated_completions; DAPO). Their
+    rewards still count in the group's advantages."""
+    reward_weights: list[float] = field(default_factory=list)
+    """One weight per reward function, in `reward_funcs` order (the task's defaults when that is
+    empty): the reward is Σ weight × reward (TRL's reward_weights). Empty = every weight 1."""
 
     # ---- sampling ----------------------------------------------------------------------
     max_completion_length: int = 8
@@ -264,6 +280,25 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
 
 
+def _finite_number(key: str, value: Any) -> float:
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond float range
+            number = math.inf
+    elif isinstance(value, str):  # PyYAML reads 1e-4 (no dot) as a string
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+    if number is None:
+        raise ConfigError(key, f"expected a number, got {_short(value)}")
+    if not math.isfinite(number):  # 1e400 reads as inf, 10**400 does not fit a float
+        raise ConfigError(key, f"got {_short(value)}, which is not a finite number; allowed: a finite number")
+    return number
+
+
 def coerce_value(key: str, value: Any) -> Any:
     """Convert a YAML value to the field's type, or raise a ConfigError naming the type."""
     hint = _HINTS[key]
@@ -286,26 +321,19 @@ def coerce_value(key: str, value: Any) -> Any:
             raise ConfigError(key, f"got {_short(value)}; allowed: an integer of magnitude below 2^63")
         return value
     if hint is float:
-        number = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            try:
-                number = float(value)
-            except OverflowError:  # an integer beyond float range
-                number = math.inf
-        elif isinstance(value, str):  # PyYAML reads 1e-4 (no dot) as a string
-            try:
-                number = float(value)
-            except ValueError:
-                pass
-        if number is None:
-            raise ConfigError(key, f"expected a number, got {_short(value)}")
-        if not math.isfinite(number):  # 1e400 reads as inf, 10**400 does not fit a float
-            raise ConfigError(key, f"got {_short(value)}, which is not a finite number; allowed: a finite number")
-        return number
+        return _finite_number(key, value)
     if hint is str:
         if isinstance(value, str):
             return value
         raise ConfigError(key, f"expected a string, got {_short(value)}")
+    if get_args(hint) == (float,):  # list[float]: YAML numbers, or a flow list in a string (grid values)
+        if isinstance(value, str):
+            value = parse_yaml_value(value) if value.strip().startswith("[") else [value]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [value]
+        if isinstance(value, list):
+            return [_finite_number(key, v) for v in value]
+        raise ConfigError(key, f"expected a list of numbers, got {_short(value)}")
     if get_origin(hint) is list or hint is list:
         if isinstance(value, str):
             return [value]
@@ -351,6 +379,8 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     if cfg.dataset is not None:
         check_dataset_source(cfg.dataset)
     _one_of("scale_rewards", cfg.scale_rewards, SCALE_REWARDS)
+    _one_of("zero_variance_groups", cfg.zero_variance_groups, ZERO_VARIANCE_GROUPS)
+    require(cfg.max_num_gen_batches >= 1, "max_num_gen_batches", "an integer ≥ 1 (generation rounds per step)")
     _one_of("decode", cfg.decode, DECODE_MODES)
     require(cfg.eos_check_every >= 0, "eos_check_every", "an integer ≥ 0 (0 = auto)")
     _one_of("lr_scheduler_type", cfg.lr_scheduler_type, LR_SCHEDULERS)
@@ -359,6 +389,11 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     _one_of("cpu_math", cfg.cpu_math, CPU_MATH_MODES)
     _one_of("task", cfg.task, tuple(TASKS))
     check_reward_list(cfg.reward_funcs)
+    from .tasks import DATASET_REWARDS
+
+    rewards = cfg.reward_funcs or (DATASET_REWARDS if cfg.dataset else TASKS[cfg.task].default_rewards)
+    require(not cfg.reward_weights or len(cfg.reward_weights) == len(rewards), "reward_weights",
+            f"one weight per reward function: {len(rewards)} ({', '.join(rewards)})")
     require(cfg.reward_workers >= 0, "reward_workers", "an integer ≥ 0 (0 = in the training process)")
     require(math.isfinite(cfg.reward_timeout) and cfg.reward_timeout >= 0, "reward_timeout",
             "a number of seconds ≥ 0 (0 = no limit)")

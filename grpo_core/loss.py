@@ -38,6 +38,7 @@ class LossSettings:
     use_bias_correction_kl: bool = False
     gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
     generation_batch_tokens: "Tensor | float | None" = None  # per step, dapo's normalizer (None: this micro-batch's)
+    live_sequences: "Tensor | float | None" = None  # per step with dropped groups: grpo's and dr_grpo's sequence count
 
     @property
     def clip_high(self) -> float:
@@ -90,6 +91,9 @@ def aggregate(
     normalizer already spans them. On P processes DDP averages the gradients, so the trainer
     passes dapo the generation batch's tokens over all processes ÷ P (TRL: num_items_in_batch /
     num_processes), and the average is the one-process gradient.
+    [Claim C6] With dropped groups (rows of all-zero mask) the trainer passes `live_sequences`, the
+    generation batch's sequences still in the loss (÷ P as dapo's tokens): grpo and dr_grpo then
+    divide by it instead of by every sequence; bnpo and dapo count tokens, so the mask suffices.
     """
     if settings.loss_type not in NORMALIZERS:
         raise ValueError(f"loss_type: unknown value {settings.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
@@ -97,8 +101,16 @@ def aggregate(
     return NORMALIZERS[settings.loss_type](per_token_values * mask, mask, settings)
 
 
+def _live(s: LossSettings, like: Tensor) -> Tensor:
+    import torch
+
+    return torch.as_tensor(s.live_sequences, dtype=like.dtype, device=like.device).clamp(min=1.0)
+
+
 def _grpo(masked, mask, s: LossSettings):
     per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # (B,)
+    if s.live_sequences is not None:  # this micro-batch's share of the mean over live sequences
+        return per_seq.sum() / _live(s, per_seq)
     return per_seq.mean() / s.gradient_accumulation_steps
 
 
@@ -115,6 +127,8 @@ def _dapo(masked, mask, s: LossSettings):
 
 
 def _dr_grpo(masked, mask, s: LossSettings):
+    if s.live_sequences is not None:
+        return masked.sum() / (_live(s, masked) * s.max_completion_length)
     return masked.sum() / (mask.shape[0] * s.max_completion_length) / s.gradient_accumulation_steps
 
 

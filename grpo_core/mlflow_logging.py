@@ -20,7 +20,7 @@ from . import defaults
 from .config import TRACKING_SCHEMES
 from .errors import mask_secrets
 from .provenance import owner_alive, owner_id
-from .run_metrics import CENSORED
+from .run_metrics import CENSORED, censored_at
 
 _BATCH_LIMIT = 1000  # MLflow's per-request metric limit
 _WRITER_SWITCH_S = 0.0005  # the interpreter's switch interval while the writer thread writes
@@ -330,7 +330,7 @@ def record_end(client, run_id: str, summary: dict, status: str, max_steps: Optio
     if max_steps is not None:
         for key in CENSORED:
             if key in values and values[key] is None:
-                values[key] = max_steps + 1
+                values[key] = censored_at(key, values, max_steps) + 1
     metrics = [Metric(k, float(v), ts, 0) for k, v in values.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
     if metrics:

@@ -124,6 +124,14 @@ def reward_names(names: list[str]) -> list[str]:
     return [s if short.count(s) == 1 else n.replace(":", ".") for n, s in zip(names, short)]
 
 
+def combine_rewards(per_func: dict[str, list[float]], weights: list[float]) -> list[float]:
+    """Each completion's reward: Σ_f weight_f × reward_f over the functions in order (TRL's
+    reward_weights); with no weights, the plain sum."""
+    if not weights:
+        return [sum(values) for values in zip(*per_func.values())]
+    return [sum(w * x for w, x in zip(weights, values)) for values in zip(*per_func.values())]
+
+
 def compute_rewards(
     funcs: dict[str, RewardFunc],
     completions: list[str],

@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-CENSORED = ("steps_to_learn", "loss_departure_step")  # None when never reached (right-censored at max_steps)
+# None when never reached: right-censored at max_steps (completions_to_learn: at completions_generated)
+CENSORED = ("steps_to_learn", "loss_departure_step", "completions_to_learn")
 SUSTAIN_FRACTION = 0.5  # after the crossing, MA must stay ≥ b + SUSTAIN_FRACTION·δ (hysteresis)
 _TOL = 1e-12  # rounding in the running sums
 
@@ -107,6 +108,21 @@ def summarize(
     if stl is None:
         out["steps_to_learn_reason"] = unreached_reason(len(rewards), window)
     return out
+
+
+def completion_counts(generated: Sequence[float], steps_to_learn: Optional[int]) -> dict:
+    """[Claim C6] Completions sampled over the run, and up to steps_to_learn (None when never):
+    dynamic sampling buys its steps with generation, so a claim about it counts both."""
+    return {"completions_generated": int(sum(generated)),
+            "completions_to_learn": None if steps_to_learn is None else int(sum(generated[:steps_to_learn]))}
+
+
+def censored_at(key: str, summary: dict, max_steps: int) -> float:
+    """Where a censored metric that was not reached is counted (MLflow, an Optuna objective):
+    past the run's horizon, max_steps steps or the completions it generated."""
+    if key == "completions_to_learn":
+        return float(summary.get("completions_generated", 0))
+    return float(max_steps)
 
 
 def unreached_reason(steps: int, window: int) -> str:

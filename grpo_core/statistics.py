@@ -78,7 +78,7 @@ def capped(values: Sequence[float], horizon: float) -> list[float]:
     """Censored runs (inf) counted at the horizon (max_steps): a monotone map, so a rank test on
     the capped values is still exact under the null, and a paired difference involving a
     censored run is a bound on the true one (its magnitude is at least the capped one)."""
-    return [horizon if math.isinf(x) else float(x) for x in values]
+    return [min(float(x), horizon) for x in values]  # (a value past a horizon shorter than max_steps: censored too)
 
 
 def signed_rank_test(differences: Sequence[float]) -> float:

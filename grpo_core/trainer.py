@@ -21,7 +21,8 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from .advantages import advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages
+from .advantages import (advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages,
+                         signal_groups)
 from .baseline import baseline_reward
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import GRPOConfig
@@ -32,8 +33,8 @@ from .loss import LossSettings, grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
 from .reward_pool import make_pool
-from .rewards import RewardFunc, compute_rewards, resolve_reward, reward_names
-from .run_metrics import summarize
+from .rewards import RewardFunc, combine_rewards, compute_rewards, resolve_reward, reward_names
+from .run_metrics import completion_counts, summarize
 from .schedule import make_scheduler
 from .tasks import dataset_task, get_task
 
@@ -52,6 +53,41 @@ class GenerationBatch:
     old_logps: Optional[torch.Tensor]  # (B, T) when μ > 1
     ref_logps: Optional[torch.Tensor]  # (B, T) when β > 0
     metrics: dict  # reward, advantage and completion metrics of this batch
+    loss_mask: Optional[torch.Tensor] = None  # (B, T) completion_mask less dropped groups, masked truncated rows
+    live_sequences: Optional[float] = None  # sequences left in the loss (÷ P) when groups are dropped
+
+    def __post_init__(self):
+        if self.loss_mask is None:
+            self.loss_mask = self.completion_mask
+
+
+@dataclass
+class _Round:
+    """One round of sampling on this process; per_func and timeouts, once collected, are the
+    whole round's (every process's rows, in process order)."""
+    prompts: list[str]  # this process's prompts, one per group
+    prompt_ids: torch.Tensor  # (B / P, P)
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor  # (B / P, T)
+    completion_mask: torch.Tensor
+    pending: Optional[Callable]  # waits for this process's rewards
+    per_func: Optional[dict] = None
+    timeouts: int = 0
+
+    def collect(self, trainer: "GRPOTrainer") -> tuple[dict[str, list[float]], int]:
+        if self.per_func is None:
+            per_func, timeouts = self.pending()
+            if trainer.num_processes > 1:
+                per_func, timeouts = trainer._gather_rewards(per_func, timeouts)
+            self.per_func, self.timeouts = per_func, timeouts
+        return self.per_func, self.timeouts
+
+    def rewards(self, weights: list[float]) -> torch.Tensor:  # (B,) the whole round's
+        return torch.tensor(combine_rewards(self.per_func, weights), dtype=torch.float32)
+
+
+def _pad_right(t: torch.Tensor, width: int, value: int) -> torch.Tensor:  # (n, T) -> (n, width)
+    return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
 
 
 def _weights_dtype(cfg: GRPOConfig, use_cuda: bool) -> torch.dtype:
@@ -250,7 +286,7 @@ class GRPOTrainer:
             self.reward_pool = None
 
     def _mean_rewards(self, rows: dict[str, list], repeat: int, greedy: bool, generator) -> list[float]:
-        """Each row's prompt sampled `repeat` times (or once greedily); the mean summed reward per row."""
+        """Each row's prompt sampled `repeat` times (or once greedily); its mean reward (the weighted sum over functions)."""
         expanded = {k: [v for v in vals for _ in range(repeat)] for k, vals in rows.items()}
         per_completion: list[float] = []
         chunk = max(repeat, 256 // repeat * repeat)  # whole groups per sampling call
@@ -259,7 +295,7 @@ class GRPOTrainer:
             ids, mask = self._encode(part["prompt"])
             completion_ids, _ = self._sample(ids, mask, generator, greedy=greedy, group_size=repeat)
             rewards = self._score(part, self._decode(completion_ids))
-            per_completion += [sum(vals) for vals in zip(*rewards.values())]
+            per_completion += combine_rewards(rewards, self.cfg.reward_weights)
         return [sum(per_completion[i:i + repeat]) / repeat for i in range(0, len(per_completion), repeat)]
 
     def baseline_reward(self) -> dict:
@@ -275,16 +311,72 @@ class GRPOTrainer:
     def generate_batch(self) -> GenerationBatch:
         """Sample, score and compute advantages for the next generation batch (at self.step + 1)."""
         cfg, G = self.cfg, self.cfg.num_generations
+        drawn = self._sample_round()
+        resampled = cfg.zero_variance_groups == "resample"
+        if resampled:  # the rewards decide what to keep: collect them first
+            drawn.collect(self)
+            batch, step_metrics = self._resample(drawn)
+        else:
+            batch, step_metrics = drawn, {}
+        prompt_ids, prompt_mask = batch.prompt_ids, batch.prompt_mask
+        completion_ids, completion_mask = batch.completion_ids, batch.completion_mask
+        # rewards are computed (in the worker pool, if any) while the log-prob forwards run
+        old_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
+        per_func, timeouts = batch.collect(self)
+        rewards = torch.tensor(combine_rewards(per_func, cfg.reward_weights), dtype=torch.float32)  # (B,)
+
+        # over the whole batch on every process (same noise stream everywhere), then this process's share
+        advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
+        if noise_active(self.step + 1, cfg.advantage_noise_std, cfg.advantage_noise_steps):
+            advantages = perturb_advantages(advantages, cfg.advantage_noise_std, self.noise_gen)
+        advantages = scale_advantages(advantages, cfg.advantage_scale)
+        metrics.update(advantage_metrics(advantages, G))
+        if resampled:  # the policy's reward is the first round's (every prompt as drawn), not the kept groups'
+            metrics["reward_trained"] = metrics["reward"]
+            metrics.update(normalize_rewards(drawn.rewards(cfg.reward_weights), G, cfg.scale_rewards)[1])
+            per_func, timeouts = drawn.per_func, step_metrics.pop("timeouts")
+        for name, values in per_func.items():
+            metrics[f"rewards/{name}"] = sum(values) / len(values)
+        if cfg.reward_timeout:
+            metrics["rewards/timeouts"] = float(timeouts)
+        lengths = self._gather(completion_mask.sum(dim=1)).float()
+        ended_here = (completion_ids == self.eos_id).any(dim=1)  # (B / P,)
+        ended = self._gather(ended_here.to(torch.uint8)).bool()
+        metrics["completions/mean_length"] = lengths.mean()
+        metrics["completions/clipped_ratio"] = (~ended).float().mean()
+
+        loss_mask, live = completion_mask, None  # what the loss sees of this process's rows
+        if cfg.mask_truncated_completions:  # TRL: a row that did not end in EOS leaves the loss
+            loss_mask = loss_mask * ended_here.unsqueeze(1).to(loss_mask.dtype)
+        if cfg.zero_variance_groups != "keep":  # [Claim C6] zero-std groups leave the loss and its normalizer
+            signal = signal_groups(rewards, G)  # (all groups,)
+            mine = signal.repeat_interleave(G)[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]
+            loss_mask = loss_mask * mine.to(loss_mask.device).unsqueeze(1).to(loss_mask.dtype)
+            live = float(signal.sum()) * G / self.num_processes  # DDP averages: ÷ P (loss.aggregate)
+            sampled = step_metrics.get("groups/sampled", float(signal.numel()))
+            metrics["groups/sampled"] = sampled
+            metrics["groups/dropped"] = sampled - float(signal.sum())
+            metrics["completions/generated"] = sampled * G
+        metrics = host_floats(metrics)  # the batch's tensor metrics to the host at once (one sync per device)
+        mine = advantages[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]  # (B / P,)
+        return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask, mine.to(self.device),
+                               old_logps, ref_logps, metrics, loss_mask, live)
+
+    def _sample_round(self) -> "_Round":
+        """This process's share of prompts_per_step prompts, drawn from the one prompt stream, with
+        G completions each, their scoring started."""
+        cfg, G = self.cfg, self.cfg.num_generations
         # every process draws the step's prompts (one stream) and keeps its share of whole groups
         idx = [self.prompt_rng.randrange(len(self.train_set)) for _ in range(cfg.prompts_per_step)]
         unique = self.train_set[idx[self.rank * self.local_prompts:(self.rank + 1) * self.local_prompts]]
         rows = {k: [v for v in vals for _ in range(G)] for k, vals in unique.items()}  # groups contiguous
         prompt_ids, prompt_mask = self._encode(unique["prompt"], repeat=G)  # (B, P)
         completion_ids, completion_mask = self._sample(prompt_ids, prompt_mask, self.sample_gen, group_size=G)
-        completions = self._decode(completion_ids)
-        # rewards: submitted to the worker pool (if any) and collected after the log-prob forwards
-        pending = self._score_async(rows, completions)
+        pending = self._score_async(rows, self._decode(completion_ids))
+        return _Round(unique["prompt"], prompt_ids, prompt_mask, completion_ids, completion_mask, pending)
 
+    def _old_and_ref_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
+        cfg = self.cfg
         old_logps = ref_logps = None
         if cfg.num_iterations > 1 or cfg.beta > 0:
             with self._autocast():
@@ -297,29 +389,41 @@ class GRPOTrainer:
                     with adapters_off:
                         ref_logps = self._micro_batched_logps(ref_model, prompt_ids, prompt_mask,
                                                               completion_ids, completion_mask)
-        per_func, timeouts = pending()
-        if self.num_processes > 1:  # the whole batch's rewards, in process order, on every process
-            per_func, timeouts = self._gather_rewards(per_func, timeouts)
-        rewards = torch.tensor([sum(v) for v in zip(*per_func.values())], dtype=torch.float32)  # (B,)
+        return old_logps, ref_logps
 
-        # over the whole batch on every process (same noise stream everywhere), then this process's share
-        advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
-        if noise_active(self.step + 1, cfg.advantage_noise_std, cfg.advantage_noise_steps):
-            advantages = perturb_advantages(advantages, cfg.advantage_noise_std, self.noise_gen)
-        advantages = scale_advantages(advantages, cfg.advantage_scale)
-        metrics.update(advantage_metrics(advantages, G))
-        for name, values in per_func.items():
-            metrics[f"rewards/{name}"] = sum(values) / len(values)
-        if cfg.reward_timeout:
-            metrics["rewards/timeouts"] = float(timeouts)
-        lengths = self._gather(completion_mask.sum(dim=1)).float()
-        ended = self._gather((completion_ids == self.eos_id).any(dim=1).to(torch.uint8)).bool()
-        metrics["completions/mean_length"] = lengths.mean()
-        metrics["completions/clipped_ratio"] = (~ended).float().mean()
-        metrics = host_floats(metrics)  # the batch's tensor metrics to the host at once (one sync per device)
-        mine = advantages[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]  # (B / P,)
-        return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask,
-                               mine.to(self.device), old_logps, ref_logps, metrics)
+    def _resample(self, first: "_Round") -> tuple["_Round", dict]:
+        """[Claim C6] DAPO's dynamic sampling: more rounds of prompts_per_step prompts until every
+        process holds local_prompts groups whose rewards differ, at most max_num_gen_batches rounds.
+        Each process keeps its first groups with signal, in draw order, filled with its first
+        zero-std groups where short (the loss drops those). Every process has every round's
+        rewards, so each computes every process's choice, and the batch's rewards, on its own."""
+        cfg, G, n = self.cfg, self.cfg.num_generations, self.local_prompts
+        rounds = [first]
+        signals = [signal_groups(first.rewards(cfg.reward_weights), G).tolist()]  # per round: (all groups,)
+
+        def picks(p: int) -> tuple[list[tuple[int, int]], int]:  # process p's (round, group), its signal count
+            with_signal = [(r, g) for r, s in enumerate(signals) for g in range(p * n, (p + 1) * n) if s[g]]
+            without = [(r, g) for r, s in enumerate(signals) for g in range(p * n, (p + 1) * n) if not s[g]]
+            return (with_signal + without)[:n], len(with_signal)
+
+        while len(rounds) < cfg.max_num_gen_batches and any(picks(p)[1] < n for p in range(self.num_processes)):
+            drawn = self._sample_round()
+            drawn.collect(self)
+            rounds.append(drawn)
+            signals.append(signal_groups(drawn.rewards(cfg.reward_weights), G).tolist())
+        chosen = [picks(p)[0] for p in range(self.num_processes)]
+        mine = [(r, g - self.rank * n) for r, g in chosen[self.rank]]
+        width = max(rounds[r].completion_ids.shape[1] for r, _ in mine)  # pad to the longest kept completion
+        block = lambda t, g: t[g * G:(g + 1) * G]  # noqa: E731  a group's rows of this process's tensor
+        completion_ids = torch.cat([_pad_right(block(rounds[r].completion_ids, g), width, self.pad_id) for r, g in mine])
+        completion_mask = torch.cat([_pad_right(block(rounds[r].completion_mask, g), width, 0) for r, g in mine])
+        prompts = [rounds[r].prompts[g] for r, g in mine]
+        prompt_ids, prompt_mask = self._encode(prompts, repeat=G)
+        per_func = {name: [v for picked in chosen for r, g in picked
+                           for v in rounds[r].per_func[name][g * G:(g + 1) * G]] for name in first.per_func}
+        batch = _Round(prompts, prompt_ids, prompt_mask, completion_ids, completion_mask, None)
+        batch.per_func, batch.timeouts = per_func, sum(r.timeouts for r in rounds)
+        return batch, {"groups/sampled": float(len(rounds) * cfg.prompts_per_step), "timeouts": batch.timeouts}
 
     def _gather(self, values: torch.Tensor) -> torch.Tensor:
         """(n, …) on each process → (P·n, …) in process order; itself on one process."""
@@ -357,16 +461,17 @@ class GRPOTrainer:
         size = self.local_batch // n_micro
         # dapo's normalizer: completion tokens of the whole generation batch; on P processes their
         # sum over processes ÷ P, because DDP averages the P gradients (TRL: num_items_in_batch / P)
-        total_tokens = batch.completion_mask.sum().float()
+        total_tokens = batch.loss_mask.sum().float()
         if self.num_processes > 1:
             total_tokens = self.accelerator.reduce(total_tokens, reduction="sum") / self.num_processes
-        settings = dataclasses.replace(self.loss_settings, generation_batch_tokens=total_tokens)
+        settings = dataclasses.replace(self.loss_settings, generation_batch_tokens=total_tokens,
+                                       live_sequences=batch.live_sequences)
         self._set_training(True)
         sums = {"loss": 0.0, "policy_loss": 0.0, "kl_loss": 0.0}
         means = {"kl": 0.0, "clip_ratio": 0.0, "entropy": 0.0}
         for s in range(0, self.local_batch, size):
             sl = slice(s, s + size)
-            mask = batch.completion_mask[sl]
+            mask, loss_mask = batch.completion_mask[sl], batch.loss_mask[sl]
             last = s + size >= self.local_batch  # DDP averages gradients once, after the last micro-batch
             sync = self.accelerator.no_sync(self.model) if self.num_processes > 1 and not last else contextlib.nullcontext()
             with sync:  # forward and backward of this micro-batch
@@ -376,7 +481,7 @@ class GRPOTrainer:
                                                       group_size=self._group_size(size))
                     loss, m = grpo_loss(logps, None if batch.old_logps is None else batch.old_logps[sl],
                                         None if batch.ref_logps is None else batch.ref_logps[sl],
-                                        batch.advantages[sl], mask, settings)
+                                        batch.advantages[sl], loss_mask, settings)
                 self.accelerator.backward(loss)
             sums["loss"] += loss.detach()
             for key, value in m.items():  # the loss parts add up over micro-batches; the rest is averaged
@@ -384,7 +489,7 @@ class GRPOTrainer:
                     sums[key] += value
                 else:
                     means[key] = means.get(key, 0.0) + value / n_micro
-            fmask = mask.float()
+            fmask = loss_mask.float()
             means["entropy"] += (entropy * fmask).sum() / fmask.sum().clamp(min=1) / n_micro
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
         grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -444,6 +549,8 @@ class GRPOTrainer:
             history["step_times"].append(metrics["step_time"])
             history["rewards"].append(metrics["reward"])
             history["losses"].append(metrics["loss"])
+            history.setdefault("completions", []).append(
+                metrics.get("completions/generated", float(cfg.generation_batch_size)))
             if on_step is not None:
                 on_step(metrics)
             if cfg.save_steps and checkpoint_dir is not None and self.step % cfg.save_steps == 0:
@@ -453,6 +560,8 @@ class GRPOTrainer:
         summary = summarize(history["rewards"], history["losses"], baseline["baseline_reward"], cfg.stl_window,
                             cfg.stl_delta, cfg.loss_departure_eps)
         summary.update(baseline)
+        if len(history.get("completions", [])) == len(history["rewards"]):  # (a checkpoint from before the key: no)
+            summary.update(completion_counts(history["completions"], summary["steps_to_learn"]))
         if cfg.eval_every:
             summary["eval_accuracy_before"] = history["eval_before"]
             summary["eval_accuracy_after"] = self.eval_accuracy()

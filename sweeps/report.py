@@ -198,6 +198,21 @@ def _paired(spec: SweepSpec, group: list[Run], axis: str, level, control, metric
     return [b[0] for b in blocks], [b[1] for b in blocks]
 
 
+def _horizon(runs: list[Run], metric: str) -> float:
+    """Where a censored metric is capped: max_steps for the step metrics; for completions_to_learn
+    (claim C6: dynamic sampling generates more per step) the fewest completions any of these runs
+    generated, the count every one of them was observed for."""
+    if metric == "completions_to_learn":
+        return min((r.summary.get("completions_generated", math.inf) for r in runs), default=0)
+    return runs[0].config["max_steps"] if runs else 0
+
+
+def _unit(metric: str) -> str:
+    if metric == "completions_to_learn":
+        return "completions"
+    return "steps" if metric in CENSORED else metric
+
+
 def _compare(label: str, treated: list[float], control: list[float], metric: str, horizon: float) -> Comparison:
     """Paired comparison on seeds; censored metrics are capped at the horizon (st.capped)."""
     informative = True
@@ -232,7 +247,7 @@ def _fmt_num(v: float, metric: str) -> str:
 
 def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: str) -> str:
     """The largest effect the 95% intervals still allow, in the claimed direction (or either)."""
-    unit = " steps" if metric in CENSORED else ""
+    unit = f" {_unit(metric)}" if metric in CENSORED else ""
     if direction == "lower":
         worst = min(comparisons, key=lambda c: c.low)
         what = "a speed-up" if metric in CENSORED else f"a decrease of {metric}"
@@ -326,7 +341,29 @@ def noise_loss_floor(runs: list[Run], test: dict) -> str:
             f"{1 / p:.1f}) whatever the model learns{'' if cfg['loss_type'] == 'grpo' else ' (approximately, for ' + cfg['loss_type'] + ')'}")
 
 
-NOTES = {"noise_loss_floor": noise_loss_floor}
+def zero_std_share(runs: list[Run], test: dict) -> str:
+    """Claim C6's premise, measured: the share of step-1 groups with all-equal rewards (the
+    first round's, as drawn: every arm samples the same step-1 prompts from the same base), and
+    what dynamic sampling cost in completions."""
+    control = [r for r in runs if r.point[test["axis"]] == test["control"] and r.metrics]
+    if not control:
+        return ""
+    step1 = sorted(r.metrics[0]["frac_reward_zero_std"] for r in control)
+    text = (f"; at step 1, {st.median(step1):.0%} of the groups had all-equal rewards (median over the "
+            f"{len(step1)} control runs, range {step1[0]:.0%}-{step1[-1]:.0%})")
+    for level in test["treatment"]:
+        arm = [r for r in runs if r.point[test["axis"]] == level and r.summary.get("completions_generated")]
+        if arm and control[0].summary.get("completions_generated"):
+            ratio = st.median([r.summary["completions_generated"] for r in arm]) / st.median(
+                [r.summary["completions_generated"] for r in control])
+            time = st.median([r.summary["train_time_s"] for r in arm]) / st.median(
+                [r.summary["train_time_s"] for r in control])
+            text += (f"; {test['axis']}={level} generated {ratio:.2f}× the control's completions over the run "
+                     f"and took {time:.2f}× its training time (median; a timing, so not a verdict)")
+    return text
+
+
+NOTES = {"noise_loss_floor": noise_loss_floor, "zero_std_share": zero_std_share}
 
 
 def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
@@ -342,12 +379,14 @@ def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
             label = _label(stratum) or "all runs"
             if len(test["treatment"]) > 1:
                 label += f" ({axis}={treatment})"
-            comparisons.append(_compare(label, treated, control, metric, max_steps))
+            comparisons.append(_compare(label, treated, control, metric, _horizon(group, metric)))
             medians.append((st.median(treated), st.median(control)))
     _holm_outcomes(comparisons, direction)
     extra, claimed_cells = _claimed(test, comparisons)
     note = NOTES[test["note"]](runs, test) if test.get("note") else ""
-    unit = "steps, never-learned runs at max_steps" if metric in CENSORED else metric
+    unit = (f"{_unit(metric)}, never-learned runs at "
+            f"{'the fewest generated' if metric == 'completions_to_learn' else 'max_steps'}" if metric in CENSORED
+            else metric)
     head = (f"| comparison | pairs | median {metric} | control ({axis}={test['control']}) | paired difference "
             f"[95% CI] ({unit}) | p | Holm p | outcome |" + (" claimed magnitude |" if extra else ""))
     lines = [head, "|" + "---|" * (9 if extra else 8)]
@@ -370,7 +409,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
         seeds, blocks = _by_seed(group, axis, levels, metric)
         informative = metric not in CENSORED or any(not math.isinf(v) for b in blocks for v in b)
         if metric in CENSORED:
-            blocks = [st.capped(b, max_steps) for b in blocks]
+            blocks = [st.capped(b, _horizon(group, metric)) for b in blocks]
         p = st.friedman_test(blocks)
         best = st.friedman_test([list(range(len(levels)))] * len(seeds)) if len(seeds) >= 2 else 1.0
         effects = []

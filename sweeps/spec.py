@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from grpo_core.config import FIELD_NAMES, GRPOConfig, coerce_value, check_inputs, config_from_dict, field_type
 from grpo_core.errors import ConfigError, UserInputError
-from grpo_core.run_metrics import CENSORED
+from grpo_core.run_metrics import CENSORED, censored_at
 from grpo_core.yaml_files import read_yaml_mapping
 
 # Objectives: summary metrics of a run, with their natural direction.
@@ -90,7 +90,7 @@ class SweepSpec:
     def censor(self, summary: dict, max_steps: int) -> float:
         value = summary.get(self.objective)
         if value is None and self.objective in CENSORED:
-            return float(max_steps)
+            return censored_at(self.objective, summary, max_steps)
         if value is None:
             return math.nan
         return float(value)

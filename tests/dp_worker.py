@@ -13,6 +13,7 @@ import sys
 import torch
 
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
+VARIANTS = [(t, d) for t in LOSS_TYPES for d in (False, True)]  # (loss_type, groups 0 and 1 dropped)
 PROMPTS, G = 4, 4  # 16 completions: 8 per process on 2 processes
 
 
@@ -38,22 +39,36 @@ def global_batch(trainer):
     return GenerationBatch(ids, mask, completion_ids, completion_mask, advantages, None, ref, {})
 
 
+def with_dropped_groups(batch, groups=(0, 1)):
+    """Claim C6's drop: the groups' rows leave the loss mask; both are process 0's on 2 processes,
+    so its whole share is out of the loss and only the global live count gets its normalizer right."""
+    import dataclasses
+
+    keep = torch.ones(batch.prompt_ids.shape[0])
+    for g in groups:
+        keep[g * G:(g + 1) * G] = 0
+    return dataclasses.replace(batch, loss_mask=batch.completion_mask * keep.unsqueeze(1).long(),
+                               live_sequences=float(keep.sum()))
+
+
 def share(batch, rank: int, processes: int):
     from grpo_core.trainer import GenerationBatch
 
     n = batch.prompt_ids.shape[0] // processes
     rows = slice(rank * n, (rank + 1) * n)
+    live = None if batch.live_sequences is None else batch.live_sequences / processes  # as the trainer passes it
     return GenerationBatch(batch.prompt_ids[rows], batch.prompt_mask[rows], batch.completion_ids[rows],
-                           batch.completion_mask[rows], batch.advantages[rows], None, batch.ref_logps[rows], {})
+                           batch.completion_mask[rows], batch.advantages[rows], None, batch.ref_logps[rows], {},
+                           batch.loss_mask[rows], live)
 
 
-def one_step(batch, loss_type: str, micro_batches: int, processes: int, rank: int) -> dict:
+def one_step(batch, loss_type: str, micro_batches: int, processes: int, rank: int, dropped: bool = False) -> dict:
     """Gradients (per parameter name) and metrics of one optimizer step on this process's share."""
     from grpo_core.config import load_config
     from grpo_core.trainer import GRPOTrainer
 
     trainer = GRPOTrainer(load_config(None, settings(loss_type, micro_batches)))
-    batch = share(batch, rank, processes)
+    batch = share(with_dropped_groups(batch) if dropped else batch, rank, processes)
     captured = {}
     trainer.optimizer.step = lambda: captured.update(
         {name: p.grad.detach().clone() for name, p in trainer.policy.named_parameters() if p.grad is not None})
@@ -69,7 +84,7 @@ def main(batch_file: str, out: str) -> None:
     from grpo_core.trainer import GenerationBatch
 
     batch = GenerationBatch(**torch.load(batch_file, weights_only=True))
-    results = {t: one_step(batch, t, 2, world_size(), process_rank()) for t in LOSS_TYPES}
+    results = {(t, d): one_step(batch, t, 2, world_size(), process_rank(), d) for t, d in VARIANTS}
     if process_rank() == 0:
         torch.save(results, out)
     if dist.is_initialized():

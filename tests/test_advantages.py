@@ -102,3 +102,11 @@ def test_advantage_scale_multiplies_and_one_is_identity():
     adv = torch.tensor([0.5, -2.0])
     torch.testing.assert_close(scale_advantages(adv, 10.0), torch.tensor([5.0, -20.0]))
     assert scale_advantages(adv, 1.0) is adv
+
+
+def test_signal_groups_by_hand():
+    # groups of 3: [1, 1, 1] uniform, [0, 1, 0] has signal, [0.5, 0.5, 0.5] uniform
+    from grpo_core.advantages import signal_groups
+
+    rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5])
+    assert signal_groups(rewards, 3).tolist() == [False, True, False]

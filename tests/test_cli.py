@@ -62,7 +62,13 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
     (["stl_window=0"], "stl_window", "≥ 1"),
     (["reward_funcs=[exact_match, exact_match]"], "reward_funcs", "listed twice"),
     (["cache_dir=/proc/grpo-no-cache", "tiny_pretrain_steps=3"], "cache_dir", "writable"),
+    # the axes of issue 26
     (["importance_sampling_level=segment"], "importance_sampling_level", "token, sequence"),
+    (["zero_variance_groups=filter"], "zero_variance_groups", "keep, drop, resample"),
+    (["max_num_gen_batches=0"], "max_num_gen_batches", "≥ 1"),
+    (["reward_weights=[1, 2]"], "reward_weights", "one weight per reward function: 1 (exact_match)"),
+    (["reward_weights=[heavy]"], "reward_weights", "expected a number"),
+    (["mask_truncated_completions=sometimes"], "mask_truncated_completions", "true or false"),
 ]
 
 

@@ -27,7 +27,7 @@ def _torchrun(args: list[str], script: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
 
 
-def test_two_processes_give_the_one_process_gradient_for_every_loss_type(tmp_path):
+def test_two_processes_give_the_one_process_gradient_for_every_loss_type_and_dropped_groups(tmp_path):
     from grpo_core.trainer import GRPOTrainer
 
     trainer = GRPOTrainer(load_config(None, dp_worker.settings("grpo", 4)))
@@ -47,7 +47,7 @@ def test_two_processes_give_the_one_process_gradient_for_every_loss_type(tmp_pat
         # one process, the same 16 completions in 4 micro-batches of one group each: the micro-batches
         # the two processes use (2 each). bnpo averages per-micro-batch token means, as TRL does, so
         # its one-process equivalent is P × gradient_accumulation_steps micro-batches.
-        ones = {loss_type: dp_worker.one_step(batch, loss_type, 4, 1, 0) for loss_type in dp_worker.LOSS_TYPES}
+        ones = {(t, d): dp_worker.one_step(batch, t, 4, 1, 0, d) for t, d in dp_worker.VARIANTS}
     finally:
         torch.set_num_threads(threads)
     for loss_type, one in ones.items():
@@ -123,3 +123,26 @@ def test_the_accelerate_configs_in_the_readme_load(name, machines):
     config = load_config_from_file(str(ROOT / "scripts" / "accelerate" / name))
     assert config.distributed_type == "MULTI_GPU"
     assert (config.num_machines, config.num_processes) == (machines, 8 * machines)
+
+
+def test_dynamic_sampling_on_two_processes_fills_both_shares(tmp_path):
+    # [Claim C6] both processes sample further rounds together until each holds its share of groups
+    # with signal (or the cap): every process computes every process's choice from the gathered rewards
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", "--no-progress",
+                           "--no-mlflow", "--set", "max_steps=4", "--set", "stl_window=2", "--set", "seed=1",
+                           "--set", "zero_variance_groups=resample", "--set", "max_num_gen_batches=3",
+                           "--set", f"cache_dir={tmp_path / 'cache'}", "--out", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    cfg = load_config(out / "config.yaml")
+    assert len(steps) == 4
+    for m in steps:
+        sampled, dropped = m["groups/sampled"], m["groups/dropped"]
+        assert sampled % cfg.prompts_per_step == 0 and cfg.prompts_per_step <= sampled <= 3 * cfg.prompts_per_step
+        assert m["completions/generated"] == sampled * cfg.num_generations
+        # a kept group with signal is one of the batch's; the rest of what was sampled was dropped
+        assert sampled - cfg.prompts_per_step <= dropped <= sampled
+        assert dropped == sampled - cfg.prompts_per_step or sampled == 3 * cfg.prompts_per_step
+    assert any(m["groups/sampled"] > cfg.prompts_per_step for m in steps)  # the multi-round path ran

@@ -195,3 +195,40 @@ def test_unknown_importance_sampling_level_names_allowed_values():
     with pytest.raises(ValueError, match="token, sequence"):
         grpo_loss(torch.zeros(1, 1), None, None, torch.zeros(1), torch.ones(1, 1),
                   S("grpo", importance_sampling_level="segment"))
+
+
+# ---- zero-variance groups dropped (claim C6) ---------------------------------------------------------------
+def test_dropped_rows_leave_grpo_and_dr_grpo_normalizers_by_hand():
+    # Three sequences; row 2 belongs to a dropped group (mask 0). Per-sequence means [2, 4, –]:
+    # grpo over the 2 live sequences → 3 (not 6 / 3 = 2); dr_grpo: 10 / (2 × 4) = 1.25.
+    values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0], [7.0, 7.0, 7.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])
+    assert aggregate(values, mask, S("grpo", max_completion_length=4, live_sequences=2.0)).item() == pytest.approx(3.0)
+    assert aggregate(values, mask, S("dr_grpo", max_completion_length=4, live_sequences=2.0)).item() == \
+        pytest.approx(1.25)
+    assert aggregate(values, mask, S("grpo", max_completion_length=4)).item() == pytest.approx(2.0)  # kept: 6 / 3
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
+def test_dropping_groups_is_training_on_the_live_groups_alone(loss_type):
+    # Loss and gradient with groups 1 and 3 of 4 masked out (over 2 micro-batches) equal those of the
+    # batch made of groups 0 and 2 alone. (bnpo is per micro-batch by definition: left out.)
+    gen = torch.Generator().manual_seed(3)
+    G, groups, T = 3, 4, 6
+    logps = (torch.randn(groups * G, T, generator=gen) - 1).requires_grad_(True)
+    adv = torch.randn(groups * G, generator=gen)
+    mask = (torch.arange(T)[None, :] < torch.randint(1, T + 1, (groups * G,), generator=gen)[:, None]).long()
+    live = torch.tensor([1, 0, 1, 0]).repeat_interleave(G).bool()
+    drop_mask = mask * live.unsqueeze(1).long()
+    settings = S(loss_type, max_completion_length=T, gradient_accumulation_steps=2,
+                 generation_batch_tokens=drop_mask.sum().float(), live_sequences=float(live.sum()))
+    half = groups * G // 2
+    dropped = sum(grpo_loss(logps[s:s + half], None, None, adv[s:s + half], drop_mask[s:s + half], settings)[0]
+                  for s in (0, half))
+    alone = grpo_loss(logps[live], None, None, adv[live], mask[live],
+                      S(loss_type, max_completion_length=T, generation_batch_tokens=mask[live].sum().float()))[0]
+    g_dropped, = torch.autograd.grad(dropped, logps)
+    g_alone, = torch.autograd.grad(alone, logps)
+    assert dropped.item() == pytest.approx(alone.item(), abs=1e-7)
+    torch.testing.assert_close(g_dropped, g_alone, atol=1e-7, rtol=0)
+    assert g_dropped[~live].abs().max() == 0

@@ -53,3 +53,27 @@ def test_sequence_level_importance_sampling_agrees_with_trl(loss_type, beta, cor
         agree(LossSettings(loss_type, importance_sampling_level="sequence", beta=beta, max_completion_length=T,
                            use_bias_correction_kl=corrected, epsilon=3e-4, epsilon_high=4e-4), seed,
               importance_sampling_level="sequence")
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_masked_truncated_completions_agree_with_trl(loss_type):
+    # mask_truncated_completions: TRL zeroes the mask of every row whose last token is neither EOS nor
+    # pad (grpo_trainer.py, _generate_and_score_completions); the trainer does the same to its loss
+    # mask from "no EOS in the row". Rows 0 and 5 fill all T tokens without EOS here.
+    EOS, PAD = 2, 0
+    logps, old, ref, adv, mask = _batch(0)
+    ids = torch.full((B, T), 5)
+    lengths = mask.sum(dim=1)
+    for row, n in enumerate(lengths.tolist()):
+        ids[row, n:] = PAD
+        if row not in (0, 5):
+            ids[row, n - 1] = EOS
+    trl_mask = mask * torch.tensor([ids[r, -1].item() in (EOS, PAD) for r in range(B)]).unsqueeze(1).long()
+    ours_mask = mask * (ids == EOS).any(dim=1).unsqueeze(1).long()
+    assert torch.equal(ours_mask, trl_mask) and trl_mask[[0, 5]].sum() == 0
+    settings = LossSettings(loss_type, max_completion_length=T, epsilon_high=0.28)
+    ours, _ = grpo_loss(logps, old, None, adv, ours_mask, settings)
+    theirs = trl_loss(logps, old, None, adv, trl_mask, loss_type=loss_type, epsilon_high=0.28,
+                      max_completion_length=T)
+    assert ours.item() == pytest.approx(theirs.item(), abs=1e-7)
+    assert ours.item() != pytest.approx(grpo_loss(logps, old, None, adv, mask, settings)[0].item(), abs=1e-4)

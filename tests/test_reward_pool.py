@@ -69,3 +69,12 @@ def test_training_with_reward_workers_matches_training_in_process(tmp_path):
         rows[workers] = [{k: v for k, v in r.items() if k not in TIMING_KEYS}
                          for r in read_metrics(tmp_path / str(workers) / "metrics.jsonl")]
     assert rows[2] == rows[0]
+
+
+def test_reward_weights_by_hand():
+    # TRL's reward_weights: Σ_f w_f · r_f per completion, the functions in reward_funcs order
+    from grpo_core.rewards import combine_rewards
+
+    per_func = {"exact_match": [1.0, 0.0, 1.0], "format_digits": [0.5, 0.5, 0.0]}
+    assert combine_rewards(per_func, []) == [1.5, 0.5, 1.0]
+    assert combine_rewards(per_func, [2.0, -1.0]) == [1.5, -0.5, 2.0]

@@ -158,3 +158,90 @@ def test_learnability_heldout_accuracy_rises():
     assert summary["eval_accuracy_after"] >= summary["eval_accuracy_before"] + 0.08
     assert summary["learned"] == 1
     assert summary["final_reward"] > summary["baseline_reward"] + 0.05
+
+
+# ---- zero-variance groups, truncation masking, reward weights (claim C6; TRL's knobs) ----------------------
+def test_dropped_groups_leave_the_loss_mask_and_are_counted():
+    trainer, batch, m = first_step(seed=1, zero_variance_groups="drop")
+    G = trainer.cfg.num_generations
+    zero = batch.advantages.view(-1, G).abs().amax(dim=1) == 0  # zero-std groups (only those have A = 0 rows)
+    assert 0 < int(zero.sum()) < zero.numel()  # the case worth testing: some dropped, some kept
+    rows = zero.repeat_interleave(G)
+    assert batch.loss_mask[rows].sum() == 0
+    assert torch.equal(batch.loss_mask[~rows], batch.completion_mask[~rows])
+    assert batch.metrics["groups/dropped"] == int(zero.sum())
+    assert batch.metrics["groups/sampled"] == trainer.cfg.prompts_per_step
+    assert batch.live_sequences == float((~rows).sum())
+    _, kept, m_keep = first_step(seed=1)
+    assert torch.equal(kept.completion_ids, batch.completion_ids)  # the same samples; only the loss differs
+    # grpo: the live sequences' mean instead of the mean over all (the dropped ones add 0): ratio B / live
+    assert m["grad_norm"] == pytest.approx(m_keep["grad_norm"] * rows.numel() / float((~rows).sum()), rel=1e-4)
+
+
+def test_resampling_fills_the_batch_with_groups_that_have_signal():
+    trainer = GRPOTrainer(make_cfg(seed=1, zero_variance_groups="resample", max_num_gen_batches=6))
+    batch = trainer.generate_batch()
+    G, n = trainer.cfg.num_generations, trainer.cfg.prompts_per_step
+    zero = batch.advantages.view(-1, G).abs().amax(dim=1) == 0
+    sampled = batch.metrics["groups/sampled"]
+    assert sampled > n and sampled % n == 0 and sampled <= 6 * n  # it had to sample more, by whole rounds
+    assert batch.metrics["completions/generated"] == sampled * G
+    # every kept group has signal unless the cap was reached
+    assert int(zero.sum()) == 0 or sampled == 6 * n
+    assert batch.metrics["groups/dropped"] == sampled - int((~zero).sum())
+    # the logged reward is the first round's (as drawn), not the kept groups' (selected for signal)
+    first = GRPOTrainer(make_cfg(seed=1)).generate_batch()
+    assert batch.metrics["reward"] == first.metrics["reward"]
+    assert batch.metrics["frac_reward_zero_std"] == first.metrics["frac_reward_zero_std"] > 0
+    assert batch.completion_ids.shape[0] == n * G and batch.loss_mask.shape == batch.completion_ids.shape
+
+
+def test_resampling_stops_at_the_cap_and_drops_what_is_left():
+    trainer = GRPOTrainer(make_cfg(reward_funcs=["reward_helpers:constant"], zero_variance_groups="resample",
+                                   max_num_gen_batches=3))
+    batch = trainer.generate_batch()
+    assert batch.metrics["groups/sampled"] == 3 * trainer.cfg.prompts_per_step
+    assert batch.metrics["groups/dropped"] == 3 * trainer.cfg.prompts_per_step
+    assert batch.loss_mask.sum() == 0
+    m = trainer.optimize(batch)
+    assert m["loss"] == 0.0 and m["grad_norm"] == 0.0
+
+
+def test_truncated_completions_leave_the_loss_mask():
+    trainer, batch, _ = first_step(seed=0, task="repeat", max_completion_length=6, mask_truncated_completions=True)
+    ended = (batch.completion_ids == trainer.eos_id).any(dim=1)
+    assert 0 < int(ended.sum()) < ended.numel()
+    assert batch.loss_mask[~ended].sum() == 0
+    assert torch.equal(batch.loss_mask[ended], batch.completion_mask[ended])
+
+
+def test_reward_weights_weigh_each_function():
+    funcs = ["exact_match", "reward_helpers:constant"]
+    plain = GRPOTrainer(make_cfg(seed=1, reward_funcs=funcs)).generate_batch().metrics
+    weighted = GRPOTrainer(make_cfg(seed=1, reward_funcs=funcs, reward_weights=[2.0, 0.5])).generate_batch().metrics
+    assert weighted["rewards/exact_match"] == plain["rewards/exact_match"]  # per-function metrics unweighted
+    const = plain["rewards/constant"]
+    assert weighted["reward"] == pytest.approx(2 * plain["rewards/exact_match"] + 0.5 * const, abs=1e-6)
+    assert plain["reward"] == pytest.approx(plain["rewards/exact_match"] + const, abs=1e-6)
+
+
+def test_completions_to_learn_counts_what_was_generated(tmp_path):
+    from grpo_core.run_metrics import completion_counts
+
+    assert completion_counts([64, 128, 64, 192], 3) == {"completions_generated": 448, "completions_to_learn": 256}
+    assert completion_counts([64, 64], None) == {"completions_generated": 128, "completions_to_learn": None}
+    summary = run_training(make_cfg(seed=0, max_steps=4, stl_window=1, zero_variance_groups="resample"),
+                           tmp_path / "run", progress=False)
+    generated = [m["completions/generated"] for m in read_metrics(tmp_path / "run" / "metrics.jsonl")]
+    assert len(set(generated)) > 1  # resampling: some steps sampled more than one round
+    assert summary["completions_generated"] == sum(generated)
+    assert summary["completions_to_learn"] == completion_counts(generated, summary["steps_to_learn"])[
+        "completions_to_learn"]
+
+
+def test_the_baseline_uses_the_reward_weights():
+    # weight 1 on exact_match keeps its standard error (so the same prompts); the constant's 1 → 0.5
+    funcs = ["exact_match", "reward_helpers:constant"]
+    plain = GRPOTrainer(make_cfg(seed=1, reward_funcs=funcs)).baseline_reward()["baseline_reward"]
+    weighted = GRPOTrainer(make_cfg(seed=1, reward_funcs=funcs, reward_weights=[1.0, 0.5])).baseline_reward()
+    assert weighted["baseline_reward"] == pytest.approx(plain - 0.5, abs=1e-9)
