@@ -32,8 +32,36 @@ def make_client(tracking_uri: str):
     from mlflow.tracking import MlflowClient
 
     if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        path = Path(tracking_uri[len("sqlite:///"):])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.stat().st_size == 0:
+            _create_sqlite_store(path)
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+def _create_sqlite_store(path: Path) -> None:
+    """MLflow creates its tables in place, statement by statement: a process stopped meanwhile
+    (ctrl-C in the first seconds of a first sweep) leaves a database that every later open fails
+    on ("table logged_models already exists"). So a new store is built in a temporary file beside
+    it and linked into place in one step; a link never replaces, so a store that another process
+    made first wins."""
+    import os
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".creating")
+    os.close(fd)
+    try:
+        MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)  # runs the migrations
+        if path.is_file() and path.stat().st_size == 0:  # an empty file is no store yet
+            path.unlink()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
 
 
 def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bool = False) -> None:

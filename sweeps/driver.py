@@ -32,7 +32,6 @@ from grpo_core.errors import Terminated, UserInputError, handle_sigterm
 from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
                                       git_commit, make_client)
 from grpo_core.provenance import owner_id
-from grpo_core.run_metrics import CENSORED
 from grpo_core.files import check_writable_folder
 
 from .progress import SweepProgress
@@ -595,10 +594,7 @@ def trials_table(study, spec: SweepSpec) -> str:
     for t in study.get_trials(deepcopy=False):
         point = grid_point_of(spec, t) if spec.mode == "grid" else dict(t.params)
         point = point or {}
-        value = "" if t.value is None else f"{t.value:g}"
-        if t.value is not None and spec.objective in CENSORED and spec.objective in t.user_attrs \
-                and t.user_attrs[spec.objective] is None:
-            value = f"{'not learned' if spec.objective == 'steps_to_learn' else 'not reached'} (counted as {t.value:g})"
+        value = "" if t.value is None else spec.value_text(t.value, t.user_attrs)
         if t.state.name == "FAIL" and t.user_attrs.get("error"):
             value = "error: " + str(t.user_attrs["error"])[:60]
         rows.append([str(t.number), t.state.name, *[str(point.get(n, "")) for n in names], value])

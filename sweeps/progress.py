@@ -127,7 +127,8 @@ class SweepProgress:
                 continue
             self._reported.add(t.number)
             point = ", ".join(f"{k}={v}" for k, v in t.params.items())
-            what = (f"{self.spec.objective} {t.value:g}" if t.state.name == "COMPLETE" and t.value is not None
+            what = (f"{self.spec.objective} {self.spec.value_text(t.value, t.user_attrs)}"
+                    if t.state.name == "COMPLETE" and t.value is not None
                     else str(t.user_attrs.get("error", t.state.name))[:80])
             print(f"[{self.spec.name}] trial {t.number} {t.state.name.lower()} ({point}): {what} · {self._line(snap)}",
                   file=self.stream, flush=True)

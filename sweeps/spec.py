@@ -87,6 +87,12 @@ class SweepSpec:
     def config_for(self, params: dict, **extra) -> GRPOConfig:
         return config_from_dict({**self.base, **params, **extra}, source=f"{self.path} (sweep {self.name})")
 
+    def value_text(self, value: float, attrs: dict) -> str:
+        """A trial's objective as printed: a censored one says so ("not learned (counted as 200)")."""
+        if self.objective in CENSORED and self.objective in attrs and attrs[self.objective] is None:
+            return f"{'not learned' if self.objective == 'steps_to_learn' else 'not reached'} (counted as {value:g})"
+        return f"{value:g}"
+
     def censor(self, summary: dict, max_steps: int) -> float:
         value = summary.get(self.objective)
         if value is None and self.objective in CENSORED:

@@ -33,7 +33,7 @@ def postgres_bin_or_reason() -> tuple[Path | None, str]:
     """The PostgreSQL bin folder, installing Debian's package when we may; else why not."""
     found = _postgres_bin()
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], capture_output=True,
+        subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600", "postgresql"], capture_output=True,
                        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
         found = _postgres_bin()
     if found is None:

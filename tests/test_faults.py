@@ -375,13 +375,14 @@ def test_a_csv_with_a_byte_order_mark_loads_and_a_huge_prompt_is_named(tmp_path)
                "--set", "max_steps=2", "--set", "stl_window=1", "--out", str(tmp_path / "run"))
     assert res.returncode == 0, res.stderr[-2000:]
     huge = tmp_path / "huge.jsonl"
-    huge.write_text("".join(json.dumps({"prompt": ("1+1=" * 2_600_000 if i == 3 else "1+1="), "answer": "2"}) + "\n"
+    # 1 MB (the review's was 10 MB: the same path, a tenth of the tokenizing time)
+    huge.write_text("".join(json.dumps({"prompt": ("1+1=" * 260_000 if i == 3 else "1+1="), "answer": "2"}) + "\n"
                             for i in range(20)))
     res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"dataset={huge}", "--set", "reward_funcs=exact_match",
                "--set", "max_steps=2", "--out", str(tmp_path / "run2"), timeout=600)
     assert res.returncode == 2
     line = _one_line(res)
-    assert "the longest prompt has 10400000 tokens, and the model has 64 positions" in line and "-" not in line.split("allowed:")[1]
+    assert "the longest prompt has 1040000 tokens, and the model has 64 positions" in line and "-" not in line.split("allowed:")[1]
 
 
 # ---- secrets --------------------------------------------------------------------------------------------
@@ -410,3 +411,29 @@ def test_basic_auth_in_a_tracking_uri_reaches_the_server(tmp_path):
                    f"mlflow_tracking_uri={authed}", "--out", str(tmp_path / "run"))
     assert res.returncode == 0, res.stderr[-2000:]
     assert "s3@cret" not in res.stderr + res.stdout and "Name or service not known" not in res.stderr
+
+
+def test_a_store_creation_stopped_half_way_leaves_no_broken_store(tmp_path, monkeypatch):
+    # MLflow creates its tables in place: stopped half-way (ctrl-C in a first sweep's first seconds),
+    # every later open failed on "table logged_models already exists". Now a new SQLite store is built
+    # beside its path and linked into place in one step.
+    import mlflow.store.db.utils as db_utils
+
+    from grpo_core.mlflow_logging import make_client
+
+    path = tmp_path / "m.db"
+    real = db_utils._initialize_tables
+
+    def stopped(engine):  # the first tables made, then the interrupt
+        from mlflow.store.db.base_sql_model import Base
+
+        Base.metadata.tables["experiments"].create(engine)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(db_utils, "_initialize_tables", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        make_client(f"sqlite:///{path}").search_experiments()
+    assert not path.exists() and list(tmp_path.iterdir()) == []  # nothing half-made, no temporary left
+    monkeypatch.setattr(db_utils, "_initialize_tables", real)
+    client = make_client(f"sqlite:///{path}")
+    assert client.search_experiments()[0].name == "Default"

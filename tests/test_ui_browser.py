@@ -24,7 +24,7 @@ ARTIFACTS = ROOT / "results" / "local" / "test-artifacts"
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True,
+        subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600", "chromium"], capture_output=True,
                        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
         found = shutil.which("chromium")
     if found is None:

