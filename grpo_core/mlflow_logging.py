@@ -28,7 +28,10 @@ _STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
 
 
 def make_client(tracking_uri: str):
-    """An MlflowClient on an explicit store (never the ambient MLFLOW_TRACKING_URI)."""
+    """An MlflowClient on an explicit store (never the ambient MLFLOW_TRACKING_URI). A relative
+    SQLite path (the default store) is made absolute first: MLflow keeps one store per URI for the
+    life of the process, so the same relative URI from another working folder would otherwise
+    still write to the first folder's database."""
     from mlflow.tracking import MlflowClient
 
     if tracking_uri.startswith("sqlite:///"):
@@ -36,6 +39,8 @@ def make_client(tracking_uri: str):
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.is_file() or path.stat().st_size == 0:
             _create_sqlite_store(path)
+        if not path.is_absolute() and "?" not in tracking_uri:
+            tracking_uri = f"sqlite:///{path.absolute()}"
     return MlflowClient(tracking_uri=tracking_uri)
 
 
@@ -44,8 +49,10 @@ def _create_sqlite_store(path: Path) -> None:
     (ctrl-C in the first seconds of a first sweep) leaves a database that every later open fails
     on ("table logged_models already exists"). So a new store is built in a temporary file beside
     it and linked into place in one step; a link never replaces, so a store that another process
-    made first wins."""
+    made first wins. The temporary file starts as a copy of the empty store of _store_template,
+    so MLflow only adds its Default experiment (with this store's artifact root)."""
     import os
+    import shutil
     import tempfile
 
     from mlflow.tracking import MlflowClient
@@ -53,7 +60,10 @@ def _create_sqlite_store(path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".creating")
     os.close(fd)
     try:
-        MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)  # runs the migrations
+        template = _store_template()
+        if template is not None:
+            shutil.copyfile(template, tmp)
+        MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)  # the rest, if any
         if path.is_file() and path.stat().st_size == 0:  # an empty file is no store yet
             path.unlink()
         try:
@@ -62,6 +72,45 @@ def _create_sqlite_store(path: Path) -> None:
             pass
     finally:
         os.unlink(tmp)
+
+
+def _store_template() -> Optional[Path]:
+    """An MLflow SQLite store with every table and no experiment, made once per MLflow version and
+    user (~/.cache/grpo-lab): MLflow's migrations are most of what a new store costs, a copy of this
+    file almost nothing (measured in results/benchmarks/README.md). None when it cannot be made here
+    (then MLflow migrates the new store itself). Per user, not in /tmp: a store is never a copy of a file another user wrote."""
+    import os
+    import tempfile
+
+    import mlflow
+    import sqlalchemy
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grpo-lab"
+    template = cache / f"mlflow-{mlflow.__version__}-empty.db"
+    if template.is_file():
+        return template
+    tmp = None
+    try:
+        from mlflow.store.db.utils import _initialize_tables  # what MLflow runs on an empty database
+
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f".{template.name}.", suffix=".creating")
+        os.close(fd)
+        engine = sqlalchemy.create_engine(f"sqlite:///{tmp}")
+        try:
+            _initialize_tables(engine)
+        finally:
+            engine.dispose()
+        try:
+            os.link(tmp, template)
+        except FileExistsError:
+            pass
+        return template
+    except Exception:  # a read-only home, a full disk, another MLflow: the slow path still works
+        return None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bool = False) -> None:

@@ -340,6 +340,9 @@ def _cmd_ui(args) -> int:
     else:
         print(f"no sweep on this store yet; runs of `grpo train`: {base}/#/experiments?workflowType=machine_learning")
     sys.stdout.flush()
+    # MLflow's server also starts a job runner (GenAI scorers, trace roll-ups) that a store of training
+    # runs never uses: off unless set, the UI answers sooner (results/benchmarks/README.md)
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     os.execvp(cmd[0], cmd)
 
 

@@ -1,6 +1,6 @@
 """The GPU agenda of issue 23 in one command, run in slices under a wall-time budget.
 
-    python3 scripts/gpu_agenda.py --out OUT --budget 540 [--work /tmp/grpo-gpu] [--dry-run]
+    python3 scripts/gpu_agenda.py --out OUT --budget 540 [--work /tmp/grpo-gpu] [--specs r1_zero_loss ...] [--dry-run]
 
 Steps, in this order; each is skipped once done (`OUT/agenda.json` records what is done and what
 each step measured), so a rerun goes on where the last slice stopped:
@@ -9,7 +9,7 @@ each step measured), so a rerun goes on where the last slice stopped:
             broken graph path shows in a minute); prints the median step time.
 2. workers  `benchmarks/gpu_workers.py --workers 1 4 8` on the same point (few steps): the
             worker count with the best throughput is what the sweeps use.
-3. sweeps   every spec of `experiments/real/` as `grpo sweep --workers N`, the Optuna and MLflow
+3. sweeps   every spec of `experiments/real/` (or those --specs names) as `grpo sweep --workers N`, the Optuna and MLflow
             stores under --work (the GPU machine's local disk, kept between slices while it
             stays up); a sweep still running when the budget nears its end gets SIGINT (the
             interrupted trials are recorded as killed and run again next slice). At the end of
@@ -53,8 +53,9 @@ DRY = {"model": "tiny", "task": "addition", "dataset": None, "reward_funcs": [],
 
 
 class Agenda:
-    def __init__(self, out: Path, work: Path, budget: float, dry_run: bool):
+    def __init__(self, out: Path, work: Path, budget: float, dry_run: bool, specs: list[str] | None = None):
         self.out, self.work, self.dry_run = out, work, dry_run
+        self.specs = [p for p in sorted(REAL.glob("*.yaml")) if specs is None or p.stem in specs]
         self.deadline = time.monotonic() + budget - MARGIN_S
         self.state_path = out / "agenda.json"
         self.state = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {"done": {}}
@@ -142,7 +143,7 @@ class Agenda:
         return result
 
     def workers(self) -> dict | None:
-        counts = [1, 2] if self.dry_run else [1, 4, 8]
+        counts = [1] if self.dry_run else [1, 4, 8]  # (the dry run's bench step runs 2)
         steps = 2 if self.dry_run else 6
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers", first_point=True)
         table = self.out / "gpu_workers_early.md"
@@ -188,7 +189,7 @@ class Agenda:
                                            device, *decode], self.out / "decode.md"):
             return None
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers-full", first_point=True)
-        counts = ["1", "2"] if self.dry_run else ["1", "2", "4", "8"]
+        counts = ["2"] if self.dry_run else ["1", "2", "4", "8"]  # (the dry run's workers step ran 1)
         if not self.run("gpu_workers.py", [sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec",
                                            str(spec), "--workers", *counts, "--steps", "2" if self.dry_run else "8",
                                            "--out", str(self.out / "gpu_workers.md")], self.out / "workers.log"):
@@ -196,7 +197,7 @@ class Agenda:
         return {"files": ["gpu.md", "decode.md", "gpu_workers.md"]}
 
     def steps(self) -> list[tuple[str, object]]:
-        sweeps = [(f"sweep:{p.stem}", lambda p=p: self.sweep(p)) for p in sorted(REAL.glob("*.yaml"))]
+        sweeps = [(f"sweep:{p.stem}", lambda p=p: self.sweep(p)) for p in self.specs]
         return [("smoke", self.smoke), ("workers", self.workers), *sweeps, ("bench", self.bench)]
 
     def go(self) -> int:
@@ -222,16 +223,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="everything the agenda produces goes here")
     parser.add_argument("--budget", type=float, required=True, help="wall-time budget of this slice, seconds")
     parser.add_argument("--work", default="/tmp/grpo-gpu", help="stores and run folders between slices")
+    parser.add_argument("--specs", nargs="+", metavar="NAME", help="sweep only these specs of experiments/real/ "
+                        "(file names without .yaml; default: every one), e.g. when a machine is lent for little time")
     parser.add_argument("--dry-run", action="store_true", help="tiny model on the CPU, 2 steps: the test of this command")
     args = parser.parse_args(argv)
     if args.budget <= MARGIN_S:
         print(f"grpo gpu agenda: --budget: got {args.budget:g}; allowed: more than {MARGIN_S} seconds", file=sys.stderr)
         return 2
+    known = sorted(p.stem for p in REAL.glob("*.yaml"))
+    if args.specs and (unknown := [s for s in args.specs if s not in known]):
+        print(f"grpo gpu agenda: --specs: unknown {', '.join(unknown)}; allowed: {', '.join(known)}", file=sys.stderr)
+        return 2
     out, work = Path(args.out).resolve(), Path(args.work).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return Agenda(out, work, args.budget, args.dry_run).go()
+        return Agenda(out, work, args.budget, args.dry_run, args.specs).go()
     except RuntimeError as exc:
         print(f"[agenda] {exc}", file=sys.stderr, flush=True)
         return 1

@@ -22,7 +22,7 @@ from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.provenance import machine, versions
 
 from .driver import run_sweep
-from .paths import REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
+from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from .report import bases_table, claim_section, collect_runs, validate_report
 from .spec import load_spec
 from .storage import check_distinct, check_storage
@@ -138,22 +138,39 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
 
 
 def _real_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str], list]:
-    """The real-model sections, rebuilt from the committed run folders (no GPU needed)."""
+    """The real-model sections, rebuilt from the committed run folders (no GPU needed); the checks
+    made on a CPU (experiments/real/cpu/) after them, labelled as such."""
     if not REAL_EXPERIMENTS.is_dir():
         return [], [], []
     paths = claim_specs(REAL_EXPERIMENTS)
     runs_root = REAL_RESULTS / "runs"
     if not runs_root.is_dir():
         names = ", ".join(f"`{p.name}`" for p in paths)
-        return ([f"## Real model (SmolLM2-135M-Instruct) — not run yet", "",
-                 f"The specs ({names} in `experiments/real/`) are ready and tested for 2 steps on a CPU; they "
-                 f"need a GPU: `grpo fetch-model && grpo reproduce --real` on a GPU machine trains them into "
-                 f"`{runs_root}` (committed), and every later `grpo reproduce` rebuilds these sections from there.", ""],
-                [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** |"
-                 for p in paths], [])
-    command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
+        sections = [f"## Real model (SmolLM2-135M-Instruct) — not run yet on a GPU", "",
+                    f"The specs ({names} in `experiments/real/`) are ready and tested for 2 steps on a CPU; they "
+                    f"need a GPU: `grpo fetch-model && grpo reproduce --real` on a GPU machine trains them into "
+                    f"`{runs_root}` (committed), and every later `grpo reproduce` rebuilds these sections from there.", ""]
+        rows = [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** |" for p in paths]
+        runs = []
+    else:
+        command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
+        sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)
+        rows = [r.replace("| ", "| real model · ", 1) for r in rows]
+    cpu_sections, cpu_rows, cpu_runs = _real_cpu_sections(fig_dir, report_dir)
+    return sections + cpu_sections, rows + cpu_rows, runs + cpu_runs
+
+
+def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str], list]:
+    """The real model's checks on a CPU (float32; C1's step 1), from their committed run folders:
+    `grpo sweep experiments/real/cpu/<spec> --out-root results/real/cpu/runs` made them."""
+    runs_root = REAL_CPU_RESULTS / "runs"
+    if not (REAL_CPU_EXPERIMENTS.is_dir() and runs_root.is_dir()):
+        return [], [], []
+    paths = [p for p in claim_specs(REAL_CPU_EXPERIMENTS) if (runs_root / read_yaml_mapping(p)["name"]).is_dir()]
+    command = f"grpo sweep experiments/real/cpu/<spec> --out-root {runs_root} (on a CPU; rebuilt from its run folders)"
     sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)
-    return sections, [r.replace("| ", "| real model · ", 1) for r in rows], runs
+    sections = [text.replace(" — ", " on a CPU (float32) — ", 1) for text in sections]
+    return sections, [r.replace("| ", "| real model, CPU · ", 1) for r in rows], runs
 
 
 def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,

@@ -1,5 +1,10 @@
 import os
-import grpo_core  # noqa: F401  (first: pins the CPU math before any test imports torch; grpo_core/cpu_math.py)
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # two test processes share the cores: one math thread each, and in
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # the processes they start (before torch loads)
+        os.environ.setdefault(_var, "1")
+
+import grpo_core  # noqa: F401,E402  (first: pins the CPU math before any test imports torch; grpo_core/cpu_math.py)
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +35,37 @@ def run_grpo(*args, cwd=ROOT, timeout=None):  # no wall-clock limit: a slow mach
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
     return subprocess.run([sys.executable, "-m", "grpo_lab", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)
+
+
+def run_grpo_here(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    """The `grpo` command's main() in this process, answered as run_grpo answers (exit code, stdout,
+    stderr): the same code from the argument parser on, without the time a new process spends
+    importing torch, transformers and MLflow (most of a short run's; README.md, "Tests"). For
+    commands that need no process of their own: no signal sent to it, no worker process forked
+    from it (sweeps with --workers 1, rewards with reward_workers 0), and this process's CPU math
+    (reproducible). What main() changes in the process (working folder, environment, SIGTERM
+    handler, torch's thread count) is put back."""
+    import contextlib
+    import io
+    import signal
+
+    import torch
+
+    from grpo_lab.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    env, here, sigterm, threads = dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), torch.get_num_threads()
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:  # argparse's errors end the process in a real one
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(env)
+        signal.signal(signal.SIGTERM, sigterm)
+        torch.set_num_threads(threads)
+    return subprocess.CompletedProcess(["grpo", *map(str, args)], code, out.getvalue(), err.getvalue())

@@ -38,15 +38,38 @@ def comparable(rows: list[dict]) -> list[dict]:
 def train(args: list[str]) -> list[dict]:
     """`grpo train` in its own process, as a user runs it (the command pins the CPU math before torch
     loads): the run's comparable metrics rows."""
+    return train_many([args])[0]
+
+
+def train_many(configs: list[list[str]]) -> list[list[dict]]:
+    """Each config through `grpo train`'s main(), one after another in one new process whose CPU
+    math is pinned by the first command, before torch loads, exactly as in a process of its own (one
+    process instead of one per run saves each run's import of torch and transformers):
+    the runs' comparable metrics rows, in order."""
     with tempfile.TemporaryDirectory() as tmp:
-        sets = [a for arg in ["num_threads=1", *args] for a in ("--set", arg)]
+        (Path(tmp) / "configs.json").write_text(json.dumps(configs))
         env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR",
                                                                   "ONEDNN_MAX_CPU_ISA", "GRPO_CPU_MATH")}
-        proc = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--no-mlflow", "--no-progress", *sets,
-                               "--out", f"{tmp}/run"], capture_output=True, text=True, cwd=ROOT, env=env)
+        env["PYTHONPATH"] = str(ROOT)
+        proc = subprocess.run([sys.executable, __file__, "--train", tmp], capture_output=True, text=True, cwd=ROOT,
+                              env=env)
         if proc.returncode != 0:
-            raise RuntimeError(f"grpo train {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-        return comparable([json.loads(l) for l in Path(f"{tmp}/run/metrics.jsonl").read_text().splitlines() if l])
+            raise RuntimeError(f"grpo train exited {proc.returncode}: {proc.stderr[-2000:]}")
+        return [comparable([json.loads(l) for l in Path(f"{tmp}/run-{i}/metrics.jsonl").read_text().splitlines() if l])
+                for i in range(len(configs))]
+
+
+def _train_here(tmp: str) -> int:
+    """The child of train_many: every config of tmp/configs.json into tmp/run-<i>."""
+    from grpo_lab.cli import main
+
+    for i, args in enumerate(json.loads(Path(tmp, "configs.json").read_text())):
+        sets = [a for arg in ["num_threads=1", *args] for a in ("--set", arg)]
+        code = main(["train", "--no-mlflow", "--no-progress", *sets, "--out", f"{tmp}/run-{i}"])
+        if code != 0:
+            print(f"grpo train {' '.join(args)} exited {code}", file=sys.stderr)
+            return code
+    return 0
 
 
 def first_difference(got: list[dict], want: list[dict]) -> str:
@@ -61,6 +84,8 @@ def first_difference(got: list[dict], want: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--train":
+        sys.exit(_train_here(sys.argv[2]))
     out = Path(sys.argv[1])
     for name, args in read_configs(out).items():
         rows = train(args)

@@ -69,14 +69,18 @@ def postgres_server(bin_dir: Path):
 @contextlib.contextmanager
 def mlflow_server(folder: Path):
     """`mlflow server` on 127.0.0.1 with a SQLite backend and proxied artifacts; yields its URL."""
+    from grpo_core.mlflow_logging import make_client
+
     folder.mkdir(parents=True, exist_ok=True)
+    make_client(f"sqlite:///{folder}/mlflow.db")  # its tables from the template: the server skips the migrations
     port = free_port()
     log = open(folder / "mlflow-server.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{folder}/mlflow.db", "--artifacts-destination", str(folder / "artifacts"),
          "--workers", "1"],
-        cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # as `grpo ui` starts it: no job runner
     url = f"http://127.0.0.1:{port}"
     try:
         while True:  # until it answers or exits, however long this machine takes

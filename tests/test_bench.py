@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import CACHE, run_grpo
+from conftest import CACHE, run_grpo, run_grpo_here
 
 pytest.importorskip("trl", reason="TRL is the [bench] extra; scripts/bootstrap.sh installs it")
 
@@ -34,6 +34,6 @@ def test_bench_tiny_two_steps_prints_ratio_memory_and_logps_check(tmp_path):
     (["--out", "/proc/no-such-dir/cpu.md"], "--out /proc/no-such-dir/cpu.md: cannot be written"),  # before the bench runs
 ])
 def test_bench_bad_input_one_line_exit_2(args, message):
-    proc = run_grpo("bench", *args)
+    proc = run_grpo_here("bench", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

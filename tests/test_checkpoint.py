@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import CACHE, ROOT, make_cfg, run_grpo as grpo
+from conftest import CACHE, ROOT, make_cfg, run_grpo_here as grpo_here
 from grpo_lab.cli import main
 from grpo_core.run import TIMING_KEYS, read_metrics, run_training
 
@@ -28,29 +28,31 @@ def _summary(path):
 
 
 def test_killed_run_resumed_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
-    settings = ["--set", "max_steps=200", "--set", "save_steps=50"]
+    # the killed run in a process of its own, the others in this one: torch's thread count is set
+    # (num_threads 1), as MKL's sums depend on it
+    settings = ["--set", "max_steps=120", "--set", "save_steps=40", "--set", "num_threads=1"]
     ref = tmp_path / "ref"
-    assert grpo("train", *ARGS, *settings, "--out", str(ref)).returncode == 0
-    assert [p.name for p in ref.glob("checkpoint-*")] == ["checkpoint-200"]  # only the latest is kept
+    assert grpo_here("train", *ARGS, *settings, "--out", str(ref)).returncode == 0
+    assert [p.name for p in ref.glob("checkpoint-*")] == ["checkpoint-120"]  # only the latest is kept
 
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *ARGS, *settings, "--out", str(run)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while proc.poll() is None:  # wait for the event, however long this machine takes
-        if (run / "checkpoint-100").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) >= 110:
+        if (run / "checkpoint-80").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) >= 85:
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)  # preempted: steps after checkpoint-100 are lost
+    os.kill(proc.pid, signal.SIGKILL)  # preempted: steps after checkpoint-80 are lost
     proc.wait()
     killed_at = len(read_metrics(run / "metrics.jsonl"))
-    assert 100 < killed_at < 200
+    assert 80 < killed_at < 120
 
-    res = grpo("train", *ARGS, "--set", f"resume_from_checkpoint={run / 'checkpoint-100'}")  # goes on in run/
+    res = grpo_here("train", *ARGS, *settings, "--set", f"resume_from_checkpoint={run / 'checkpoint-80'}")  # on in run/
     assert res.returncode == 0, res.stderr[-2000:]
     resumed = read_metrics(run / "metrics.jsonl")
-    assert [m["step"] for m in resumed] == list(range(1, 201))
+    assert [m["step"] for m in resumed] == list(range(1, 121))
     assert _without_timing(resumed) == _without_timing(read_metrics(ref / "metrics.jsonl"))
     assert _summary(run) == _summary(ref)
 
@@ -158,7 +160,7 @@ def test_grpo_recover_ends_a_sigkilled_run_and_backfills_its_curve(tmp_path):
     (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
     assert mrun.info.status == "RUNNING" and not (run / "summary.json").exists()
 
-    res = grpo("recover", "--tracking-uri", f"sqlite:///{db}")
+    res = grpo_here("recover", "--tracking-uri", f"sqlite:///{db}")
     assert res.returncode == 0 and "1 run(s) ended" in res.stdout, res.stderr
     mrun = client.get_run(mrun.info.run_id)
     assert mrun.info.status == "KILLED" and "process died" in mrun.data.tags["failure_reason"]
@@ -166,5 +168,5 @@ def test_grpo_recover_ends_a_sigkilled_run_and_backfills_its_curve(tmp_path):
     kept = [r["step"] for r in read_metrics(run / "metrics.jsonl")]
     assert sorted(steps) == kept and len(kept) >= 30  # the curve, backfilled from metrics.jsonl
     assert json.loads((run / "summary.json").read_text())["status"] == "killed"
-    again = grpo("recover", "--tracking-uri", f"sqlite:///{db}")  # idempotent
+    again = grpo_here("recover", "--tracking-uri", f"sqlite:///{db}")  # idempotent
     assert again.returncode == 0 and "0 run(s) ended" in again.stdout

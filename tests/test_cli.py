@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import CACHE, run_grpo as grpo
+from conftest import CACHE, run_grpo as grpo, run_grpo_here as grpo_here
 from grpo_lab.cli import main
 
 BASE = ["--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--no-progress"]
@@ -125,7 +125,7 @@ def test_train_writes_run_folder_and_mlflow(tmp_path):
     config = tmp_path / "exp.yaml"
     config.write_text("task: addition\nmax_steps: 3\nstl_window: 1\nloss_type: dapo\n")  # partial file
     db = tmp_path / "mlflow.db"
-    res = grpo("train", str(config), *BASE, "--set", "beta=0.04", "--set", f"mlflow_tracking_uri=sqlite:///{db}",
+    res = grpo_here("train", str(config), *BASE, "--set", "beta=0.04", "--set", f"mlflow_tracking_uri=sqlite:///{db}",
                "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     run = tmp_path / "run"
@@ -155,7 +155,7 @@ def test_train_writes_run_folder_and_mlflow(tmp_path):
 
 def test_reward_function_that_raises_is_recorded_as_failed(tmp_path):
     db = tmp_path / "mlflow.db"
-    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:explode_on_seven", "--set", "max_steps=3", "--set", "stl_window=1",
+    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:explode_on_seven", "--set", "max_steps=3", "--set", "stl_window=1",
                "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -169,7 +169,7 @@ def test_reward_function_that_raises_is_recorded_as_failed(tmp_path):
 
 
 def test_non_finite_reward_stops_the_run(tmp_path):
-    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:nan_reward", "--no-mlflow",
+    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:nan_reward", "--no-mlflow",
                "--out", str(tmp_path / "run"))
     assert res.returncode == 1
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -185,7 +185,7 @@ def test_out_folder_that_is_not_empty_is_refused(tmp_path, capsys):
 
 def test_interrupted_run_is_recorded_as_killed(tmp_path):
     db = tmp_path / "mlflow.db"
-    res = grpo("train", *base_without(["baseline_prompts=1"]), "--set", "reward_funcs=reward_helpers:interrupt",
+    res = grpo_here("train", *base_without(["baseline_prompts=1"]), "--set", "reward_funcs=reward_helpers:interrupt",
                "--set", "baseline_prompts=1",
                "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"))
     # the interrupt lands in the baseline, before step 1: the folder and MLflow still record it
@@ -249,7 +249,7 @@ def test_two_real_runs_into_one_folder_one_is_refused(tmp_path):
                               "--no-mlflow", *BASE], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     while first.poll() is None and not (out / "config.yaml").exists():  # until the first run is writing
         __import__("time").sleep(0.05)
-    second = grpo("train", "--set", "seed=1", "--set", "max_steps=100", "--out", str(out), "--no-mlflow", *BASE)
+    second = grpo_here("train", "--set", "seed=1", "--set", "max_steps=100", "--out", str(out), "--no-mlflow", *BASE)
     assert first.wait() == 0, first.stderr.read()
     assert second.returncode == 2 and "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -270,7 +270,7 @@ def test_reward_functions_with_one_name_stay_apart(tmp_path):
 
 
 def test_reward_returned_as_a_string_fails_the_run(tmp_path):
-    res = grpo("train", *BASE, "--set", "reward_funcs=reward_helpers:string_reward", "--no-mlflow",
+    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:string_reward", "--no-mlflow",
                "--out", str(tmp_path / "run"))
     assert res.returncode == 1 and "Traceback" not in res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

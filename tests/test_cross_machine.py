@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from repro_runs import first_difference, read_configs, train
+from repro_runs import first_difference, read_configs, train_many
 
 DATA = Path(__file__).resolve().parent / "data" / "repro"
+
+
+def _steps(args: list[str]) -> int:
+    return next(int(a.split("=")[1]) for a in args if a.startswith("max_steps="))
 
 
 @pytest.mark.slow
@@ -20,8 +24,11 @@ def test_reference_runs_reproduce_bit_for_bit(machine):
     folder = DATA / machine
     configs = read_configs(folder)
     assert configs and all((folder / f"{name}.jsonl").is_file() for name in configs)
-    with ThreadPoolExecutor(2) as pool:  # one thread per run, two runs at a time
-        results = dict(zip(configs, pool.map(train, configs.values())))
+    names = sorted(configs, key=lambda n: -_steps(configs[n]))
+    halves = [names[0::2], names[1::2]]  # two processes, one per core, about as many steps each
+    with ThreadPoolExecutor(2) as pool:
+        rows = pool.map(lambda half: train_many([configs[n] for n in half]), halves)
+        results = {name: r for half, runs in zip(halves, rows) for name, r in zip(half, runs)}
     differences = {}
     for name, rows in results.items():
         want = [json.loads(line) for line in (folder / f"{name}.jsonl").read_text().splitlines() if line]
@@ -32,11 +39,11 @@ def test_reference_runs_reproduce_bit_for_bit(machine):
 
 
 def test_cpu_math_is_recorded_and_native_is_an_opt_out(tmp_path):
-    from conftest import run_grpo
+    from conftest import run_grpo, run_grpo_here
 
-    for mode in ("reproducible", "native"):
+    for mode, run in (("reproducible", run_grpo_here), ("native", run_grpo)):  # native: a process of its own
         out = tmp_path / mode
-        proc = run_grpo("train", "--no-mlflow", "--no-progress", "--set", "max_steps=2", "--set", f"cpu_math={mode}",
+        proc = run("train", "--no-mlflow", "--no-progress", "--set", "max_steps=2", "--set", f"cpu_math={mode}",
                         "--set", "baseline_prompts=16", "--set", "stl_window=1", "--out", str(out))
         assert proc.returncode == 0, proc.stderr
         summary = json.loads((out / "summary.json").read_text())

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from grpo_core.config import load_config
+from conftest import run_grpo_here
 
 sys.path.insert(0, str(Path(__file__).parent))
 import dp_worker  # noqa: E402
@@ -95,8 +96,7 @@ def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path)
     # identically, and is refused on 1
     resume = ["--set", f"resume_from_checkpoint={out / 'checkpoint-4'}", "--set", "max_steps=6",
               "--set", "stl_window=2", "--set", "save_steps=4", "--no-mlflow", "--no-progress", "--set", f"cache_dir={tmp_path / 'cache'}"]
-    one = subprocess.run([sys.executable, "-m", "grpo_lab", "train", *resume, "--out", str(tmp_path / "one")],
-                         cwd=tmp_path, capture_output=True, text=True)
+    one = run_grpo_here("train", *resume, "--out", str(tmp_path / "one"), cwd=tmp_path)
     assert one.returncode == 2 and "written by a run on 2 process(es)" in one.stderr, one.stderr[-2000:]
     assert one.stderr.strip().count("\n") == 0 and not (tmp_path / "one").exists()
     two = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", *resume,
@@ -109,8 +109,7 @@ def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path)
 
 
 def test_num_processes_that_cannot_split_the_batch_is_refused_before_launching(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "3",
-                           "--out", str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True)
+    done = run_grpo_here("train", "--num-processes", "3", "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--num-processes" in done.stderr
     assert not (tmp_path / "run").exists()

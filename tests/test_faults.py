@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT, run_grpo as grpo
+from conftest import CACHE, ROOT, run_grpo as grpo, run_grpo_here as grpo_here
 from grpo_core.run import RESERVE, read_metrics
 
 TRAIN = ["--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8"]
@@ -51,7 +51,7 @@ def _one_line(res) -> str:
 def test_a_full_disk_during_a_checkpoint_is_recorded_as_failed_everywhere(tmp_path):
     db = tmp_path / "m.db"
     with small_disk(tmp_path / "disk", "1500k") as disk:  # room for the run folder, not for a 5 MB checkpoint
-        res = grpo("train", *TRAIN, "--set", "max_steps=20", "--set", "save_steps=5", "--set", "stl_window=5",
+        res = grpo_here("train", *TRAIN, "--set", "max_steps=20", "--set", "save_steps=5", "--set", "stl_window=5",
                    "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(disk / "run"))
         assert res.returncode == 1
         line = _one_line(res)
@@ -111,7 +111,7 @@ def test_recover_reports_a_bad_folder_in_one_line_and_ends_the_others(tmp_path):
         runs = {}
         for name, folder in (("bad", bad), ("good", good)):
             runs[name] = client.create_run(exp, run_name=name, tags={"owner": dead, "run_dir": str(folder)}).info.run_id
-        res = grpo("recover", "--tracking-uri", db)
+        res = grpo_here("recover", "--tracking-uri", db)
         assert res.returncode == 0, res.stderr
         assert "2 run(s) ended, 0 left alone" in res.stdout
         bad_run = client.get_run(runs["bad"])
@@ -130,7 +130,7 @@ def test_a_full_disk_under_the_journal_is_one_line_and_leaves_no_empty_journal(t
                 while True:
                     f.write(b"\0" * 4096)
                     f.flush()
-        res = grpo("sweep", str(spec), "--storage", f"journal:///{disk}/journal.log",
+        res = grpo_here("sweep", str(spec), "--storage", f"journal:///{disk}/journal.log",
                    "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
         assert res.returncode == 2 and "No space left on device" in _one_line(res)
         assert not (disk / "journal.log").exists()
@@ -151,9 +151,9 @@ def test_recover_leaves_a_resumed_folder_to_the_run_that_resumed_it(tmp_path):
     assert proc.poll() is None, "the run ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    res = grpo("train", *args, "--set", f"resume_from_checkpoint={run / 'checkpoint-10'}")  # to step 60 in run/
+    res = grpo_here("train", *args, "--set", f"resume_from_checkpoint={run / 'checkpoint-10'}")  # to step 60 in run/
     assert res.returncode == 0, res.stderr[-2000:]
-    res = grpo("recover", "--tracking-uri", f"sqlite:///{db}")
+    res = grpo_here("recover", "--tracking-uri", f"sqlite:///{db}")
     assert res.returncode == 0 and "1 run(s) ended" in res.stdout, res.stderr
     client, runs = _mlflow_runs(db)
     killed, = [r for r in runs if r.info.status == "KILLED"]
@@ -209,7 +209,7 @@ def test_a_spec_that_cannot_run_is_refused_before_any_store_is_touched(tmp_path,
     stores = _stores(tmp_path)
     if flag:
         stores[-1] = flag
-    res = grpo("sweep", str(spec), *stores, cwd=tmp_path)
+    res = grpo_here("sweep", str(spec), *stores, cwd=tmp_path)
     assert res.returncode == 2 and needle in _one_line(res)
     assert not (tmp_path / "journal.log").exists() and not (tmp_path / "m.db").exists()
 
@@ -243,7 +243,8 @@ def test_a_dead_tracking_server_does_not_undo_a_finished_trial(tmp_path):
 # ---- rewards -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_reward_that_calls_sys_exit_fails_the_run_naming_it(tmp_path, workers):
-    res = grpo("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:exit_three", "--set", "max_steps=2",
+    run = grpo_here if workers == 0 else grpo  # reward workers are forked: not from the test process
+    res = run("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:exit_three", "--set", "max_steps=2",
                "--set", "stl_window=1", "--set", f"reward_workers={workers}", "--out", str(tmp_path / "run"))
     assert res.returncode == 1
     line = _one_line(res)
@@ -285,7 +286,7 @@ def test_a_tokenizer_without_a_pad_token_trains(tmp_path):
     config = json.loads((folder / "tokenizer_config.json").read_text())
     del config["pad_token"]  # transformers then appends '<|endoftext|>' past the model's embeddings
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2", "--set",
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2", "--set",
                "stl_window=1", "--out", str(tmp_path / "run"))
     assert res.returncode == 0, res.stderr[-3000:]
 
@@ -305,7 +306,7 @@ def test_truncated_or_pickled_weights_are_one_line_and_run_no_code(tmp_path):
     import pickle
     (pickled / "pytorch_model.bin").write_bytes(pickle.dumps(Evil()))
     for folder in (truncated, pickled):
-        res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2",
+        res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2",
                    "--out", str(tmp_path / f"run-{folder.name}"))
         assert res.returncode == 2 and f"model: cannot load '{folder}'" in _one_line(res)
         assert not (tmp_path / f"run-{folder.name}").exists()
@@ -315,17 +316,17 @@ def test_truncated_or_pickled_weights_are_one_line_and_run_no_code(tmp_path):
 def test_an_mlflow_store_that_cannot_be_written_is_refused_before_training(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n")
-    res = grpo("train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{text}", "--out", str(tmp_path / "run"))
+    res = grpo_here("train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{text}", "--out", str(tmp_path / "run"))
     assert res.returncode == 2 and "is not a SQLite database" in _one_line(res)
     assert not (tmp_path / "run").exists() and text.read_text() == "not a database\n"
     with small_disk(tmp_path / "ro", "64k", "ro") as ro:
-        res = grpo("train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{ro}/m.db", "--out", str(tmp_path / "run"))
+        res = grpo_here("train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{ro}/m.db", "--out", str(tmp_path / "run"))
         assert res.returncode == 2 and "cannot write there (Read-only file system)" in _one_line(res)
     assert not (tmp_path / "run").exists()
 
 
 def test_one_baseline_prompt_is_allowed_and_trains(tmp_path):
-    res = grpo("train", "--no-progress", "--no-mlflow", "--set", f"cache_dir={tmp_path / 'cache'}", "--set",
+    res = grpo_here("train", "--no-progress", "--no-mlflow", "--set", f"cache_dir={tmp_path / 'cache'}", "--set",
                "baseline_prompts=1", "--set", "max_steps=2", "--set", "stl_window=1", "--out", str(tmp_path / "run"))
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -341,7 +342,7 @@ def test_one_baseline_prompt_is_allowed_and_trains(tmp_path):
     ("num_threads=99999999999999999999", "below 2^63"),
 ])
 def test_numbers_that_overflow_are_refused(tmp_path, setting, needle):
-    res = grpo("train", *TRAIN, "--no-mlflow", "--set", setting, "--out", str(tmp_path / "run"))
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", setting, "--out", str(tmp_path / "run"))
     assert res.returncode == 2
     line = _one_line(res)
     assert needle in line and len(line) < 300
@@ -362,7 +363,7 @@ def test_parsing_errors_say_what_is_wrong(tmp_path):
     ]
     for args, needle in cases:
         started = time.monotonic()
-        res = grpo(*args, "--no-mlflow", "--out", str(tmp_path / "run"), timeout=120)
+        res = grpo_here(*args, "--no-mlflow", "--out", str(tmp_path / "run"))
         assert res.returncode == 2 and needle in _one_line(res), (args, res.stderr)
         assert time.monotonic() - started < 60  # the alias bomb is refused, not expanded
         assert not (tmp_path / "run").exists()
@@ -371,15 +372,15 @@ def test_parsing_errors_say_what_is_wrong(tmp_path):
 def test_a_csv_with_a_byte_order_mark_loads_and_a_huge_prompt_is_named(tmp_path):
     bom = tmp_path / "bom.csv"
     bom.write_bytes("\ufeffprompt,answer\n".encode() + "".join(f"{a}+{a}=,{2 * a}\n" for a in range(50)).encode())
-    res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"dataset={bom}", "--set", "reward_funcs=exact_match",
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"dataset={bom}", "--set", "reward_funcs=exact_match",
                "--set", "max_steps=2", "--set", "stl_window=1", "--out", str(tmp_path / "run"))
     assert res.returncode == 0, res.stderr[-2000:]
     huge = tmp_path / "huge.jsonl"
     # 1 MB (the review's was 10 MB: the same path, a tenth of the tokenizing time)
     huge.write_text("".join(json.dumps({"prompt": ("1+1=" * 260_000 if i == 3 else "1+1="), "answer": "2"}) + "\n"
                             for i in range(20)))
-    res = grpo("train", *TRAIN, "--no-mlflow", "--set", f"dataset={huge}", "--set", "reward_funcs=exact_match",
-               "--set", "max_steps=2", "--out", str(tmp_path / "run2"), timeout=600)
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"dataset={huge}", "--set", "reward_funcs=exact_match",
+               "--set", "max_steps=2", "--out", str(tmp_path / "run2"))
     assert res.returncode == 2
     line = _one_line(res)
     assert "the longest prompt has 1040000 tokens, and the model has 64 positions" in line and "-" not in line.split("allowed:")[1]
@@ -398,7 +399,7 @@ def test_passwords_are_never_printed(tmp_path, url, secret):
     assert secret not in mask_secrets(f"error about '{url}': it failed")
     flag = "--tracking-uri" if url.startswith("http") else "--storage"
     spec = _spec(tmp_path, "s", {"loss_type": ["grpo"]})
-    res = grpo("sweep", str(spec), flag, url, cwd=tmp_path, timeout=300)
+    res = grpo_here("sweep", str(spec), flag, url, cwd=tmp_path)
     assert res.returncode == 2 and secret not in res.stderr + res.stdout and "***" in _one_line(res)
 
 
@@ -407,7 +408,7 @@ def test_basic_auth_in_a_tracking_uri_reaches_the_server(tmp_path):
 
     with mlflow_server(tmp_path / "server") as url:
         authed = url.replace("http://", "http://alice:s3@cret@")
-        res = grpo("train", *TRAIN, "--set", "max_steps=2", "--set", "stl_window=1", "--set",
+        res = grpo_here("train", *TRAIN, "--set", "max_steps=2", "--set", "stl_window=1", "--set",
                    f"mlflow_tracking_uri={authed}", "--out", str(tmp_path / "run"))
     assert res.returncode == 0, res.stderr[-2000:]
     assert "s3@cret" not in res.stderr + res.stdout and "Name or service not known" not in res.stderr
@@ -416,12 +417,17 @@ def test_basic_auth_in_a_tracking_uri_reaches_the_server(tmp_path):
 def test_a_store_creation_stopped_half_way_leaves_no_broken_store(tmp_path, monkeypatch):
     # MLflow creates its tables in place: stopped half-way (ctrl-C in a first sweep's first seconds),
     # every later open failed on "table logged_models already exists". Now a new SQLite store is built
-    # beside its path and linked into place in one step.
+    # beside its path (from an empty template, itself built beside its path) and linked into place in one step.
     import mlflow.store.db.utils as db_utils
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     from grpo_core.mlflow_logging import make_client
 
-    path = tmp_path / "m.db"
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # no template yet: the first store builds it
+    stores = tmp_path / "stores"
+    stores.mkdir()
+    path = stores / "m.db"
     real = db_utils._initialize_tables
 
     def stopped(engine):  # the first tables made, then the interrupt
@@ -431,9 +437,37 @@ def test_a_store_creation_stopped_half_way_leaves_no_broken_store(tmp_path, monk
         raise KeyboardInterrupt
 
     monkeypatch.setattr(db_utils, "_initialize_tables", stopped)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt):  # stopped while the template is built
         make_client(f"sqlite:///{path}").search_experiments()
-    assert not path.exists() and list(tmp_path.iterdir()) == []  # nothing half-made, no temporary left
+    assert list(stores.iterdir()) == [] and list((cache / "grpo-lab").iterdir()) == []  # nothing half-made
     monkeypatch.setattr(db_utils, "_initialize_tables", real)
+    monkeypatch.setattr(SqlAlchemyStore, "_initialize_store_state", lambda self: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):  # stopped while MLflow opens the copy of the template
+        make_client(f"sqlite:///{path}").search_experiments()
+    assert list(stores.iterdir()) == []
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     client = make_client(f"sqlite:///{path}")
     assert client.search_experiments()[0].name == "Default"
+    assert [p.name for p in (cache / "grpo-lab").iterdir()] == [f"mlflow-{__import__('mlflow').__version__}-empty.db"]
+
+
+def test_a_store_made_from_the_template_is_the_store_mlflow_makes(tmp_path, monkeypatch):
+    import sqlite3
+
+    from mlflow.tracking import MlflowClient
+
+    from grpo_core.mlflow_logging import make_client
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'by-mlflow.db'}").search_experiments()
+    for name in ("first.db", "second.db"):  # the first builds the template, the second copies it
+        make_client(f"sqlite:///{tmp_path / name}").search_experiments()
+
+    def schema(path):
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return (sorted(db.execute("SELECT type, name, sql FROM sqlite_master")),
+                    list(db.execute("SELECT version_num FROM alembic_version")),
+                    list(db.execute("SELECT experiment_id, name, artifact_location FROM experiments")))
+
+    assert schema(tmp_path / "first.db") == schema(tmp_path / "second.db") == schema(tmp_path / "by-mlflow.db")

@@ -1,32 +1,68 @@
-"""The GPU agenda (scripts/gpu_agenda.py, issue 23) dry-run on the CPU: tiny model, 2 steps, one
-seed, every step of the real agenda, in two slices; so the command cannot rot between GPU sessions."""
+"""The GPU agenda (scripts/gpu_agenda.py, issue 23) on the CPU: its slicing (stop cleanly before the
+budget, go on where the last slice stopped) with stand-in steps, and a dry run of every real step
+(tiny model, 2 steps, one seed), so the command cannot rot between GPU sessions."""
 
+import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENDA = [sys.executable, str(ROOT / "scripts" / "gpu_agenda.py")]
 
 
-def test_the_agenda_runs_in_slices_and_a_rerun_goes_on(tmp_path):
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_agenda", ROOT / "scripts" / "gpu_agenda.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_slice_stops_before_its_budget_and_the_next_goes_on(tmp_path, capsys):
+    agenda = _module()
     out, work = tmp_path / "out", tmp_path / "work"
-    args = ["--out", str(out), "--work", str(work), "--dry-run"]
-    # a slice of 5 s of work (budget − the 20 s margin): stops inside the first step, cleanly
-    first = subprocess.run([*AGENDA, *args, "--budget", "25"], cwd=tmp_path, capture_output=True, text=True)
-    assert first.returncode == 3, first.stdout + first.stderr[-2000:]
-    assert "run the command again to go on" in first.stdout
-    state = json.loads((out / "agenda.json").read_text()) if (out / "agenda.json").exists() else {"done": {}}
-    assert "bench" not in state["done"]
-    second = subprocess.run([*AGENDA, *args, "--budget", "900"], cwd=tmp_path, capture_output=True, text=True)
-    assert second.returncode == 0, second.stdout + second.stderr[-2000:]
-    done = json.loads((out / "agenda.json").read_text())["done"]
-    specs = sorted(p.stem for p in (ROOT / "experiments" / "real").glob("*.yaml"))
-    assert list(done) == ["smoke", "workers", *[f"sweep:{s}" for s in specs], "bench"]
-    assert done["smoke"]["steps"] == 2 and abs(done["smoke"]["step1_loss"]) <= 1e-6  # C1's step 1 on the way
-    assert done["workers"]["workers"] in (1, 2)
-    for sweep in ("real-c1-zero-loss", "real-c2-warmup", "real-c3-advantage-noise"):
+    out.mkdir()
+    ran = []
+
+    def steps(self):
+        def quick(name):
+            return lambda: ran.append(name) or {"step": name}
+
+        def slow():  # a command longer than the slice: SIGINT at the deadline, as ctrl-C
+            ran.append("slow")
+            seconds = "60" if len(ran) < 3 else "0"
+            if not self.run("sleeper", [sys.executable, "-c", f"import time; time.sleep({seconds})"], out / "slow.log"):
+                return None
+            return {"step": "slow"}
+
+        return [("first", quick("first")), ("slow", slow), ("last", quick("last"))]
+
+    agenda.Agenda.steps = steps
+    started = time.monotonic()
+    first = agenda.Agenda(out, work, budget=agenda.MARGIN_S + 2, dry_run=True).go()  # 2 s of work in this slice
+    assert first == 3 and time.monotonic() - started < agenda.MARGIN_S  # stopped at its deadline, not the sleeper's end
+    assert "run the command again to go on" in capsys.readouterr().out
+    assert list(json.loads((out / "agenda.json").read_text())["done"]) == ["first"]
+    assert agenda.Agenda(out, work, budget=600, dry_run=True).go() == 0
+    assert ran == ["first", "slow", "slow", "last"]  # the first step is not run again
+    assert list(json.loads((out / "agenda.json").read_text())["done"]) == ["first", "slow", "last"]
+    assert agenda.Agenda(out, work, budget=600, dry_run=True).go() == 0 and ran[-1] == "last"
+    assert "every step done" in capsys.readouterr().out
+
+
+def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
+    # one real spec's sweep: the step is the same for each, and tests/test_real_models.py runs every spec
+    out, work = tmp_path / "out", tmp_path / "work"
+    args = ["--out", str(out), "--work", str(work), "--specs", "r1_zero_loss", "--dry-run"]
+    done = subprocess.run([*AGENDA, *args, "--budget", "900"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    state = json.loads((out / "agenda.json").read_text())["done"]
+    assert list(state) == ["smoke", "workers", "sweep:r1_zero_loss", "bench"]
+    assert state["smoke"]["steps"] == 2 and abs(state["smoke"]["step1_loss"]) <= 1e-6  # C1's step 1 on the way
+    assert state["workers"]["workers"] == 1 and "| 1 |" in (out / "gpu_workers_early.md").read_text()
+    for sweep in ("real-c1-zero-loss",):
         folders = sorted((out / "runs" / sweep).glob("trial-*"))
         assert folders and all(sorted(p.name for p in f.iterdir()) == ["config.yaml", "metrics.jsonl", "summary.json"]
                                for f in folders)
@@ -34,13 +70,12 @@ def test_the_agenda_runs_in_slices_and_a_rerun_goes_on(tmp_path):
     assert "ours/TRL" in (out / "gpu.md").read_text() or "| tiny |" in (out / "gpu.md").read_text()
     assert "per token step" in (out / "decode.md").read_text()
     assert "| 2 |" in (out / "gpu_workers.md").read_text()
-    # a third call has nothing left to do
-    third = subprocess.run([*AGENDA, *args, "--budget", "60"], cwd=tmp_path, capture_output=True, text=True)
-    assert third.returncode == 0 and "every step done" in third.stdout
+    again = subprocess.run([*AGENDA, *args, "--budget", "60"], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 0 and "every step done" in again.stdout  # nothing left to do
 
 
-def test_a_budget_below_the_margin_is_one_line_exit_2(tmp_path):
-    res = subprocess.run([*AGENDA, "--out", str(tmp_path / "o"), "--budget", "10", "--dry-run"], capture_output=True,
-                         text=True)
-    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "--budget" in res.stderr
-    assert not (tmp_path / "o").exists()
+def test_a_budget_below_the_margin_or_an_unknown_spec_is_one_line_exit_2(tmp_path):
+    for args, needle in ((["--budget", "10"], "--budget"), (["--budget", "60", "--specs", "r9"], "--specs: unknown r9")):
+        res = subprocess.run([*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr
+        assert not (tmp_path / "o").exists()

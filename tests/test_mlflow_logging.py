@@ -103,3 +103,16 @@ def test_a_worker_forked_while_a_writer_writes_starts_with_the_interval_unshorte
         answer = os.read(read, 1)
         os.waitpid(pid, 0)
     assert answer == b"1"
+
+
+def test_the_default_relative_store_follows_the_working_folder(tmp_path, monkeypatch):
+    # MLflow keeps one store per URI for the life of a process: `sqlite:///results/local/mlflow.db`
+    # from a second working folder wrote to the first folder's database before make_client made it absolute
+    uri = "sqlite:///results/local/mlflow.db"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        make_client(uri).create_experiment(f"made-in-{name}", artifact_location=(tmp_path / name / "art").as_uri())
+    for name, other in (("a", "b"), ("b", "a")):
+        names = {e.name for e in make_client(f"sqlite:///{tmp_path / name}/results/local/mlflow.db").search_experiments()}
+        assert f"made-in-{name}" in names and f"made-in-{other}" not in names

@@ -1,6 +1,7 @@
 """Several machines on one sweep: a real PostgreSQL server as the Optuna storage and a real
 `mlflow server` as the tracking store, two `grpo sweep` processes started separately (each with
-its own working folder, as on two machines: no shared host lock) completing one grid."""
+its own working folder, as on two machines: no shared host lock; one of them is the test's own
+process) completing one grid."""
 
 import os
 import subprocess
@@ -10,7 +11,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT
+from conftest import CACHE, ROOT, run_grpo_here
 from servers import mlflow_server, postgres_bin_or_reason, postgres_server
 
 PG_BIN, WHY_NOT = postgres_bin_or_reason()
@@ -34,17 +35,17 @@ def test_two_machines_share_one_grid_on_postgresql_and_an_mlflow_server(tmp_path
                                          "seeds": [0, 1]}, sort_keys=False))
     with postgres_server(PG_BIN) as storage, mlflow_server(tmp_path / "mlflow") as tracking:
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-        machines = []
         for name in ("machine-a", "machine-b"):
-            cwd = tmp_path / name
-            cwd.mkdir()
-            machines.append(subprocess.Popen(
-                [sys.executable, "-m", "grpo_lab", "sweep", str(spec_path), "--storage", storage,
-                 "--tracking-uri", tracking, "--out-root", str(cwd / "runs")],
-                cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outputs = [m.communicate() for m in machines]
-        for m, (out, err) in zip(machines, outputs):
-            assert m.returncode == 0, err[-3000:]
+            (tmp_path / name).mkdir()
+        args = ["sweep", str(spec_path), "--storage", storage, "--tracking-uri", tracking]
+        # machine b: a process of its own; machine a: this one (a grpo sweep, one worker), meanwhile
+        machine_b = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args, "--out-root", str(tmp_path / "machine-b/runs")],
+                                     cwd=tmp_path / "machine-b", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        machine_a = run_grpo_here(*args, "--out-root", tmp_path / "machine-a/runs", cwd=tmp_path / "machine-a")
+        out, err = machine_b.communicate()
+        assert machine_b.returncode == 0, err[-3000:]
+        assert machine_a.returncode == 0, machine_a.stderr[-3000:]
 
         spec = load_spec(spec_path)
         study = optuna.load_study(study_name="cluster", storage=open_storage(storage), sampler=make_sampler(spec))

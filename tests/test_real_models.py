@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import CACHE, ROOT, make_cfg, run_grpo
+from conftest import CACHE, ROOT, make_cfg, run_grpo_here
 from grpo_lab.cli import main
 from grpo_core.rewards import answer_format, math_answer, think_answer_format
 
@@ -142,7 +142,8 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     spec = read_yaml_mapping(ROOT / "experiments" / "smollm2_arith_warmup.yaml")
     values = {**spec["base"], "model": str(smollm2), "dataset": str(ROOT / spec["base"]["dataset"]),
               "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8, "baseline_prompts": 2,
-              "max_steps": 2, "stl_window": 1, "warmup_ratio": 0.0}
+              "max_steps": 2, "stl_window": 1, "warmup_ratio": 0.0,
+              "stl_delta": 8}  # the baseline stops at 2 prompts: what a 2-step run learns is not tested here
     from grpo_core.run import read_metrics, run_training
 
     summary = run_training(config_from_dict(values), tmp_path / "run", progress=False)
@@ -165,10 +166,11 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
         data = yaml.safe_load(src.read_text())
         data["base"].update(model=str(smollm2), dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
                             num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
-                            reward_timeout=0)
+                            reward_timeout=0, stl_delta=8)  # the baseline stops at 2 prompts (not up to 32)
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     out = tmp_path / "real"
-    res = run_grpo("reproduce", "--real", "--quick", "--experiments", str(exp), "--out", str(out), cwd=tmp_path)
+    res = run_grpo_here("reproduce", "--real", "--quick", "--workers", "1", "--experiments", str(exp), "--out", str(out),
+                        cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (out / "REPORT.md").read_text()
     assert report.count("## C") == 3 and report.count("**Verdict: ") == 4  # C1 1, C2 1, C3 2
@@ -178,6 +180,7 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
     # without a GPU or the model: the sections come back from the committed folders
     monkeypatch.setattr(reproduce, "REAL_EXPERIMENTS", exp)
     monkeypatch.setattr(reproduce, "REAL_RESULTS", out)
+    monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", out / "cpu")  # none here: the GPU specs' sections alone
     for src in exp.glob("*.yaml"):  # the committed folders hold the quick sweeps: point the specs at them
         data = yaml.safe_load(src.read_text())
         data["name"] += "-quick"

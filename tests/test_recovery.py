@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from conftest import CACHE, ROOT, run_grpo as grpo
+from conftest import CACHE, ROOT, run_grpo as grpo, run_grpo_here as grpo_here
 
 
 def _spec(tmp_path, name, max_steps):
@@ -39,7 +39,7 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
 
     from sweeps.driver import grid_point_of, point_key
 
-    spec_path = _spec(tmp_path, "killme", max_steps=150)
+    spec_path = _spec(tmp_path, "killme", max_steps=60)  # killed at step 20 or so: 40 steps of margin
     journal = f"journal://{tmp_path}/optuna.log"
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking,
@@ -62,7 +62,7 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
     client = MlflowClient(tracking_uri=tracking)
     assert client.get_run(killed.user_attrs["mlflow_run_id"]).info.status == "RUNNING"
 
-    res = grpo(*args)  # the rerun detects the dead owner and completes the grid
+    res = grpo_here(*args)  # the rerun detects the dead owner and completes the grid
     assert res.returncode == 0, res.stderr[-3000:]
     assert "1 trial(s) of dead workers failed" in res.stderr and "1 MLflow run(s) ended as KILLED" in res.stderr
 
@@ -128,7 +128,7 @@ def test_non_finite_loss_stops_the_trial_with_its_reason_in_every_store(tmp_path
     path.write_text(yaml.safe_dump({"name": "nf", "base": base, "grid": {"advantage_scale": [1.0, 1e39]},
                                     "seeds": [0]}, sort_keys=False))
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
-    res = grpo("sweep", str(path), "--storage", journal, "--tracking-uri", tracking,
+    res = grpo_here("sweep", str(path), "--storage", journal, "--tracking-uri", tracking,
                "--out-root", str(tmp_path / "runs"))
     assert res.returncode == 1 and "1 trial(s) failed" in res.stdout
     spec, study = _study(journal, "nf", path)
@@ -148,7 +148,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
 
     from sweeps.driver import grid_point_of, point_key
 
-    spec_path = _spec(tmp_path, "ctrlc", max_steps=150)
+    spec_path = _spec(tmp_path, "ctrlc", max_steps=60)  # interrupted at step 20 or so: 40 steps of margin
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
@@ -175,7 +175,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
     client = MlflowClient(tracking_uri=tracking)
     assert all(client.get_run(t.user_attrs["mlflow_run_id"]).info.status == "KILLED" for t in interrupted)
 
-    res = grpo(*args)
+    res = grpo_here(*[a if a != "2" else "1" for a in args])  # the rerun, on one worker: not forked from pytest
     assert res.returncode == 0, res.stderr[-2000:]
     spec, study = _study(journal, "ctrlc", spec_path)
     complete = [point_key(grid_point_of(spec, t))

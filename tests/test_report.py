@@ -2,10 +2,11 @@
 --quick` (trimmed) producing a report with a section, a verdict and figures per claim."""
 
 
+import json
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT, run_grpo
+from conftest import CACHE, ROOT, run_grpo, run_grpo_here
 from grpo_core.models import committed_bases
 from sweeps.report import (Run, check_differ, check_paired, check_placebo, check_zero_loss_step1,
                            replicated_verdicts)
@@ -181,6 +182,56 @@ def test_zero_loss_step1_needs_every_condition():
     assert check_zero_loss_step1(spec, never + bnpo, test).verdict == "contradicted"
 
 
+def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
+    # the real model's CPU check: 2 steps, β = 0.04 on both arms (no β = 0 run: every bnpo run counts)
+    spec = _spec({"loss_type": ["grpo", "bnpo"]})
+    grpo = [_run({"loss_type": "grpo", "seed": s}, loss1=0.0, grad1=0.8, max_steps=2, beta=0.04) for s in range(5)]
+    bnpo = [_run({"loss_type": "bnpo", "seed": s}, loss1=-0.02, grad1=0.9, max_steps=2, beta=0.04) for s in range(5)]
+    v = check_zero_loss_step1(spec, grpo + bnpo, {"statement": "s", "step1_only": True})
+    assert v.verdict == "supported" and "learn" not in v.reason.split("; learning not checked")[0]
+    assert "bnpo (β = 0.04; KL = 0 at step 1) has step-1 loss ≠ 0 in every run: yes" in v.reason
+    assert v.reason.endswith("learning not checked (2-step runs)")
+    assert check_zero_loss_step1(spec, grpo + bnpo, {"statement": "s"}).verdict == "contradicted"  # none learned
+    flat = [_run({"loss_type": "grpo", "seed": 9}, loss1=0.0, grad1=0.0, max_steps=2, beta=0.04)]
+    assert check_zero_loss_step1(spec, grpo + flat + bnpo, {"statement": "s", "step1_only": True}).verdict == "contradicted"
+
+
+def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_path, monkeypatch):
+    import shutil
+
+    import sweeps.reproduce as reproduce
+
+    monkeypatch.chdir(tmp_path)
+    experiments = tmp_path / "experiments" / "real"
+    (experiments / "cpu").mkdir(parents=True)
+    for src in (ROOT / "experiments" / "real").glob("*.yaml"):
+        shutil.copy(src, experiments / src.name)
+    spec = yaml.safe_load((ROOT / "experiments" / "real" / "cpu" / "r1_step1_cpu.yaml").read_text())
+    shutil.copy(ROOT / "experiments" / "real" / "cpu" / "r1_step1_cpu.yaml", experiments / "cpu" / "r1.yaml")
+    runs = tmp_path / "results" / "real" / "cpu" / "runs" / spec["name"]
+    for i, (loss_type, seed) in enumerate((t, s) for t in ("grpo", "bnpo") for s in range(5)):
+        folder = runs / f"trial-{i:04d}"
+        folder.mkdir(parents=True)
+        config = {**spec["base"], "loss_type": loss_type, "seed": seed, "num_iterations": 1, "stl_delta": 0.05, "task": "addition"}
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        loss = 0.0 if loss_type == "grpo" else 0.013 * (seed + 1)
+        (folder / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": step, "loss": loss, "grad_norm": 0.5, "reward": 0.1}) + "\n" for step in (1, 2)))
+        (folder / "summary.json").write_text(json.dumps({"status": "finished", "learned": 0, "steps_to_learn": None,
+                                                         "final_reward": 0.1, "baseline_reward": 0.1}))
+    monkeypatch.setattr(reproduce, "REAL_EXPERIMENTS", experiments)
+    monkeypatch.setattr(reproduce, "REAL_CPU_EXPERIMENTS", experiments / "cpu")
+    monkeypatch.setattr(reproduce, "REAL_RESULTS", tmp_path / "results" / "real")
+    monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", tmp_path / "results" / "real" / "cpu")
+    sections, rows, found = reproduce._real_sections(tmp_path / "figures", tmp_path)
+    assert len(found) == 10 and "not run yet on a GPU" in sections[0]
+    assert sections[-1].startswith("## C1 on a CPU (float32) — r1") and "**Verdict: supported**" in sections[-1]
+    assert f"learning not checked ({spec['base']['max_steps']}-step runs)" in sections[-1]
+    assert "discovery seeds 0–2; replication seeds 3, 4" in sections[-1]
+    assert rows[-1].startswith("| real model, CPU · C1 | the step-1 loss is 0 under grpo while the gradient is not")
+    assert rows[-1].endswith("| **supported** |") and sum("not run yet (needs a GPU)" in r for r in rows) == 3
+
+
 def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
     exp = tmp_path / "experiments"
     exp.mkdir()
@@ -219,6 +270,6 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
     (["--storage", "redis://x"], "unknown storage"), (["--tracking-uri", "ftp://x"], "unknown tracking store"),
 ])
 def test_reproduce_bad_input_writes_nothing(tmp_path, args, needle):
-    res = run_grpo("reproduce", "--quick", "--out", str(tmp_path / "report"), *args, cwd=tmp_path)
+    res = run_grpo_here("reproduce", "--quick", "--out", str(tmp_path / "report"), *args, cwd=tmp_path)
     assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []  # no spec files, no stores, no report folder

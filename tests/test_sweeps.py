@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT, run_grpo as grpo
+from conftest import CACHE, ROOT, run_grpo as grpo, run_grpo_here as grpo_here
 
 BASE = {"cache_dir": str(CACHE), "max_steps": 4, "baseline_prompts": 8, "stl_window": 2}
 
@@ -78,12 +78,12 @@ def test_grid_two_workers_complete_once_and_rerun_adds_nothing(tmp_path):
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"config.yaml", "metrics.jsonl", "summary.json", "reward_curve.png"} <= artifacts
 
-    again = grpo("sweep", "grid.yaml", "--workers", "2", cwd=tmp_path)
+    again = grpo_here("sweep", "grid.yaml", "--workers", "2", cwd=tmp_path)
     assert again.returncode == 0 and "nothing to run" in again.stdout
     assert len(load(tmp_path, "grid")[1].get_trials()) == 8
     assert len(mlflow_runs(tmp_path, "grid")[1]) == 9
 
-    listing = grpo("trials", "grid.yaml", cwd=tmp_path)
+    listing = grpo_here("trials", "grid.yaml", cwd=tmp_path)
     assert listing.returncode == 0 and listing.stdout.count("COMPLETE") == 8
 
     # the two stores are different files, both under results/local/
@@ -98,7 +98,7 @@ def test_search_keeps_seeds_inside_the_objective(tmp_path):
 
     write_spec(tmp_path, "search", search={"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}},
                seeds=[0, 1], n_trials=3, objective="final_reward")
-    res = grpo("sweep", "search.yaml", cwd=tmp_path)
+    res = grpo_here("sweep", "search.yaml", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     spec, study = load(tmp_path, "search")
     trials = study.get_trials()
@@ -116,7 +116,7 @@ def test_search_keeps_seeds_inside_the_objective(tmp_path):
         assert r.data.tags["mlflow.parentRunId"] in by_id
     for t in trials:
         assert by_id[t.user_attrs["mlflow_run_id"]].data.metrics["objective"] == pytest.approx(t.value)
-    assert grpo("sweep", "search.yaml", cwd=tmp_path).stdout.startswith("sweep search: nothing to run")
+    assert grpo_here("sweep", "search.yaml", cwd=tmp_path).stdout.startswith("sweep search: nothing to run")
 
 
 def test_failing_trial_is_fail_and_failed_and_the_sweep_goes_on(tmp_path):
@@ -139,7 +139,7 @@ def test_failing_trial_is_fail_and_failed_and_the_sweep_goes_on(tmp_path):
     assert len(failed) == 2
     assert all("reward server unavailable" in r.data.tags["error"] for r in failed)
     # a rerun retries the failed points (and only those)
-    again = grpo("sweep", "fails.yaml", cwd=tmp_path)
+    again = grpo_here("sweep", "fails.yaml", cwd=tmp_path)
     assert again.returncode == 1
     trials = load(tmp_path, "fails")[1].get_trials()
     assert len(trials) == 6 and sum(t.state == TrialState.COMPLETE for t in trials) == 2
@@ -188,11 +188,11 @@ def test_bad_spec_message_from_a_process(tmp_path):
 
 def test_unreachable_storage_and_tracking_server(tmp_path):
     write_spec(tmp_path, "ok", grid={"loss_type": ["grpo"]}, seeds=[0])
-    res = grpo("sweep", "ok.yaml", "--storage", "postgresql://u:p@127.0.0.1:9/none", cwd=tmp_path)
+    res = grpo_here("sweep", "ok.yaml", "--storage", "postgresql://u:p@127.0.0.1:9/none", cwd=tmp_path)
     assert res.returncode == 2 and "--storage" in res.stderr and res.stderr.count("\n") == 1
-    res = grpo("sweep", "ok.yaml", "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path)
+    res = grpo_here("sweep", "ok.yaml", "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path)
     assert res.returncode == 2 and "--tracking-uri" in res.stderr and res.stderr.count("\n") == 1
-    res = grpo("sweep", "ok.yaml", "--storage", "sqlite:///same.db", "--tracking-uri", "sqlite:///same.db", cwd=tmp_path)
+    res = grpo_here("sweep", "ok.yaml", "--storage", "sqlite:///same.db", "--tracking-uri", "sqlite:///same.db", cwd=tmp_path)
     assert res.returncode == 2 and "same file" in res.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "same.db").exists()
 
@@ -241,7 +241,7 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
     (tmp_path / "results" / "local" / "optuna-journal.log").write_text("")  # `trials` needs a machine that ran sweeps
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     for args, needle in cases:
-        res = grpo(*args, cwd=tmp_path)
+        res = grpo_here(*args, cwd=tmp_path)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, (args, res.stderr)
         assert "Traceback" not in res.stderr
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
@@ -250,8 +250,8 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
 
 def test_trials_show_never_learned_runs_as_not_learned(tmp_path):
     write_spec(tmp_path, "nl", grid={"learning_rate": [1e-12]}, seeds=[0])  # a placebo: cannot learn
-    assert grpo("sweep", "nl.yaml", cwd=tmp_path).returncode == 0
-    res = grpo("trials", "nl.yaml", cwd=tmp_path)
+    assert grpo_here("sweep", "nl.yaml", cwd=tmp_path).returncode == 0
+    res = grpo_here("trials", "nl.yaml", cwd=tmp_path)
     assert res.returncode == 0 and "not learned (counted as 4)" in res.stdout
 
 

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import CACHE, ROOT, run_grpo
+from conftest import CACHE, ROOT, run_grpo_here
 from servers import free_port
 
 ARTIFACTS = ROOT / "results" / "local" / "test-artifacts"
@@ -49,8 +49,8 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
     spec["base"].update(max_steps=6, stl_window=2, cache_dir=str(CACHE), baseline_prompts=16)
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     store = f"sqlite:///{tmp_path}/mlflow.db"
-    done = run_grpo("sweep", "grid.yaml", "--workers", "2", "--storage", f"journal:///{tmp_path}/journal.log",
-                    "--tracking-uri", store, "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    done = run_grpo_here("sweep", "grid.yaml", "--storage", f"journal:///{tmp_path}/journal.log",
+                         "--tracking-uri", store, "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sweep example-grid: its runs grouped by grid point in MLflow" in done.stdout  # the sweep prints it too
 
