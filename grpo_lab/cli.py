@@ -121,9 +121,11 @@ def _cmd_train(args) -> int:
     if args.num_processes != 1:
         return _launch_processes(args, cfg, out, resuming_in_place)
     if not is_main_process():  # a data-parallel run's other processes: no output of their own
+        from grpo_core.distributed import shut_down
         from grpo_core.run import run_training
 
         run_training(cfg, out, progress=False)
+        shut_down()
         return 0
     from grpo_core.run import run_training
 
@@ -141,6 +143,9 @@ def _cmd_train(args) -> int:
     print(f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
           f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
           f"wall {summary['wall_time_s']:.1f}s")
+    from grpo_core.distributed import shut_down
+
+    shut_down()
     return 0
 
 

@@ -77,8 +77,11 @@ class Agenda:
         goes to `log`. True when it finished, False when the budget stopped it; a RuntimeError
         naming `what` and the log when it failed."""
         with open(log, "a") as out:
+            # SIGINT as in a terminal's foreground job: a shell without job control (nohup, a batch
+            # job, a remote runner) starts background commands with it ignored, and they would pass
+            # that on: the sweep would miss the interrupt, and get SIGKILL without recording its trials
             proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
             try:
                 code = proc.wait(timeout=max(1.0, self.left()))
             except subprocess.TimeoutExpired:

@@ -19,23 +19,29 @@ def _steps(args: list[str]) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("machine", ["other-machine", "this-machine"])
-def test_reference_runs_reproduce_bit_for_bit(machine):
-    folder = DATA / machine
-    configs = read_configs(folder)
-    assert configs and all((folder / f"{name}.jsonl").is_file() for name in configs)
-    names = sorted(configs, key=lambda n: -_steps(configs[n]))
-    halves = [names[0::2], names[1::2]]  # two processes, one per core, about as many steps each
+def test_reference_runs_reproduce_bit_for_bit():
+    # every reference of both folders (the other machine's and this project's development machine's),
+    # in two processes, one per core, with about as many steps each (longest first, to the lighter)
+    runs = {}
+    for machine in ("other-machine", "this-machine"):
+        configs = read_configs(DATA / machine)
+        assert configs and all((DATA / machine / f"{name}.jsonl").is_file() for name in configs)
+        runs.update({(machine, name): args for name, args in configs.items()})
+    halves, load = ([], []), [0, 0]
+    for key in sorted(runs, key=lambda k: -_steps(runs[k])):
+        lighter = load.index(min(load))
+        halves[lighter].append(key)
+        load[lighter] += _steps(runs[key])
     with ThreadPoolExecutor(2) as pool:
-        rows = pool.map(lambda half: train_many([configs[n] for n in half]), halves)
-        results = {name: r for half, runs in zip(halves, rows) for name, r in zip(half, runs)}
+        rows = pool.map(lambda half: train_many([runs[k] for k in half]), halves)
+        results = {key: r for half, got in zip(halves, rows) for key, r in zip(half, got)}
     differences = {}
-    for name, rows in results.items():
-        want = [json.loads(line) for line in (folder / f"{name}.jsonl").read_text().splitlines() if line]
+    for (machine, name), got in results.items():
+        want = [json.loads(line) for line in (DATA / machine / f"{name}.jsonl").read_text().splitlines() if line]
         assert len(want) >= 60
-        if (where := first_difference(rows, want)):
-            differences[name] = where
-    assert not differences, f"runs that differ from {machine}'s references: {differences}"
+        if (where := first_difference(got, want)):
+            differences[f"{machine}/{name}"] = where
+    assert not differences, f"runs that differ from their references: {differences}"
 
 
 def test_cpu_math_is_recorded_and_native_is_an_opt_out(tmp_path):

@@ -42,7 +42,8 @@ def test_a_slice_stops_before_its_budget_and_the_next_goes_on(tmp_path, capsys):
     agenda.Agenda.steps = steps
     started = time.monotonic()
     first = agenda.Agenda(out, work, budget=agenda.MARGIN_S + 2, dry_run=True).go()  # 2 s of work in this slice
-    assert first == 3 and time.monotonic() - started < agenda.MARGIN_S  # stopped at its deadline, not the sleeper's end
+    # stopped at its deadline by SIGINT (even where this test's process ignores SIGINT), not SIGKILL 10 s later
+    assert first == 3 and time.monotonic() - started < 2 + agenda.MARGIN_S / 4
     assert "run the command again to go on" in capsys.readouterr().out
     assert list(json.loads((out / "agenda.json").read_text())["done"]) == ["first"]
     assert agenda.Agenda(out, work, budget=600, dry_run=True).go() == 0
