@@ -459,32 +459,50 @@ def check_placebo(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     return Verdict(test["statement"], verdict, reason, "\n".join(lines))
 
 
+def _signal_at_step1(run: Run) -> bool:
+    """Some group of the first batch had unequal rewards: with all-equal rewards every advantage is
+    0, so loss and gradient are 0 whatever the aggregation, and the run says nothing about C1."""
+    return run.metrics[0].get("frac_reward_zero_std", 0.0) < 1.0
+
+
 def check_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     """Claim C1 from the runs' first step: grpo loss |·| ≤ 1e-6 with grad_norm > 0, the reward
     still rises (at least half the grpo runs learn; not checked with `step1_only`, for runs too
     short to learn), and bnpo has a non-zero loss: the runs with β = 0 where the grid has them
-    (#2995), else every bnpo run (at step 1 the reference is the starting policy, so KL = 0)."""
+    (#2995), else every bnpo run (at step 1 the reference is the starting policy, so KL = 0).
+    Runs whose first batch had no reward variance at all (_signal_at_step1) are left out of the
+    gradient and bnpo checks, and counted."""
     grpo = [r for r in runs if r.config["loss_type"] == "grpo" and r.config["num_iterations"] == 1]
     bnpo = [r for r in runs if r.config["loss_type"] == "bnpo"]
     bnpo0 = [r for r in bnpo if r.config["beta"] == 0] or bnpo
-    lines = ["| variant | n | max abs(loss) at step 1 | min grad_norm at step 1 | learned |", "|---|---|---|---|---|"]
+    lines = ["| variant | n | max abs(loss) at step 1 | min grad_norm at step 1 | no reward variance at step 1 | learned |",
+             "|---|---|---|---|---|---|"]
     for key, group in _group(spec, runs).items():
         losses = [abs(r.metrics[0]["loss"]) for r in group]
-        grads = [r.metrics[0]["grad_norm"] for r in group]
+        grads = [r.metrics[0]["grad_norm"] for r in group if _signal_at_step1(r)]
+        silent = sum(not _signal_at_step1(r) for r in group)
         learned = sum(r.summary["learned"] for r in group)
-        lines.append(f"| {_label(key)} | {len(group)} | {max(losses):.2e} | {min(grads):.3g} | {learned}/{len(group)} |")
+        lines.append(f"| {_label(key)} | {len(group)} | {max(losses):.2e} | {f'{min(grads):.3g}' if grads else '–'} | "
+                     f"{silent} | {learned}/{len(group)} |")
+    informative = [r for r in grpo if _signal_at_step1(r)]
     zero = bool(grpo) and max(abs(r.metrics[0]["loss"]) for r in grpo) <= 1e-6
-    grad = bool(grpo) and min(r.metrics[0]["grad_norm"] for r in grpo) > 0
+    grad = bool(informative) and min(r.metrics[0]["grad_norm"] for r in informative) > 0
     learns = bool(grpo) and sum(r.summary["learned"] for r in grpo) / len(grpo) >= 0.5
-    bnpo_nonzero = bool(bnpo0) and min(abs(r.metrics[0]["loss"]) for r in bnpo0) > 1e-6
+    bnpo_live = [r for r in bnpo0 if _signal_at_step1(r)]
+    bnpo_nonzero = bool(bnpo_live) and min(abs(r.metrics[0]["loss"]) for r in bnpo_live) > 1e-6
     checks = [("grpo step-1 |loss| ≤ 1e-6", zero), ("grpo step-1 grad_norm > 0", grad)]
     if not test.get("step1_only"):
         checks.append(("at least half the grpo runs learn", learns))
     verdict = SUPPORTED if all(ok for _, ok in checks) else CONTRADICTED
+    if grpo and not informative:
+        verdict = INCONCLUSIVE
     reason = "; ".join(f"{name}: {'yes' if ok else 'no'}" for name, ok in checks)
     betas = sorted({r.config["beta"] for r in bnpo0})
     which = "with β = 0" if betas in ([], [0]) else f"(β = {', '.join(f'{b:g}' for b in betas)}; KL = 0 at step 1)"
     reason += f"; corollary (#2995) bnpo {which} has step-1 loss ≠ 0 in every run: {'yes' if bnpo_nonzero else 'no'}"
+    if silent := [r for r in runs if not _signal_at_step1(r)]:
+        reason += (f"; {len(silent)} run(s) left out of the gradient and bnpo checks: all-equal rewards in every "
+                   f"group of the first batch (advantages 0, so loss and gradient 0)")
     if test.get("step1_only"):
         reason += f"; learning not checked ({max(r.config['max_steps'] for r in runs)}-step runs)"
     return Verdict(test["statement"], verdict, reason, "\n".join(lines))

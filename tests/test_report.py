@@ -194,6 +194,15 @@ def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
     assert check_zero_loss_step1(spec, grpo + bnpo, {"statement": "s"}).verdict == "contradicted"  # none learned
     flat = [_run({"loss_type": "grpo", "seed": 9}, loss1=0.0, grad1=0.0, max_steps=2, beta=0.04)]
     assert check_zero_loss_step1(spec, grpo + flat + bnpo, {"statement": "s", "step1_only": True}).verdict == "contradicted"
+    # a first batch with all-equal rewards in every group (the real model answered nothing right):
+    # advantages 0, so loss and gradient 0 under any aggregation: left out and counted, not a contradiction
+    silent = [_run({"loss_type": t, "seed": 7}, loss1=0.0, grad1=0.0, max_steps=2, beta=0.04) for t in ("grpo", "bnpo")]
+    for r in silent:
+        r.metrics[0]["frac_reward_zero_std"] = 1.0
+    v = check_zero_loss_step1(spec, grpo + bnpo + silent, {"statement": "s", "step1_only": True})
+    assert v.verdict == "supported" and "2 run(s) left out of the gradient and bnpo checks" in v.reason
+    assert "| loss_type=grpo | 6 | 0.00e+00 | 0.8 | 1 | 0/6 |" in v.table
+    assert check_zero_loss_step1(spec, silent, {"statement": "s", "step1_only": True}).verdict == "inconclusive"
 
 
 def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_path, monkeypatch):
