@@ -22,10 +22,10 @@ from pathlib import Path
 
 def new_store_s(folder: Path, template: bool) -> float:
     """Seconds to a usable new store, in a child process with MLflow already imported."""
-    code = ("import time, sys\n"
+    code = ("import time\n"
             "from mlflow.tracking import MlflowClient\n"
             "from grpo_core.mlflow_logging import make_client\n"
-            f"t = time.perf_counter()\n"
+            "t = time.perf_counter()\n"
             f"uri = 'sqlite:///{folder}/m.db'\n"
             + ("make_client(uri).search_experiments()\n" if template else "MlflowClient(tracking_uri=uri).search_experiments()\n")
             + "print(time.perf_counter() - t)\n")
@@ -70,16 +70,19 @@ def main() -> None:
         from grpo_core.mlflow_logging import _store_template
 
         _store_template()  # made once per MLflow version and user: not what a new store costs
-        for name, fn, reps, variants in (("new SQLite store", new_store_s, args.reps, ("MLflow's migrations", "template copy")),
-                                         ("mlflow server to /health", server_s, args.server_reps, ("job runner on", "job runner off"))):
-            times = {v: [] for v in variants}
+        # (label, fn, reps, (before, its argument), (after, its argument))
+        cases = (("new SQLite store", new_store_s, args.reps, ("MLflow's migrations", False), ("template copy", True)),
+                 ("mlflow server to /health", server_s, args.server_reps, ("job runner on", True), ("job runner off", False)))
+        for name, fn, reps, *variants in cases:
+            times = {label: [] for label, _ in variants}
             for rep in range(reps):
-                for i, v in enumerate(variants):  # alternating, fresh files each time
+                for i, (label, arg) in enumerate(variants):  # alternating, fresh files each time
                     folder = Path(tmp) / f"{name[:3]}-{rep}-{i}"
                     folder.mkdir()
-                    times[v].append(fn(folder, i == 1 if fn is new_store_s else i == 0))
-            a, b = (statistics.median(times[v]) for v in variants)
-            rows.append(f"| {name} | {variants[0]} {a:.2f} s | {variants[1]} {b:.2f} s | {b / a:.2f} | {reps} |")
+                    times[label].append(fn(folder, arg))
+            (before, _), (after, _) = variants
+            a, b = statistics.median(times[before]), statistics.median(times[after])
+            rows.append(f"| {name} | {before} {a:.2f} s | {after} {b:.2f} s | {b / a:.2f} | {reps} |")
     print("| what | before | after | after/before | reps |\n|---|---|---|---|---|\n" + "\n".join(rows))
 
 

@@ -166,15 +166,7 @@ def _bad_specs():
 @pytest.mark.parametrize("spec,needle", _bad_specs(), ids=[n for _, n in _bad_specs()])
 def test_bad_spec_one_line_exit_2_nothing_written(tmp_path, spec, needle):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
-    from grpo_lab.cli import main
-
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        code = main(["sweep", "bad.yaml"])
-    finally:
-        os.chdir(cwd)
-    assert code == 2
+    assert grpo_here("sweep", "bad.yaml", cwd=tmp_path).returncode == 2
     assert not (tmp_path / "results").exists()  # nothing written to any store
 
 
