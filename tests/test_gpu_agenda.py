@@ -4,17 +4,20 @@ budget, go on where the last slice stopped) with stand-in steps, and a dry run o
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 AGENDA = [sys.executable, str(ROOT / "scripts" / "gpu_agenda.py")]
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("gpu_agenda", ROOT / "scripts" / "gpu_agenda.py")
+def _module(name: str = "gpu_agenda"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -53,11 +56,24 @@ def test_a_slice_stops_before_its_budget_and_the_next_goes_on(tmp_path, capsys):
     assert "every step done" in capsys.readouterr().out
 
 
+def _without_the_wheels_left_behind(tmp_path) -> dict:
+    """An environment where the modules of the wheels that scripts/gpu_prepare.py leaves out of the
+    GPU machine's transfer cannot be imported (None in sys.modules: `import` fails, find_spec says
+    absent), as there, in this process's children and theirs."""
+    modules = sorted(module for module, _ in _module("gpu_prepare").NOT_NEEDED.values())
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(f"import sys\nsys.modules.update(dict.fromkeys({modules!r}))\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+
 def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
-    # one real spec's sweep: the step is the same for each, and tests/test_real_models.py runs every spec
+    # one real spec's sweep: the step is the same for each, and tests/test_real_models.py runs every spec;
+    # without the wheels that the GPU machine does not get (it would fail on an import they provide)
     out, work = tmp_path / "out", tmp_path / "work"
     args = ["--out", str(out), "--work", str(work), "--specs", "r1_zero_loss", "--dry-run"]
-    done = subprocess.run([*AGENDA, *args, "--budget", "900"], cwd=tmp_path, capture_output=True, text=True)
+    env = _without_the_wheels_left_behind(tmp_path)
+    done = subprocess.run([*AGENDA, *args, "--budget", "900"], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     state = json.loads((out / "agenda.json").read_text())["done"]
     assert list(state) == ["smoke", "workers", "sweep:r1_zero_loss", "bench"]
@@ -80,3 +96,16 @@ def test_a_budget_below_the_margin_or_an_unknown_spec_is_one_line_exit_2(tmp_pat
         res = subprocess.run([*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr
         assert not (tmp_path / "o").exists()
+
+
+def test_the_wheels_are_split_so_that_each_transfer_fits():
+    prepare = _module("gpu_prepare")
+    wheels = {"a.whl": 30, "b.whl": 20, "c.whl": 10, "d.whl": 5}
+    # tree 10 + bin 1: all 65 fit in 80 - 2
+    assert prepare.split_wheels(10, 1, wheels, limit=80, headroom=2) == (["a.whl", "b.whl", "c.whl", "d.whl"], [])
+    # in 60 - 2 = 58: 11 + 65 is over; without a (30) 46 fits; the second call sends 11 + 30
+    assert prepare.split_wheels(10, 1, wheels, limit=60, headroom=2) == (["b.whl", "c.whl", "d.whl"], ["a.whl"])
+    # in 40 - 0: a and b leave (11 + 15 fits), and the second, 11 + 50, does not
+    with pytest.raises(ValueError, match="more than two calls"):
+        prepare.split_wheels(10, 1, wheels, limit=40, headroom=0)
+    assert prepare.dist_name("graphql_core-3.2.14-py3-none-any.whl") == "graphql_core"
