@@ -453,10 +453,25 @@ def check_placebo(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
         lines.append(f"| {_label(stratum) or 'all runs'} | {len(group)} | {learned} | "
                      f"{st.clopper_pearson_upper(learned, len(group)):.2f} | {crossed} of {len(group)} | "
                      f"{base:.3f} ± {se:.4f} | {gap:+.3f} |")
-    verdict = SUPPORTED if fp == 0 and total else CONTRADICTED
+    if not total:  # a seed set none of whose runs has finished says nothing either way
+        return Verdict(test["statement"], INCONCLUSIVE, "no finished placebo runs", "\n".join(lines))
+    verdict = SUPPORTED if fp == 0 else CONTRADICTED
     reason = (f"{fp} of {total} placebo runs got a steps_to_learn; the false-positive rate is below "
               f"{st.clopper_pearson_upper(fp, total):.2f} (exact one-sided 95% bound)")
     return Verdict(test["statement"], verdict, reason, "\n".join(lines))
+
+
+def rests_on_steps_to_learn(test: dict) -> bool:
+    """Whether a test's verdict reads steps_to_learn, the metric the placebo calibrates."""
+    return test.get("metric") == "steps_to_learn" or (test["kind"] == "zero_loss_step1" and not test.get("step1_only"))
+
+
+def withheld(v: Verdict, untrusted: str) -> Verdict:
+    """A verdict that rests on steps_to_learn where the placebo did not pass: inconclusive, with
+    what the runs alone read kept in its reason (the tables below it are unchanged)."""
+    return Verdict(v.statement, f"{INCONCLUSIVE} (placebo not passed)",
+                   f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}",
+                   v.table, v.comparisons)
 
 
 def _signal_at_step1(run: Run) -> bool:
@@ -671,7 +686,9 @@ def bases_table(runs: list[Run]) -> list[str]:
 
 # ---- the report -----------------------------------------------------------------------------------
 def claim_section(spec: SweepSpec, runs: list[Run], unfinished: int, fig_dir: Path, report_dir: Path,
-                  command: str) -> tuple[str, list[Verdict]]:
+                  command: str, untrusted: Optional[str] = None) -> tuple[str, list[Verdict]]:
+    """The section of one claim spec and its verdicts. `untrusted`: why the placebo that calibrates
+    steps_to_learn for these runs did not pass; the verdicts that rest on it are then withheld."""
     claim = spec.text.get("claim", spec.name)
     out = [f"## {claim} — {spec.path and Path(spec.path).stem}", ""]
     for key in ("source", "hypothesis", "expected", "notes"):
@@ -690,6 +707,9 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: int, fig_dir: Pa
         out += ["No finished runs: no verdict.", ""]
         return "\n".join(out), []
     tested = replicated_verdicts(spec, runs)
+    if untrusted:
+        tested = [(withheld(v, untrusted) if rests_on_steps_to_learn(test) else v, found)
+                  for (v, found), test in zip(tested, spec.report["tests"])]
     results = [v for v, _ in tested]
     for v in results:
         out.append(f"**Verdict: {v.verdict}** — {v.statement}. ({v.reason}.)")

@@ -23,7 +23,7 @@ from grpo_core.provenance import machine, versions
 
 from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
-from .report import bases_table, claim_section, collect_runs, validate_report
+from .report import SUPPORTED, bases_table, claim_section, collect_runs, validate_report
 from .spec import load_spec
 from .storage import check_distinct, check_storage
 
@@ -121,16 +121,21 @@ def _pending(spec_path: Path, storage: Optional[str]) -> bool:
 
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
               command: str, check_points: bool = True) -> tuple[list[str], list[str], list]:
-    """Per spec its report section, a summary row per verdict, and all finished runs."""
-    sections, rows, all_runs = [], [], []
+    """Per spec its report section, a summary row per verdict, and all finished runs. Where the
+    specs have a calibration (placebo) spec, it comes first (claim_specs), and unless its verdict is
+    supported, every later verdict that rests on steps_to_learn is withheld (report.withheld)."""
+    sections, rows, all_runs, untrusted = [], [], [], None
     for original, p in zip(paths, derived):
         spec = load_spec(p, check_points=check_points)
         spec.path = str(original)
         runs, unfinished = collect_runs(runs_root, spec)
         all_runs += runs
-        text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command)
+        text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command, untrusted)
         sections.append(text)
         claim = spec.text.get("claim", spec.name)
+        if claim == "calibration" and (not results or any(v.verdict != SUPPORTED for v in results)):
+            untrusted = (f"the placebo ({Path(original).stem}) reads "
+                         f"{results[0].verdict if results else 'no finished runs'}")
         for v in results or ([] if spec.report.get("needs_full_run") else [None]):
             rows.append(f"| {claim} | {v.statement if v else '–'} | **{v.verdict if v else 'no runs'}** |")
         rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} |" for statement in spec.report.get("needs_full_run", [])]
@@ -258,7 +263,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "*supported* (significant in the claimed direction), *contradicted* (significant in the opposite "
         "direction), *no effect detected* (with the largest effect the intervals still allow), "
         "*inconclusive* (too few seeds, or nothing learned to compare). The placebo section checks that a run "
-        "that cannot learn never gets a steps_to_learn. Reward curves: mean over seeds with a 95% normal band.",
+        "that cannot learn never gets a steps_to_learn; unless it reads supported, every verdict after it that "
+        "reads steps_to_learn is withheld (*inconclusive (placebo not passed)*, with what the runs alone read). Reward curves: mean over seeds with a 95% normal band.",
         "",
         "**Replication.** Every claim runs its grid on two disjoint seed sets, *discovery* (the spec's `seeds`) "
         "and *replication* (`replication_seeds`); each test is computed on each set alone, exactly as above "

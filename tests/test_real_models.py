@@ -173,7 +173,8 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
                         cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (out / "REPORT.md").read_text()
-    assert report.count("## C") == 3 and report.count("**Verdict: ") == 4  # C1 1, C2 1, C3 2
+    assert report.count("## C") == 3 and report.count("**Verdict: ") == 5  # placebo 1, C1 1, C2 1, C3 2
+    assert report.index("## calibration — r0_placebo") < report.index("## C1 — ")  # the placebo first
     for summary in (out / "runs").glob("*/trial-*/summary.json"):
         s = __import__("json").loads(summary.read_text())
         assert s["status"] == "finished" and s["base_model_sha256"] and s["device_name"]
@@ -187,4 +188,5 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
         data["base"]["model"] = "results/local/models/not-fetched-here"
         src.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     sections, rows, runs = reproduce._real_sections(tmp_path / "figures", tmp_path)
-    assert len(runs) == 6 and len(rows) == 4 and all("real model · C" in r for r in rows)
+    assert len(runs) == 7 and len(rows) == 5 and rows[0].startswith("| real model · calibration |")
+    assert all("real model · C" in r for r in rows[1:])

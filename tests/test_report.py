@@ -168,6 +168,8 @@ def test_placebo_counts_false_positives():
     assert v.verdict == "supported" and "| 1 of 10 |" in v.table and "below 0.26" in v.reason
     runs[1] = _run({"task": "addition", "seed": 1}, stl=40, rewards=flat)
     assert check_placebo(spec, runs, {"statement": "s"}).verdict == "contradicted"
+    # a seed set with no finished run yet (a GPU sweep cut by its time budget) says nothing either way
+    assert check_placebo(spec, [], {"statement": "s"}).verdict == "inconclusive"
 
 
 def test_zero_loss_step1_needs_every_condition():
@@ -238,7 +240,62 @@ def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_pat
     assert f"learning not checked ({spec['base']['max_steps']}-step runs)" in sections[-1]
     assert "discovery seeds 0–2; replication seeds 3, 4" in sections[-1]
     assert rows[-1].startswith("| real model, CPU · C1 | the step-1 loss is 0 under grpo while the gradient is not")
-    assert rows[-1].endswith("| **supported** |") and sum("not run yet (needs a GPU)" in r for r in rows) == 3
+    gpu_specs = len(list((ROOT / "experiments" / "real").glob("*.yaml")))  # the placebo and r1–r3
+    assert rows[-1].endswith("| **supported** |") and sum("not run yet (needs a GPU)" in r for r in rows) == gpu_specs == 4
+
+
+def _write_runs(runs_root, name, runs):
+    """Finished run folders, as a sweep writes them, from (config, summary) pairs."""
+    for i, (config, summary) in enumerate(runs):
+        folder = runs_root / name / f"trial-{i:04d}"
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "loss": 0.0, "grad_norm": 0.1,
+                                                                   "reward": 0.2}) + "\n" for s in range(1, 101)))
+        (folder / "summary.json").write_text(json.dumps({"status": "finished", "baseline_reward": 0.2,
+                                                         "final_reward": 0.2, **summary}))
+
+
+@pytest.mark.parametrize("false_positive", [False, True])
+def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(tmp_path, false_positive):
+    import sweeps.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(6)), "replication_seeds": list(range(6, 12)), "base": {"max_steps": 100}}
+    paired = {"kind": "paired", "axis": "warmup_ratio", "treatment": [0.0], "control": 0.1, "direction": "lower"}
+    (exp / "a_claim.yaml").write_text(json.dumps({  # JSON is YAML, and shares no lists by anchors
+        "name": "claim", "claim": "C2", "grid": {"warmup_ratio": [0.0, 0.1]}, **sets,
+        "report": {"tests": [{**paired, "statement": "sooner", "metric": "steps_to_learn"},
+                             {**paired, "statement": "departs sooner", "metric": "loss_departure_step"}]}}))
+    (exp / "z_placebo.yaml").write_text(json.dumps({
+        "name": "placebo", "claim": "calibration", "grid": {"learning_rate": [1e-12]}, **sets,
+        "report": {"tests": [{"kind": "placebo", "statement": "never learns"}]}}))
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    # every seed: warmup off learns 30 steps sooner and departs 7 steps sooner (6 of 6 pairs on each set)
+    _write_runs(runs_root, "claim", [({**config, "warmup_ratio": w, "seed": s},
+                                      {"steps_to_learn": 20 + s + 30 * (w > 0), "learned": 1,
+                                       "loss_departure_step": 3 + 7 * (w > 0)})
+                                     for s in range(12) for w in (0.0, 0.1)])
+    _write_runs(runs_root, "placebo", [({**config, "learning_rate": 1e-12, "seed": s},
+                                        {"steps_to_learn": 40 if false_positive and s == 7 else None,
+                                         "learned": int(false_positive and s == 7)}) for s in range(12)])
+    paths = reproduce.claim_specs(exp)
+    assert [p.stem for p in paths] == ["z_placebo", "a_claim"]  # the placebo first, whatever its file name
+    sections, rows, runs = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                               check_points=False)
+    assert len(runs) == 36
+    if not false_positive:
+        assert rows == ["| calibration | never learns | **supported** |", "| C2 | sooner | **supported** |",
+                        "| C2 | departs sooner | **supported** |"]
+        return
+    # 1 of 6 placebo runs learned on the replication set: the placebo is not passed, so the verdict that
+    # reads steps_to_learn is withheld (its numbers stay in the section); the loss departure's stands
+    assert rows == ["| calibration | never learns | **not replicated** |",
+                    "| C2 | sooner | **inconclusive (placebo not passed)** |", "| C2 | departs sooner | **supported** |"]
+    assert ("steps_to_learn is not trusted here: the placebo (z_placebo) reads not replicated; the runs alone read "
+            "supported") in sections[1]
+    assert "| warmup_ratio=0 | 12 | 12/12 | 25.5 [" in sections[1]  # median of 20–31
 
 
 def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
