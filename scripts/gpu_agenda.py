@@ -1,6 +1,8 @@
 """The GPU agenda of issue 23 in one command, run in slices under a wall-time budget.
 
-    python3 scripts/gpu_agenda.py --out OUT --budget 540 [--work /tmp/grpo-gpu] [--specs r1_zero_loss ...] [--dry-run]
+    python3 scripts/gpu_agenda.py --out DIR --budget 540 --pack "$OUT/agenda.tgz" [--resume PACK]
+                                  [--work /tmp/grpo-gpu] [--specs r1_zero_loss ...] [--dry-run]
+    python3 scripts/gpu_agenda.py --collect PACK      # here: the pack's results into results/
 
 Steps, in this order; each is skipped once done (`OUT/agenda.json` records what is done and what
 each step measured), so a rerun goes on where the last slice stopped:
@@ -20,6 +22,15 @@ each step measured), so a rerun goes on where the last slice stopped:
             `benchmarks/decode_rate.py` (64 rows × 128 tokens) into OUT/decode.md, and
             `benchmarks/gpu_workers.py --workers 1 2 4 8` into OUT/gpu_workers.md.
 
+What comes back from a device call is at most 8 files, 2 folders deep (/work/.library/device/
+README.md), so the agenda works in DIR (on the machine's disk, kept between calls while it stays
+up) and `--pack FILE` writes DIR and the sweeps' Optuna journals into one tar.gz after every slice,
+whatever ended it. On a fresh machine (a later session), `--resume PACK` (the last pack, carried)
+puts them back first: the steps done stay done, the sweeps go on with their finished trials, and
+trials the lost machine left running are failed, so they run again. Here, `--collect PACK` copies
+the run folders to results/real/runs/, the benchmark tables to results/benchmarks/ and agenda.json
+to results/real/, and keeps the pack as .gpu/state/agenda.tgz for the next --resume.
+
 --dry-run: the same steps on the CPU with the built-in tiny model, 2 steps, one seed, so the
 command cannot rot between GPU sessions (tests/test_gpu_agenda.py runs it). Exit 0 when every
 step is done, 3 when the budget ran out first (run it again), 1 when a step failed.
@@ -34,6 +45,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +56,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tree, as on a GPU machine where the project is not pip-installed
 
 from grpo_core.files import write_text_atomic  # noqa: E402
+from sweeps.recovery import fail_running  # noqa: E402
+from sweeps.storage import open_storage  # noqa: E402
+
 REAL = ROOT / "experiments" / "real"
+# --collect: where each file of a pack's out/ goes in this repository (run folders: results/real/runs/)
+COLLECT = {"gpu.md": "results/benchmarks/gpu.md", "decode.md": "results/benchmarks/gpu_decode.md",
+           "gpu_workers.md": "results/benchmarks/gpu_workers.md",
+           "gpu_workers_early.md": "results/benchmarks/gpu_workers_early.md", "agenda.json": "results/real/agenda.json"}
+LOST_MACHINE = "its GPU machine was given back mid-trial (an earlier slice); run again after --resume"
 MARGIN_S = 20  # stop this long before the budget: copy the run folders, write agenda.json
 RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
 # --dry-run: the real specs made CPU-sized (tiny model on its task; no dataset, LoRA or reward pool)
@@ -221,15 +242,94 @@ class Agenda:
         return 0
 
 
+# ---- between machines: one file back from a device call, and back in on the next machine -------------
+def pack(out: Path, work: Path, target: Path) -> int:
+    """DIR (out) and the Optuna journals of work in one tar.gz, written whole or not at all; its size."""
+    part = target.with_name(target.name + ".part")
+    with tarfile.open(part, "w:gz") as tar:
+        tar.add(out, arcname="out")
+        for journal in sorted(work.glob("*-journal.log")):
+            tar.add(journal, arcname=f"journals/{journal.name}")
+    os.replace(part, target)
+    return target.stat().st_size
+
+
+def _unpack(source: Path, into: Path) -> Path:
+    with tarfile.open(source) as tar:
+        tar.extractall(into, filter="data")  # no absolute paths, links out or devices
+    return into
+
+
+def resume(source: Path, out: Path, work: Path) -> list[str]:
+    """Before the first slice on a fresh machine: out and the journals from the last pack, the run
+    folders back under work/runs, and the trials left RUNNING by the machine that is gone failed
+    (so the sweep runs them again). The failed trials, as sweep#number."""
+    with tempfile.TemporaryDirectory() as tmp:
+        unpacked = _unpack(source, Path(tmp))
+        shutil.copytree(unpacked / "out", out, dirs_exist_ok=True)
+        for journal in sorted((unpacked / "journals").glob("*-journal.log")):
+            shutil.copy2(journal, work / journal.name)
+    for folder in sorted((out / "runs").glob("*/trial-*")):
+        shutil.copytree(folder, work / "runs" / folder.parent.name / folder.name, dirs_exist_ok=True)
+    import optuna
+
+    failed = []
+    for journal in sorted(work.glob("*-journal.log")):
+        storage = open_storage(f"journal:///{journal}")
+        for name in optuna.get_all_study_names(storage):
+            study = optuna.load_study(study_name=name, storage=storage)
+            failed += [f"{name}#{n}" for n in fail_running(study, storage, LOST_MACHINE)]
+    return failed
+
+
+def collect(source: Path, root: Path = ROOT) -> list[Path]:
+    """Here: a pack's run folders into results/real/runs/, its tables and agenda.json where COLLECT
+    says, and the pack kept as .gpu/state/agenda.tgz (the next machine's --resume). The paths written."""
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = _unpack(source, Path(tmp)) / "out"
+        for folder in sorted((out / "runs").glob("*/trial-*")):
+            target = root / "results" / "real" / "runs" / folder.parent.name / folder.name
+            target.mkdir(parents=True, exist_ok=True)
+            for file in RUN_FILES:
+                if (folder / file).is_file():
+                    written.append(Path(shutil.copy2(folder / file, target / file)))
+        for name, where in COLLECT.items():
+            if (out / name).is_file():
+                (root / where).parent.mkdir(parents=True, exist_ok=True)
+                written.append(Path(shutil.copy2(out / name, root / where)))
+    state = root / ".gpu" / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    if source.resolve() != (state / "agenda.tgz").resolve():
+        shutil.copy2(source, state / "agenda.tgz")
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="everything the agenda produces goes here")
-    parser.add_argument("--budget", type=float, required=True, help="wall-time budget of this slice, seconds")
+    parser.add_argument("--out", help="the agenda's working output (on the GPU machine's disk); required unless --collect")
+    parser.add_argument("--budget", type=float, help="wall-time budget of this slice, seconds; required unless --collect")
+    parser.add_argument("--pack", help="after the slice, --out and the sweeps' journals into this one tar.gz "
+                        "(what a device call brings back: \"$OUT/agenda.tgz\")")
+    parser.add_argument("--resume", help="on a fresh machine: the last --pack, put back before the slice")
+    parser.add_argument("--collect", metavar="PACK", help="here, not on the GPU machine: copy a pack's results into "
+                        "results/ and keep it as .gpu/state/agenda.tgz")
     parser.add_argument("--work", default="/tmp/grpo-gpu", help="stores and run folders between slices")
     parser.add_argument("--specs", nargs="+", metavar="NAME", help="sweep only these specs of experiments/real/ "
                         "(file names without .yaml; default: every one), e.g. when a machine is lent for little time")
     parser.add_argument("--dry-run", action="store_true", help="tiny model on the CPU, 2 steps: the test of this command")
     args = parser.parse_args(argv)
+    for flag, path in (("--collect", args.collect), ("--resume", args.resume)):
+        if path and not (Path(path).is_file() and tarfile.is_tarfile(path)):
+            print(f"grpo gpu agenda: {flag}: {path} is not a pack; allowed: a tar.gz that --pack wrote", file=sys.stderr)
+            return 2
+    if args.collect:
+        written = collect(Path(args.collect))
+        print(f"[agenda] {len(written)} files into results/; the pack kept as .gpu/state/agenda.tgz", flush=True)
+        return 0
+    if args.out is None or args.budget is None:
+        print("grpo gpu agenda: --out and --budget: missing; allowed: both, or --collect PACK alone", file=sys.stderr)
+        return 2
     if args.budget <= MARGIN_S:
         print(f"grpo gpu agenda: --budget: got {args.budget:g}; allowed: more than {MARGIN_S} seconds", file=sys.stderr)
         return 2
@@ -238,13 +338,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo gpu agenda: --specs: unknown {', '.join(unknown)}; allowed: {', '.join(known)}", file=sys.stderr)
         return 2
     out, work = Path(args.out).resolve(), Path(args.work).resolve()
+    target = Path(args.pack).resolve() if args.pack else None
+    if target is not None and (target == out or out in target.parents):
+        print(f"grpo gpu agenda: --pack: {target} is inside --out {out}; allowed: a file outside it", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
+    if args.resume and not (out / "agenda.json").is_file():  # a fresh machine: go on from the last pack
+        failed = resume(Path(args.resume), out, work)
+        print(f"[agenda] resumed from {args.resume}" + (f"; failed, to run again: {', '.join(failed)}" if failed else ""),
+              flush=True)
     try:
         return Agenda(out, work, args.budget, args.dry_run, args.specs).go()
     except RuntimeError as exc:
         print(f"[agenda] {exc}", file=sys.stderr, flush=True)
         return 1
+    finally:
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            print(f"[agenda] packed {target} ({pack(out, work, target) / 1e6:.1f} MB)", flush=True)
 
 
 if __name__ == "__main__":

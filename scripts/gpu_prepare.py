@@ -88,6 +88,16 @@ def trim(whl: Path) -> list[str]:
     return removed
 
 
+def agenda_call(state: Path) -> tuple[str, list[str], str]:
+    """Every later call: a slice of the GPU agenda, going on from the last pack when there is one
+    (`scripts/gpu_agenda.py --collect` keeps it as .gpu/state/agenda.tgz)."""
+    command = ('. .gpu/bin/on-device.sh env && python3 scripts/gpu_agenda.py --out /tmp/grpo-agenda --budget 540 '
+               '--pack "$OUT/agenda.tgz"')
+    if state.is_file():
+        return "agenda slices", [".gpu/bin", ".gpu/state"], command + f" --resume {state.relative_to(ROOT)}"
+    return "agenda slices", [".gpu/bin"], command
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="do not run prepare.sh: trim and check .gpu/ as it is")
@@ -122,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         calls.append(("install, part 2", [".gpu/whl2", ".gpu/bin"], INSTALL2))
     calls += [("model-a", [".gpu/m1", ".gpu/bin"], ". .gpu/bin/on-device.sh model-a"),
               ("model-b", [".gpu/m2", ".gpu/bin"], ". .gpu/bin/on-device.sh model-b"),
-              ("every later call", [".gpu/bin"], ". .gpu/bin/on-device.sh env")]
+              agenda_call(GPU / "state" / "agenda.tgz")]
     worst = LIMIT
     print(f"the calls, in order (tree {tree / 1e6:.1f} MB; each call may send {LIMIT / 1e6:.1f} MB):")
     for what, carry, command in calls:

@@ -42,12 +42,28 @@ def fail_dead_owners(study, storage) -> list[int]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("owner")
         if owner and owner_alive(owner) is False:
-            pid = owner.rsplit(":", 2)[1]
-            storage.set_trial_user_attr(trial_id(storage, study, t.number), "error",
-                                        f"worker died (pid {pid} on this host)")
-            study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            fail_trial(study, storage, t.number, f"worker died (pid {owner.rsplit(':', 2)[1]} on this host)")
             failed.append(t.number)
     return failed
+
+
+def fail_running(study, storage, reason: str) -> list[int]:
+    """Fail every RUNNING trial, whoever owns it, recording `reason`; their numbers. For a store
+    moved from a machine that is gone (scripts/gpu_agenda.py --resume), where no trial can still run."""
+    from optuna.trial import TrialState
+
+    numbers = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    for number in numbers:
+        fail_trial(study, storage, number, reason)
+    return numbers
+
+
+def fail_trial(study, storage, number: int, reason: str) -> None:
+    """Mark one trial FAIL with its `error` user attribute (what `grpo sweep` shows and retries)."""
+    from optuna.trial import TrialState
+
+    storage.set_trial_user_attr(trial_id(storage, study, number), "error", reason)
+    study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
 
 
 def heartbeat_interval(storage) -> Optional[float]:

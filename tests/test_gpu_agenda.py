@@ -49,6 +49,21 @@ def test_a_slice_stops_before_its_budget_and_the_next_goes_on(tmp_path, capsys):
     assert first == 3 and time.monotonic() - started < 2 + agenda.MARGIN_S / 4
     assert "run the command again to go on" in capsys.readouterr().out
     assert list(json.loads((out / "agenda.json").read_text())["done"]) == ["first"]
+    # the next slice runs on a fresh machine: out and work come back from the pack alone
+    import optuna
+
+    storage = agenda.open_storage(f"journal:///{work}/s-journal.log")  # a sweep's journal: one trial finished,
+    study = optuna.create_study(study_name="s", storage=storage)      # one left running by the machine
+    study.tell(study.ask(), 1.0)
+    study.ask()
+    pack = tmp_path / "back" / "agenda.tgz"
+    pack.parent.mkdir()
+    assert agenda.pack(out, work, pack) > 0 and not list(pack.parent.glob("*.part"))
+    out, work = tmp_path / "out2", tmp_path / "work2"
+    out.mkdir(), work.mkdir()
+    assert agenda.resume(pack, out, work) == ["s#1"]
+    trials = optuna.load_study(study_name="s", storage=agenda.open_storage(f"journal:///{work}/s-journal.log")).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL"] and "given back" in trials[1].user_attrs["error"]
     assert agenda.Agenda(out, work, budget=600, dry_run=True).go() == 0
     assert ran == ["first", "slow", "slow", "last"]  # the first step is not run again
     assert list(json.loads((out / "agenda.json").read_text())["done"]) == ["first", "slow", "last"]
@@ -70,11 +85,13 @@ def _without_the_wheels_left_behind(tmp_path) -> dict:
 def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     # one real spec's sweep: the step is the same for each, and tests/test_real_models.py runs every spec;
     # without the wheels that the GPU machine does not get (it would fail on an import they provide)
-    out, work = tmp_path / "out", tmp_path / "work"
-    args = ["--out", str(out), "--work", str(work), "--specs", "r1_zero_loss", "--dry-run"]
+    out, work, back = tmp_path / "out", tmp_path / "work", tmp_path / "back"  # back: a device call's $OUT
+    args = ["--work", str(work), "--specs", "r1_zero_loss", "--dry-run", "--pack", str(back / "agenda.tgz")]
     env = _without_the_wheels_left_behind(tmp_path)
-    done = subprocess.run([*AGENDA, *args, "--budget", "900"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    done = subprocess.run([*AGENDA, "--out", str(out), *args, "--budget", "900"], cwd=tmp_path, capture_output=True,
+                          text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert [p.name for p in back.iterdir()] == ["agenda.tgz"]  # one file comes back, whatever the slice made
     state = json.loads((out / "agenda.json").read_text())["done"]
     assert list(state) == ["smoke", "workers", "sweep:r1_zero_loss", "bench"]
     assert state["smoke"]["steps"] == 2 and abs(state["smoke"]["step1_loss"]) <= 1e-6  # C1's step 1 on the way
@@ -87,14 +104,33 @@ def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     assert "ours/TRL" in (out / "gpu.md").read_text() or "| tiny |" in (out / "gpu.md").read_text()
     assert "per token step" in (out / "decode.md").read_text()
     assert "| 2 |" in (out / "gpu_workers.md").read_text()
-    again = subprocess.run([*AGENDA, *args, "--budget", "60"], cwd=tmp_path, capture_output=True, text=True)
-    assert again.returncode == 0 and "every step done" in again.stdout  # nothing left to do
+    # a fresh machine (new --out and --work) with the pack: nothing left to do
+    resumed = ["--out", str(tmp_path / "out2"), "--work", str(tmp_path / "work2"), "--specs", "r1_zero_loss",
+               "--dry-run", "--resume", str(back / "agenda.tgz")]
+    again = subprocess.run([*AGENDA, *resumed, "--budget", "60"], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 0 and "resumed from" in again.stdout and "every step done" in again.stdout
+    assert (tmp_path / "work2" / "real-c1-zero-loss-journal.log").is_file()
+    # here: the pack's results where the report and the README read them
+    written = _module().collect(back / "agenda.tgz", root=tmp_path / "repo")
+    results = tmp_path / "repo" / "results"
+    assert {p.relative_to(results).as_posix() for p in written} >= {
+        "benchmarks/gpu.md", "benchmarks/gpu_decode.md", "benchmarks/gpu_workers.md", "real/agenda.json",
+        *(f"real/runs/real-c1-zero-loss/{f.name}/{name}" for f in folders for name in ("config.yaml", "metrics.jsonl",
+                                                                                      "summary.json"))}
+    assert (tmp_path / "repo" / ".gpu" / "state" / "agenda.tgz").read_bytes() == (back / "agenda.tgz").read_bytes()
 
 
 def test_a_budget_below_the_margin_or_an_unknown_spec_is_one_line_exit_2(tmp_path):
     for args, needle in ((["--budget", "10"], "--budget"), (["--budget", "60", "--specs", "r9"], "--specs: unknown r9")):
         res = subprocess.run([*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr
+        assert not (tmp_path / "o").exists()
+    (tmp_path / "not-a-pack").write_text("x")
+    for args, needle in ((["--budget", "60", "--pack", str(tmp_path / "o" / "p.tgz")], "--pack: "),
+                         (["--budget", "60", "--resume", str(tmp_path / "not-a-pack")], "--resume: "),
+                         (["--collect", str(tmp_path / "missing.tgz")], "--collect: ")):
+        res = subprocess.run([*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, res.stderr
         assert not (tmp_path / "o").exists()
 
 
