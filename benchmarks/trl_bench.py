@@ -33,6 +33,7 @@ import torch
 from grpo_core import defaults
 from grpo_core.errors import UserInputError
 from grpo_core.files import staged_folder
+from grpo_core.provenance import gpu_driver
 
 SMOLLM2_135M = dict(  # HuggingFaceTB/SmolLM2-135M config.json
     model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
@@ -298,7 +299,8 @@ def environment() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "trl": trl.__version__, "accelerate": accelerate.__version__, "cpu": cpu, "cores": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "cpu_math": process_mode(), "gpu": gpu}
+            "torch_threads": torch.get_num_threads(), "cpu_math": process_mode(), "gpu": gpu,
+            "CUDA": torch.version.cuda if gpu else None, "driver": gpu_driver() or None if gpu else None}
 
 
 def format_table(rows: list[dict]) -> str:

@@ -30,6 +30,18 @@ def gpu_name() -> str:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
 
 
+def gpu_driver() -> str:
+    """The NVIDIA driver's version (nvidia-smi), or '' where there is none."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+
+
 def versions(names: tuple[str, ...] = VERSIONED) -> dict[str, str]:
     out = {}
     for name in names:

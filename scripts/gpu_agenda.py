@@ -21,6 +21,9 @@ each step measured), so a rerun goes on where the last slice stopped:
 4. bench    `grpo bench --device cuda` (tiny, 135M and 0.5B shapes against TRL) into OUT/gpu.md,
             `benchmarks/decode_rate.py` (64 rows × 128 tokens) into OUT/decode.md, and
             `benchmarks/gpu_workers.py --workers 1 2 4 8` into OUT/gpu_workers.md.
+5. profile  `benchmarks/profile_step.py` on the smoke run's point: per phase, the top kernels and
+            the CPU-side share of a SmolLM2 step, into OUT/profile.md (a goal missed is reported
+            with it).
 
 What comes back from a device call is at most 8 files, 2 folders deep (/work/.library/device/
 README.md), so the agenda works in DIR (on the machine's disk, kept between calls while it stays
@@ -63,7 +66,8 @@ REAL = ROOT / "experiments" / "real"
 # --collect: where each file of a pack's out/ goes in this repository (run folders: results/real/runs/)
 COLLECT = {"gpu.md": "results/benchmarks/gpu.md", "decode.md": "results/benchmarks/gpu_decode.md",
            "gpu_workers.md": "results/benchmarks/gpu_workers.md",
-           "gpu_workers_early.md": "results/benchmarks/gpu_workers_early.md", "agenda.json": "results/real/agenda.json"}
+           "gpu_workers_early.md": "results/benchmarks/gpu_workers_early.md", "profile.md": "results/benchmarks/gpu_profile.md",
+           "agenda.json": "results/real/agenda.json"}
 LOST_MACHINE = "its GPU machine was given back mid-trial (an earlier slice); run again after --resume"
 MARGIN_S = 20  # stop this long before the budget: copy the run folders, write agenda.json
 RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
@@ -220,9 +224,20 @@ class Agenda:
             return None
         return {"files": ["gpu.md", "decode.md", "gpu_workers.md"]}
 
+    def profile(self) -> dict | None:
+        """Where the SmolLM2 step's time goes (torch.profiler): what a missed goal is reported with."""
+        spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-profile", first_point=True)
+        steps = ["--warmup", "1", "--steps", "1"] if self.dry_run else ["--warmup", "3", "--steps", "3"]
+        if not self.run("profile_step.py", [sys.executable, str(ROOT / "benchmarks" / "profile_step.py"), "--spec",
+                                            str(spec), *steps, "--out", str(self.out / "profile.md")],
+                        self.out / "profile.log"):
+            return None
+        return {"files": ["profile.md"]}
+
     def steps(self) -> list[tuple[str, object]]:
         sweeps = [(f"sweep:{p.stem}", lambda p=p: self.sweep(p)) for p in self.specs]
-        return [("smoke", self.smoke), ("workers", self.workers), *sweeps, ("bench", self.bench)]
+        return [("smoke", self.smoke), ("workers", self.workers), *sweeps, ("bench", self.bench),
+                ("profile", self.profile)]
 
     def go(self) -> int:
         for name, step in self.steps():

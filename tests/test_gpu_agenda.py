@@ -93,7 +93,7 @@ def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert [p.name for p in back.iterdir()] == ["agenda.tgz"]  # one file comes back, whatever the slice made
     state = json.loads((out / "agenda.json").read_text())["done"]
-    assert list(state) == ["smoke", "workers", "sweep:r1_zero_loss", "bench"]
+    assert list(state) == ["smoke", "workers", "sweep:r1_zero_loss", "bench", "profile"]
     assert state["smoke"]["steps"] == 2 and abs(state["smoke"]["step1_loss"]) <= 1e-6  # C1's step 1 on the way
     assert state["workers"]["workers"] == 1 and "| 1 |" in (out / "gpu_workers_early.md").read_text()
     for sweep in ("real-c1-zero-loss",):
@@ -104,6 +104,10 @@ def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     assert "ours/TRL" in (out / "gpu.md").read_text() or "| tiny |" in (out / "gpu.md").read_text()
     assert "per token step" in (out / "decode.md").read_text()
     assert "| 2 |" in (out / "gpu_workers.md").read_text()
+    profile = (out / "profile.md").read_text()  # every phase of the step, and the operators under them
+    assert all(f"| {label} |" in profile for label in ("sample (generate G completions, start scoring)",
+                                                        "reference / old log-probs", "loss, backward, optimizer step"))
+    assert "| `aten::mm` |" in profile and "Top 15 operators by self CPU time" in profile
     # a fresh machine (new --out and --work) with the pack: nothing left to do
     resumed = ["--out", str(tmp_path / "out2"), "--work", str(tmp_path / "work2"), "--specs", "r1_zero_loss",
                "--dry-run", "--resume", str(back / "agenda.tgz")]
@@ -114,7 +118,8 @@ def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     written = _module().collect(back / "agenda.tgz", root=tmp_path / "repo")
     results = tmp_path / "repo" / "results"
     assert {p.relative_to(results).as_posix() for p in written} >= {
-        "benchmarks/gpu.md", "benchmarks/gpu_decode.md", "benchmarks/gpu_workers.md", "real/agenda.json",
+        "benchmarks/gpu.md", "benchmarks/gpu_decode.md", "benchmarks/gpu_workers.md", "benchmarks/gpu_profile.md",
+        "real/agenda.json",
         *(f"real/runs/real-c1-zero-loss/{f.name}/{name}" for f in folders for name in ("config.yaml", "metrics.jsonl",
                                                                                       "summary.json"))}
     assert (tmp_path / "repo" / ".gpu" / "state" / "agenda.tgz").read_bytes() == (back / "agenda.tgz").read_bytes()
@@ -145,3 +150,14 @@ def test_the_wheels_are_split_so_that_each_transfer_fits():
     with pytest.raises(ValueError, match="more than two calls"):
         prepare.split_wheels(10, 1, wheels, limit=40, headroom=0)
     assert prepare.dist_name("graphql_core-3.2.14-py3-none-any.whl") == "graphql_core"
+
+
+def test_the_gpu_driver_is_read_from_nvidia_smi_and_empty_without_it(tmp_path, monkeypatch):
+    from grpo_core.provenance import gpu_driver
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here: no driver, no error
+    assert gpu_driver() == ""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 580.159.04\n")
+    fake.chmod(0o755)
+    assert gpu_driver() == "580.159.04"
