@@ -76,11 +76,17 @@ def make_grid_sampler(spec: SweepSpec):
 
 def grid_point_of(spec: SweepSpec, trial) -> Optional[dict]:
     """The grid point a trial runs: its params, which claim_trial suggests before it lets go of
-    the claim lock (an enqueued, waiting trial shows its fixed params too); None for a trial
-    that never got them."""
+    the claim lock; None for a trial that never got them, or not yet (an enqueued trial gets
+    them when a worker asks for it)."""
     if set(trial.params) == set(grid_space(spec)):
         return dict(trial.params)
     return None
+
+
+def _claimed_point(spec: SweepSpec, trial) -> Optional[dict]:
+    """grid_point_of, or for an enqueued trial not yet suggested the point it was enqueued with."""
+    fixed = trial.system_attrs.get("fixed_params") or {}
+    return grid_point_of(spec, trial) or (dict(fixed) if set(fixed) == set(grid_space(spec)) else None)
 
 
 def point_key(point: dict) -> tuple:
@@ -92,8 +98,8 @@ def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
     from optuna.trial import TrialState
 
     taken = set()
-    for t in trials:
-        point = grid_point_of(spec, t)
+    for t in trials:  # a waiting trial's point is free until asked for: the next ask runs it
+        point = grid_point_of(spec, t) if t.state == TrialState.WAITING else _claimed_point(spec, t)
         if point is None:
             continue
         if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING):
@@ -103,10 +109,50 @@ def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
     return [p for p in spec.grid_points() if point_key(p) not in taken]
 
 
+SETTLE_S = 10.0  # how long a claim waits for trials other machines have just asked for to show their point
+DUPLICATE = "its grid point was claimed at the same moment by trial {} (another machine); not run"
+
+
 def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
     """Create the next trial, or None when the sweep has nothing left for this invocation.
     Trials of dead workers are failed first (sweeps/recovery.py); each new trial records its
-    owner process, so that its own death can be detected."""
+    owner process, so that its own death can be detected. A grid trial past the first pass that
+    finds its point claimed by an earlier trial (two machines at once: the lock is per host) is
+    ended as PRUNED, saying so, and the claim starts over."""
+    from optuna.trial import TrialState
+
+    while True:
+        trial = _claim_once(study, storage, spec, lock_path, invocation)
+        if trial is None or spec.mode != "grid" or trial.number < len(spec.grid_points()):
+            return trial  # first-pass trials run the point of their trial number, which is unique
+        first = earlier_claim(study, spec, trial.number, grid_point_of(spec, trial))
+        if first is None:
+            return trial
+        trial.set_user_attr("error", DUPLICATE.format(first))
+        study.tell(trial, state=TrialState.PRUNED)
+
+
+def earlier_claim(study, spec: SweepSpec, number: int, point: dict) -> Optional[int]:
+    """The number of a live trial (complete, running or waiting) before trial `number` on `point`,
+    or None. A trial another machine has just asked for shows its point once that machine has
+    suggested its params, milliseconds later: such trials are read again until they show it, for
+    at most SETTLE_S (a worker that died in between never shows it)."""
+    from optuna.trial import TrialState
+
+    live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        earlier = [t for t in study.get_trials(deepcopy=False, states=live) if t.number < number]
+        points = [(t.number, _claimed_point(spec, t)) for t in earlier]
+        same = [n for n, p in points if p is not None and point_key(p) == point_key(point)]
+        if same:
+            return same[0]
+        if all(p is not None for _, p in points) or time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
     with FileLock(lock_path):
         fail_stale(study, storage)
         trials = study.get_trials(deepcopy=False)
@@ -123,7 +169,7 @@ def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
         with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
             warnings.simplefilter("ignore", UserWarning)
             trial = study.ask()
-        if spec.mode == "grid":  # its point, recorded as params while no other worker can claim
+        if spec.mode == "grid":  # its point, recorded as params while no other worker of this host can claim
             for name, choices in grid_space(spec).items():
                 trial.suggest_categorical(name, choices)
         trial.set_user_attr("owner", owner_id())
@@ -595,8 +641,8 @@ def trials_table(study, spec: SweepSpec) -> str:
         point = grid_point_of(spec, t) if spec.mode == "grid" else dict(t.params)
         point = point or {}
         value = "" if t.value is None else spec.value_text(t.value, t.user_attrs)
-        if t.state.name == "FAIL" and t.user_attrs.get("error"):
-            value = "error: " + str(t.user_attrs["error"])[:60]
+        if t.state.name in ("FAIL", "PRUNED") and t.user_attrs.get("error"):
+            value = ("error: " if t.state.name == "FAIL" else "") + str(t.user_attrs["error"])[:60]
         rows.append([str(t.number), t.state.name, *[str(point.get(n, "")) for n in names], value])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)

@@ -264,3 +264,81 @@ def test_ui_on_a_busy_port_exits_2(tmp_path):
         busy.listen()
         res = grpo("ui", "--port", str(busy.getsockname()[1]), cwd=tmp_path)
     assert res.returncode == 2 and "allowed: a free port" in res.stderr
+
+
+def _two_point_study(tmp_path):
+    import optuna
+
+    from sweeps.driver import make_sampler
+    from sweeps.spec import load_spec
+    from sweeps.storage import open_storage
+
+    path = tmp_path / "race.yaml"
+    path.write_text(yaml.safe_dump({"name": "race", "base": {"max_steps": 1}, "grid": {"loss_type": ["grpo", "bnpo"]},
+                                    "seeds": [0]}))
+    spec = load_spec(path)
+    storage = open_storage(f"journal:///{tmp_path}/race-journal.log")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return spec, storage, optuna.create_study(study_name="race", storage=storage, sampler=make_sampler(spec))
+
+
+def test_a_point_claimed_by_two_machines_at_once_runs_once(tmp_path, monkeypatch):
+    """The claim lock is per host: two machines past the first pass can both find point P free and
+    enqueue it. The later trial sees the earlier one on P (by its params, or its fixed params while
+    it is being asked for) and ends as PRUNED, saying so; nothing is left to claim then."""
+    from optuna.trial import TrialState
+
+    import sweeps.driver as driver
+
+    spec, storage, study = _two_point_study(tmp_path)
+    lock = tmp_path / "a.lock"
+    study.tell(driver.claim_trial(study, storage, spec, lock, "i1"), 1.0)  # point 0 done
+    failed = driver.claim_trial(study, storage, spec, lock, "i1")  # point 1 failed: free again next invocation
+    study.tell(failed, state=TrialState.FAIL)
+    point = driver.grid_point_of(spec, failed)
+    real = driver._claim_once
+    study.enqueue_trial(point)  # machine A enqueues P and asks (its params not suggested yet) ...
+    asked = study.ask()
+    assert driver.grid_point_of(spec, study.trials[asked.number]) is None
+    calls = []
+
+    def machine_b(*args):  # ... while machine B, which read the trials before that, enqueues and asks too
+        calls.append(1)
+        if len(calls) > 1:
+            return real(*args)
+        study.enqueue_trial(point)
+        trial = study.ask()
+        for name, choices in driver.grid_space(spec).items():
+            trial.suggest_categorical(name, choices)
+        return trial
+
+    monkeypatch.setattr(driver, "_claim_once", machine_b)
+    assert driver.claim_trial(study, storage, spec, tmp_path / "b.lock", "i2") is None  # B's duplicate, then nothing
+    states = {t.number: t.state.name for t in study.trials}
+    assert states == {0: "COMPLETE", 1: "FAIL", 2: "RUNNING", 3: "PRUNED"}
+    assert "claimed at the same moment by trial 2" in study.trials[3].user_attrs["error"]
+    assert "PRUNED" in driver.trials_table(study, spec) and "claimed at the same moment" in driver.trials_table(study, spec)
+
+
+def test_a_claim_waits_for_a_trial_another_machine_is_asking_for(tmp_path, monkeypatch):
+    """A trial asked for without an enqueued point shows it only once suggested: earlier_claim reads
+    again until then (at most SETTLE_S), so a point is not taken twice in that moment."""
+    import threading
+    import time
+
+    import sweeps.driver as driver
+
+    spec, storage, study = _two_point_study(tmp_path)
+    done = driver.claim_trial(study, storage, spec, tmp_path / "a.lock", "i1")
+    study.tell(done, 1.0)
+    other = study.ask()  # trial 1 on another machine, between its ask and its suggest
+    point = next(p for p in spec.grid_points() if p != driver.grid_point_of(spec, done))
+    monkeypatch.setattr(driver, "SETTLE_S", 0.3)
+    started = time.monotonic()
+    assert driver.earlier_claim(study, spec, 2, point) is None and time.monotonic() - started >= 0.3  # never shown
+    timer = threading.Timer(0.1, lambda: [other.suggest_categorical(n, c) for n, c in driver.grid_space(spec).items()])
+    timer.start()
+    monkeypatch.setattr(driver, "SETTLE_S", 10.0)
+    assert driver.earlier_claim(study, spec, 2, point) == 1  # shown 0.1 s later: found
+    timer.join()
+    assert driver.grid_point_of(spec, study.trials[1]) == point  # the first pass's other point
