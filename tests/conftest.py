@@ -16,6 +16,13 @@ CACHE = ROOT / "results" / "local" / "cache"  # tiny base models are built once 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # reward_helpers importable by path
 
 
+def pytest_collection_modifyitems(items):
+    """The tests marked `longest` run first: on two xdist workers the one that starts them works
+    through them while the other takes the many short ones, instead of one worker starting a
+    5-minute test near the end of the suite while the other idles."""
+    items.sort(key=lambda item: item.get_closest_marker("longest") is None)  # stable: file order otherwise
+
+
 def make_cfg(**overrides):
     from grpo_core.config import config_from_dict
 

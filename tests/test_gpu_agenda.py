@@ -83,7 +83,7 @@ def _without_the_wheels_left_behind(tmp_path) -> dict:
 
 
 def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
-    # one real spec's sweep: the step is the same for each, and tests/test_real_models.py runs every spec;
+    # one real spec's sweep: the step is the same for each, and tests/test_real_models.py checks every spec;
     # without the wheels that the GPU machine does not get (it would fail on an import they provide)
     out, work, back = tmp_path / "out", tmp_path / "work", tmp_path / "back"  # back: a device call's $OUT
     args = ["--work", str(work), "--specs", "r1_zero_loss", "--dry-run", "--pack", str(back / "agenda.tgz")]

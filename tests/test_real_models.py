@@ -153,14 +153,20 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     assert steps[0]["kl"] == 0.0 or abs(steps[0]["kl"]) < 1e-6  # adapters start at zero: policy = reference
 
 
+@pytest.mark.longest  # 2-3 minutes beside the other worker (35 s alone)
 def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2, tmp_path, monkeypatch):
-    """experiments/real/*.yaml, trimmed to a CPU (2 × 2 completions of 8 tokens, 2 steps, 1 seed), through
-    `grpo reproduce --real`; then the report sections are rebuilt from the run folders alone."""
+    """experiments/real/*.yaml, trimmed to a CPU (2 × 2 completions of 8 tokens, 2 steps, 1 seed): every
+    spec and its derived quick spec are checked as `grpo reproduce` checks them before it trains; the
+    two training paths, LoRA (r1; r0 and r2 are r1 with another learning rate or warmup) and full
+    fine-tuning (r3), train through `grpo reproduce --real`; then the report sections are rebuilt from
+    the run folders alone."""
     import yaml
 
     import sweeps.reproduce as reproduce
+    from sweeps.report import validate_report
+    from sweeps.spec import load_spec
 
-    exp = tmp_path / "experiments"
+    exp, checked = tmp_path / "experiments", tmp_path / "checked"
     exp.mkdir()
     for src in sorted((ROOT / "experiments" / "real").glob("*.yaml")):
         data = yaml.safe_load(src.read_text())
@@ -168,13 +174,16 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
                             num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
                             reward_timeout=0, stl_delta=8)  # the baseline stops at 2 prompts (not up to 32)
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        validate_report(load_spec(exp / src.name))  # every grid point built into a config
+        load_spec(reproduce.derive_spec(exp / src.name, True, None, None, checked))
+    for name in ("r0_placebo.yaml", "r2_warmup.yaml"):
+        (exp / name).unlink()
     out = tmp_path / "real"
     res = run_grpo_here("reproduce", "--real", "--quick", "--workers", "1", "--experiments", str(exp), "--out", str(out),
                         cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (out / "REPORT.md").read_text()
-    assert report.count("## C") == 3 and report.count("**Verdict: ") == 5  # placebo 1, C1 1, C2 1, C3 2
-    assert report.index("## calibration — r0_placebo") < report.index("## C1 — ")  # the placebo first
+    assert report.count("## C") == 2 and report.count("**Verdict: ") == 3  # C1 1, C3 2
     for summary in (out / "runs").glob("*/trial-*/summary.json"):
         s = __import__("json").loads(summary.read_text())
         assert s["status"] == "finished" and s["base_model_sha256"] and s["device_name"]
@@ -188,5 +197,4 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
         data["base"]["model"] = "results/local/models/not-fetched-here"
         src.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     sections, rows, runs = reproduce._real_sections(tmp_path / "figures", tmp_path)
-    assert len(runs) == 7 and len(rows) == 5 and rows[0].startswith("| real model · calibration |")
-    assert all("real model · C" in r for r in rows[1:])
+    assert len(runs) == 4 and len(rows) == 3 and all("real model · C" in r for r in rows)
