@@ -300,7 +300,7 @@ def environment() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "trl": trl.__version__, "accelerate": accelerate.__version__, "cpu": cpu, "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "cpu_math": process_mode(), "gpu": gpu,
-            "CUDA": torch.version.cuda if gpu else None, "driver": gpu_driver() or None if gpu else None}
+            "CUDA": torch.version.cuda if gpu else None, "driver": (gpu_driver() or None) if gpu else None}
 
 
 def format_table(rows: list[dict]) -> str:

@@ -194,16 +194,8 @@ class Agenda:
                                                        *self.stores(name)), self.out / f"{name}.log"):
                 return None
         finally:  # what the slice trained comes back, whatever ended it
-            self.copy_runs(name)
+            copy_run_files((self.work / "runs").glob(f"{name}/trial-*"), self.out / "runs")
         return {"workers": workers, "runs": len(list((self.out / "runs" / name).glob("trial-*")))}
-
-    def copy_runs(self, name: str) -> None:
-        for folder in sorted((self.work / "runs" / name).glob("trial-*")):
-            target = self.out / "runs" / name / folder.name
-            target.mkdir(parents=True, exist_ok=True)
-            for file in RUN_FILES:
-                if (folder / file).is_file():
-                    shutil.copy2(folder / file, target / file)
 
     def bench(self) -> dict | None:
         device = "cpu" if self.dry_run else "cuda"
@@ -257,6 +249,16 @@ class Agenda:
         return 0
 
 
+def copy_run_files(folders, into: Path) -> list[Path]:
+    """RUN_FILES of each trial folder <sweep>/trial-N into into/<sweep>/trial-N; the files written."""
+    written = []
+    for folder in sorted(folders):
+        target = into / folder.parent.name / folder.name
+        target.mkdir(parents=True, exist_ok=True)
+        written += [Path(shutil.copy2(folder / file, target / file)) for file in RUN_FILES if (folder / file).is_file()]
+    return written
+
+
 # ---- between machines: one file back from a device call, and back in on the next machine -------------
 def pack(out: Path, work: Path, target: Path) -> int:
     """DIR (out) and the Optuna journals of work in one tar.gz, written whole or not at all; its size."""
@@ -300,15 +302,9 @@ def resume(source: Path, out: Path, work: Path) -> list[str]:
 def collect(source: Path, root: Path = ROOT) -> list[Path]:
     """Here: a pack's run folders into results/real/runs/, its tables and agenda.json where COLLECT
     says, and the pack kept as .gpu/state/agenda.tgz (the next machine's --resume). The paths written."""
-    written = []
     with tempfile.TemporaryDirectory() as tmp:
         out = _unpack(source, Path(tmp)) / "out"
-        for folder in sorted((out / "runs").glob("*/trial-*")):
-            target = root / "results" / "real" / "runs" / folder.parent.name / folder.name
-            target.mkdir(parents=True, exist_ok=True)
-            for file in RUN_FILES:
-                if (folder / file).is_file():
-                    written.append(Path(shutil.copy2(folder / file, target / file)))
+        written = copy_run_files((out / "runs").glob("*/trial-*"), root / "results" / "real" / "runs")
         for name, where in COLLECT.items():
             if (out / name).is_file():
                 (root / where).parent.mkdir(parents=True, exist_ok=True)

@@ -98,11 +98,11 @@ def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
     from optuna.trial import TrialState
 
     taken = set()
-    for t in trials:  # a waiting trial's point is free until asked for: the next ask runs it
-        point = grid_point_of(spec, t) if t.state == TrialState.WAITING else _claimed_point(spec, t)
-        if point is None:
+    for t in trials:
+        point = _claimed_point(spec, t)
+        if point is None or t.state == TrialState.WAITING:  # free until asked for: the next ask runs it
             continue
-        if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING):
+        if t.state in (TrialState.COMPLETE, TrialState.RUNNING):
             taken.add(point_key(point))
         elif t.user_attrs.get("invocation") == invocation:  # failed just now: retry on a rerun
             taken.add(point_key(point))
