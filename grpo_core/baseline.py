@@ -59,17 +59,33 @@ def baseline_reward(trainer) -> dict:
     return result
 
 def cache_path(trainer) -> Optional[Path]:
-    """Where this setting's baseline is kept, or None when it is not cached (your own data or
-    reward code can change without the config changing)."""
+    """Where this setting's baseline is kept, or None when it is not cached: your own reward code,
+    or a hub dataset, can change without the config changing. A local data file is keyed by its
+    content (sha256), so an edited file gets a baseline of its own."""
     cfg = trainer.cfg
-    if cfg.dataset or not trainer.record["base_model_sha256"] or any(":" in n for n in cfg.reward_funcs):
+    if not trainer.record["base_model_sha256"] or any(":" in n for n in cfg.reward_funcs):
+        return None
+    data = _data_file_digest(cfg.dataset) if cfg.dataset else None
+    if cfg.dataset and data is None:
         return None
     key = {"version": VERSION, "base": trainer.record["base_model_sha256"], "task": cfg.task,
            "rewards": sorted(trainer.reward_funcs), "device": trainer.device.type,
            "precision": trainer.accelerator.mixed_precision,
            **{k: getattr(cfg, k) for k in ("num_generations", "max_completion_length", "temperature", "top_p",
                                            "top_k", "baseline_prompts", "stl_delta", "dtype")}}
+    if data is not None:  # (only for data files: the built-in tasks' cached baselines stay valid)
+        key.update(data=data, prompt_column=cfg.prompt_column, answer_column=cfg.answer_column)
     if cfg.reward_weights:  # (only when set: the baselines cached before the key existed stay valid)
         key["reward_weights"] = [[n, w] for n, w in zip(trainer.reward_funcs, cfg.reward_weights)]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    return Path(cfg.cache_dir) / "baselines" / f"{cfg.task}-{digest}.json"
+    return Path(cfg.cache_dir) / "baselines" / f"{'dataset' if data else cfg.task}-{digest}.json"
+
+
+def _data_file_digest(source: str) -> Optional[str]:
+    """sha256 of a local data file's bytes, or None for anything else (a hub dataset id)."""
+    from .tasks import DATASET_SUFFIXES
+
+    path = Path(source).expanduser()
+    if path.suffix not in DATASET_SUFFIXES or not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()

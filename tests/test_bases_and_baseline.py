@@ -58,3 +58,22 @@ def test_baseline_uses_training_prompts_and_reaches_its_standard_error(tmp_path,
     # the baseline does not depend on the run's seed: every variant and seed shares the threshold
     other = GRPOTrainer(make_cfg(task="addition", baseline_prompts=64, cache_dir=str(tmp_path / "fresh"), seed=7))
     assert other.baseline_reward() == result
+
+
+def test_a_data_files_baseline_is_cached_by_its_content(tmp_path, monkeypatch):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(f'{{"prompt": "{a}+{b}=", "answer": "{a + b}"}}\n' for a in range(20) for b in range(5)))
+    settings = dict(task="addition", dataset=str(rows), reward_funcs=["exact_match"], baseline_prompts=8,
+                    stl_delta=0.5, cache_dir=str(tmp_path / "cache"))
+    first = GRPOTrainer(make_cfg(**settings)).baseline_reward()
+    assert len(list((tmp_path / "cache" / "baselines").glob("dataset-*.json"))) == 1
+    again = GRPOTrainer(make_cfg(**settings, seed=5))  # every seed of the file's runs shares it
+    monkeypatch.setattr(again, "_mean_rewards", lambda *a: pytest.fail("the cached baseline was recomputed"))
+    assert again.baseline_reward() == first
+    rows.write_text(rows.read_text().replace('"answer": "0"', '"answer": "9"'))  # an edited file: measured again
+    edited = GRPOTrainer(make_cfg(**settings))
+    calls = []
+    original = edited._mean_rewards
+    monkeypatch.setattr(edited, "_mean_rewards", lambda *a: calls.append(1) or original(*a))
+    edited.baseline_reward()
+    assert calls and len(list((tmp_path / "cache" / "baselines").glob("dataset-*.json"))) == 2

@@ -1,0 +1,48 @@
+"""Write the real-model CPU tasks, data/real/*.jsonl: short-answer arithmetic that
+SmolLM2-135M-Instruct answers right 10-50% of the time untrained and learns on a CPU (issue 34).
+Fixed seeds, so the files are reproducible byte for byte. Columns: prompt, answer.
+
+    .venv/bin/python scripts/make_real_tasks.py
+
+- add_small.jsonl: "What is A + B? Reply with only the number.", every pair A, B in 1..20
+  (400 rows). Most of the climb is the reply's form: untrained, the model often writes a sentence.
+- add_2digit.jsonl: the same question with A, B in 10..99 (2,000 rows, no pair twice): the form,
+  then the sums themselves (carries), so the climb is slower and stops lower.
+
+`grpo` holds out a fixed 10% of each file (grpo_core/tasks.dataset_task); each task's untrained
+baseline on that held-out part is measured by `scripts/real_task_baselines.py`.
+"""
+
+import json
+import random
+from pathlib import Path
+
+INSTRUCTION = "Reply with only the number."
+OUT = Path(__file__).resolve().parents[1] / "data" / "real"
+
+
+def question(a: int, b: int) -> dict:
+    return {"prompt": f"What is {a} + {b}? {INSTRUCTION}", "answer": str(a + b)}
+
+
+def add_small() -> list[dict]:
+    pairs = [(a, b) for a in range(1, 21) for b in range(1, 21)]
+    random.Random(34).shuffle(pairs)
+    return [question(a, b) for a, b in pairs]
+
+
+def add_2digit(n: int = 2000) -> list[dict]:
+    pairs = [(a, b) for a in range(10, 100) for b in range(10, 100)]
+    return [question(a, b) for a, b in random.Random(3402).sample(pairs, n)]
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("add_small", add_small()), ("add_2digit", add_2digit())):
+        path = OUT / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"wrote {len(rows)} rows to {path}")
+
+
+if __name__ == "__main__":
+    main()
