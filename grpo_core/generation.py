@@ -7,6 +7,9 @@ what follows is padding with mask 0.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 
 Tensor = torch.Tensor
@@ -32,6 +35,26 @@ def filter_logits(
 
         logits = TopPLogitsWarper(top_p)(None, logits)
     return logits
+
+
+def cache_kwarg(model, cache) -> dict:
+    """The keyword that hands a KV cache to `model`'s forward: `cache` in transformers ≥ 5.24
+    (`past_key_values`, its old name, warns there and goes in 5.40), `past_key_values` before.
+    Asked of the model's own class, through a DDP or PEFT wrapper (which pass **kwargs on)."""
+    inner = getattr(model, "module", model)
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    return {_cache_keyword(type(inner)): cache}
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_keyword(model_class: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def returned_cache(out):
+    """The KV cache a forward with use_cache=True returned (`cache`, formerly `past_key_values`)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def takes_bool_masks(model) -> bool:
@@ -112,7 +135,7 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
     prefill_mask = prompt_mask[::repeat]
     out = model(input_ids=prompt_ids[::repeat], position_ids=position_ids[::repeat], use_cache=True, logits_to_keep=1,
                 attention_mask=causal_bool_mask(prefill_mask) if bool_masks else prefill_mask)
-    past = out.past_key_values
+    past = returned_cache(out)
     next_logits = out.logits[:, -1, :].float()  # (B/repeat, V)
     if repeat > 1:
         past.batch_repeat_interleave(repeat)
@@ -164,9 +187,9 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
             next_logits = fast_decode.decode_step(model, step_tokens.unsqueeze(1), first_position + step, cache,
                                                   key_mask_4d[..., :length]).float()
         else:
-            out = model(input_ids=next_tokens.unsqueeze(1), position_ids=first_position + step, past_key_values=past,
+            out = model(input_ids=next_tokens.unsqueeze(1), position_ids=first_position + step, **cache_kwarg(model, past),
                         use_cache=True, attention_mask=key_mask_4d[..., :length] if bool_masks else key_mask[:, :length])
-            past = out.past_key_values
+            past = returned_cache(out)
             next_logits = out.logits[:, -1, :].float()
     completion_ids = torch.stack(tokens, dim=1)  # (B, T)
     completion_mask = torch.stack(masks, dim=1).long()  # (B, T)
@@ -268,12 +291,12 @@ def _completion_token_logps(model, prompt_ids, prompt_mask, completion_ids, comp
     first = token_logps(first, completion_ids[:, :1], temperature, with_entropy)
     if num_completion == 1:
         return first
-    cache = out.past_key_values
+    cache = returned_cache(out)
     cache.batch_repeat_interleave(group_size)  # (B/G, ...) -> (B, ...), differentiable
     attention_mask = torch.cat([prompt_mask, completion_mask[:, :-1]], dim=1)  # (B, P+T-1)
     position_ids = positions_from_mask(attention_mask)[:, prompt_ids.shape[1]:]  # (B, T-1)
     rest = model(input_ids=completion_ids[:, :-1], attention_mask=attention_mask, position_ids=position_ids,
-                 past_key_values=cache, use_cache=True).logits  # (B, T-1, V): token t-1 predicts token t
+                 **cache_kwarg(model, cache), use_cache=True).logits  # (B, T-1, V): token t-1 predicts token t
     rest = token_logps(rest, completion_ids[:, 1:], temperature, with_entropy)
     return torch.cat([first[0], rest[0]], dim=1), torch.cat([first[1], rest[1]], dim=1)
 

@@ -14,6 +14,7 @@ import dataclasses
 import math
 import random
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -104,7 +105,11 @@ def _with_lora(model, cfg: GRPOConfig):
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=targets, task_type="CAUSAL_LM")
     try:
-        return get_peft_model(model, lora)
+        with warnings.catch_warnings():
+            # peft (≤ 0.21) reads transformers' deprecated `is_gradient_checkpointing` property inside
+            # get_peft_model; nothing of ours calls it. Only that one warning is silenced, only here.
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+            return get_peft_model(model, lora)
     except ValueError as exc:  # target modules that match nothing
         names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
         raise ConfigError("lora_target_modules", f"{str(exc).splitlines()[0]}; allowed: linear module names of "

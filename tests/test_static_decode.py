@@ -3,7 +3,7 @@ dynamic cache and a plain forward, and LoRA folded into weight buffers against t
 
 import torch
 
-from grpo_core.generation import positions_from_mask, sample_completions
+from grpo_core.generation import positions_from_mask, returned_cache, sample_completions
 from grpo_core.models import build_tiny_model, build_tiny_tokenizer
 from grpo_core.static_decode import AdapterWeights, StaticCache, StaticDecoder, static_decode_step, supports
 
@@ -29,7 +29,7 @@ def test_static_step_logits_equal_a_plain_forward():
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask), use_cache=True)
         cache = StaticCache(model, B, P + 64, torch.float32, ids.device)
-        cache.fill(out.past_key_values, mask)
+        cache.fill(returned_cache(out), mask)
         first = positions_from_mask(mask)[:, -1:] + 1
         for t in range(tokens.shape[1]):
             logits = static_decode_step(model, cache, tokens[:, t:t + 1], first + t, torch.tensor([P + t]))
