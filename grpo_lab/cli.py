@@ -59,6 +59,9 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--real", action="store_true",
                      help="train the real-model claims (experiments/real/, SmolLM2-135M-Instruct; a GPU) into "
                           "results/real/; without it their sections are rebuilt from the committed run folders")
+    rep.add_argument("--real-cpu", action="store_true",
+                     help="train the real-model claims on this CPU (experiments/real/cpu/) into results/real/cpu/runs/: "
+                          "only the points without a finished run folder, so it can run in parts")
     rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
     rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
     rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
@@ -240,7 +243,7 @@ def _cmd_reproduce(args) -> int:
 
     return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
                      max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri,
-                     real=args.real)
+                     real=args.real, real_cpu=args.real_cpu)
 
 
 def _cmd_bench(args) -> int:
@@ -363,7 +366,7 @@ def _pin_cpu_math(args) -> None:
     elif args.command == "reproduce":
         from sweeps.paths import experiments_dir
 
-        mode = cpu_math.mode_for_specs(sorted(experiments_dir(args.experiments, args.real).glob("*.yaml")))
+        mode = cpu_math.mode_for_specs(sorted(experiments_dir(args.experiments, args.real, args.real_cpu).glob("*.yaml")))
     elif args.command == "bench":
         mode = args.cpu_math
     else:

@@ -34,9 +34,10 @@ from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_o
 from grpo_core.provenance import owner_id
 from grpo_core.files import check_writable_folder
 
+from .adopt import adopt_run_folders, free_folder, has_adopted
 from .progress import SweepProgress
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
-from .spec import SweepSpec, load_spec
+from .spec import SweepSpec, grid_point_of, grid_space, load_spec, point_key
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage)
 
@@ -57,10 +58,6 @@ class WorkerContext:
 
 
 # ---- grid bookkeeping ----------------------------------------------------------------------
-def grid_space(spec: SweepSpec) -> dict:
-    return {**spec.grid, "seed": spec.grid_seeds}
-
-
 def make_grid_sampler(spec: SweepSpec):
     import optuna
 
@@ -74,23 +71,10 @@ def make_grid_sampler(spec: SweepSpec):
     return SweepGridSampler(grid_space(spec), seed=0)  # same seed in every process: same order
 
 
-def grid_point_of(spec: SweepSpec, trial) -> Optional[dict]:
-    """The grid point a trial runs: its params, which claim_trial suggests before it lets go of
-    the claim lock; None for a trial that never got them, or not yet (an enqueued trial gets
-    them when a worker asks for it)."""
-    if set(trial.params) == set(grid_space(spec)):
-        return dict(trial.params)
-    return None
-
-
 def _claimed_point(spec: SweepSpec, trial) -> Optional[dict]:
     """grid_point_of, or for an enqueued trial not yet suggested the point it was enqueued with."""
     fixed = trial.system_attrs.get("fixed_params") or {}
     return grid_point_of(spec, trial) or (dict(fixed) if set(fixed) == set(grid_space(spec)) else None)
-
-
-def point_key(point: dict) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in point.items()))
 
 
 def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
@@ -123,7 +107,8 @@ def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
 
     while True:
         trial = _claim_once(study, storage, spec, lock_path, invocation)
-        if trial is None or spec.mode != "grid" or trial.number < len(spec.grid_points()):
+        if trial is None or spec.mode != "grid" or (trial.number < len(spec.grid_points())
+                                                    and not has_adopted(study.get_trials(deepcopy=False))):
             return trial  # first-pass trials run the point of their trial number, which is unique
         first = earlier_claim(study, spec, trial.number, grid_point_of(spec, trial))
         if first is None:
@@ -164,8 +149,8 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
             if not free:
                 return None
             waiting = any(t.state.name == "WAITING" for t in trials)  # e.g. a heartbeat retry
-            if len(trials) >= len(spec.grid_points()) and not waiting:  # past the first pass: fix the point
-                study.enqueue_trial(free[0])
+            if (len(trials) >= len(spec.grid_points()) or has_adopted(trials)) and not waiting:
+                study.enqueue_trial(free[0])  # past the first pass, or beside adopted folders: fix the point
         with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
             warnings.simplefilter("ignore", UserWarning)
             trial = study.ask()
@@ -255,7 +240,7 @@ def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> 
         tags["claim"] = spec.text["claim"]
     if spec.replication_seeds:  # the report tests each set on its own
         tags["seed_set"] = "replication" if point["seed"] in spec.replication_seeds else "discovery"
-    out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}"
+    out = free_folder(Path(ctx.out_root) / spec.name, trial.number, ctx.invocation)
     trial.set_user_attr("run_dir", str(out))
     summary, run_id = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
                                  on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid), on_step=on_step)
@@ -518,6 +503,9 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         raise UserInputError(f"--storage {describe_storage(storage_url)}: cannot write the sweep's study there "
                              f"({exc.strerror or exc}); allowed: a journal file on a disk with free space") from None
     _recover(study, storage, tracking_uri, storage_url)
+    if adopted := adopt_run_folders(study, spec, out_root):
+        print(f"sweep {spec.name}: {adopted} finished run folder(s) in {Path(out_root) / spec.name} taken as done "
+              f"(the study did not know them); only the points without one are trained", flush=True)
     invocation = uuid.uuid4().hex[:12]
     if not has_work(study, spec, invocation):
         print(f"sweep {spec.name}: nothing to run; every trial is already done")

@@ -180,7 +180,17 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list
 
 def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,
               max_steps: Optional[int] = None, seeds: Optional[int] = None, storage: Optional[str] = None,
-              tracking_uri: Optional[str] = None, real: bool = False) -> int:
+              tracking_uri: Optional[str] = None, real: bool = False, real_cpu: bool = False) -> int:
+    """`real_cpu`: the real-model claims on a CPU (experiments/real/cpu/), trained into
+    results/real/cpu/runs/ with a journal of this invocation's own, so that the committed run
+    folders alone decide what is done (sweeps/adopt.py): a rerun trains only the points without a
+    finished folder, and the suite can be run in parts."""
+    if real and real_cpu:
+        raise UserInputError("--real and --real-cpu: choose one; allowed: --real (a GPU) or --real-cpu")
+    if real_cpu and storage is None:
+        with tempfile.TemporaryDirectory(prefix="grpo-real-cpu-") as tmp:
+            return reproduce(quick, workers, experiments, out, max_steps, seeds, f"journal:///{tmp}/journal.log",
+                             tracking_uri, real, real_cpu)
     started = time.perf_counter()
     for flag, value in (("--workers", workers), ("--seeds", seeds), ("--max-steps", max_steps)):
         if value is not None and value < 1:
@@ -188,11 +198,13 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     check_distinct(storage, tracking_uri or defaults.TRACKING_URI)
     check_tracking_uri(tracking_uri or defaults.TRACKING_URI)
     check_storage(storage)
-    paths = claim_specs(experiments_dir(experiments, real))
+    paths = claim_specs(experiments_dir(experiments, real, real_cpu))
     for p in paths:  # every spec and its report section is checked before anything runs
         validate_report(load_spec(p))
-    if real:  # the real-model runs are committed: config, metrics and summary of each are small
-        report_dir = Path(out) if out else (Path(defaults.QUICK_REAL) if quick else REAL_RESULTS)
+    if real or real_cpu:  # the real-model runs are committed: config, metrics and summary of each are small
+        committed, quick_dir = (REAL_CPU_RESULTS, Path(defaults.QUICK_REAL) / "cpu") if real_cpu else \
+            (REAL_RESULTS, Path(defaults.QUICK_REAL))
+        report_dir = Path(out) if out else (quick_dir if quick else committed)
         work = report_dir
     else:
         report_dir = Path(out) if out else (Path(defaults.QUICK) if quick else Path("results"))
@@ -213,7 +225,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                               out_root=str(runs_root)) != 0
     wall = time.perf_counter() - started
 
-    command = ("grpo reproduce" + (" --real" if real else "") + (" --quick" if quick else "")
+    command = ("grpo reproduce" + (" --real" if real else "") + (" --real-cpu" if real_cpu else "")
+               + (" --quick" if quick else "")
                + (f" --workers {workers}" if workers != 2 else ""))
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
@@ -222,7 +235,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         spec = load_spec(p, check_points=False)
         summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} |"
                          for t in spec.report["tests"]]
-    if not (real or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
+    if not (real or real_cpu or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
         real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir)
         sections, summary_rows, all_runs = real_sections + sections, real_rows + summary_rows, real_runs + all_runs
 

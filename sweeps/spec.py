@@ -265,3 +265,21 @@ def _check_every_point(spec: SweepSpec) -> None:
         if key not in checked:
             checked.add(key)
             check_inputs(cfg)
+
+
+# ---- grid points ------------------------------------------------------------------------------
+def grid_space(spec: SweepSpec) -> dict:
+    return {**spec.grid, "seed": spec.grid_seeds}
+
+
+def grid_point_of(spec: SweepSpec, trial) -> Optional[dict]:
+    """The grid point a trial runs: its params, which claim_trial suggests before it lets go of
+    the claim lock; None for a trial that never got them, or not yet (an enqueued trial gets
+    them when a worker asks for it)."""
+    if set(trial.params) == set(grid_space(spec)):
+        return dict(trial.params)
+    return None
+
+
+def point_key(point: dict) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in point.items()))

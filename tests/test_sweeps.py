@@ -342,3 +342,52 @@ def test_a_claim_waits_for_a_trial_another_machine_is_asking_for(tmp_path, monke
     assert driver.earlier_claim(study, spec, 2, point) == 1  # shown 0.1 s later: found
     timer.join()
     assert driver.grid_point_of(spec, study.trials[1]) == point  # the first pass's other point
+
+
+def test_a_new_journal_resumes_from_the_finished_run_folders(tmp_path):
+    # the committed real-model runs are resumed this way (grpo reproduce --real-cpu): the run folders
+    # decide what is done, whatever journal the machine has
+    import json
+    import shutil
+
+    from optuna.trial import TrialState
+
+    write_spec(tmp_path, "adopt", grid={"learning_rate": [1e-4, 3e-4]}, seeds=[0, 1])
+    assert grpo_here("sweep", "adopt.yaml", cwd=tmp_path).returncode == 0
+    root = tmp_path / "results/local/sweeps/adopt"
+    folders = sorted(root.iterdir())
+    assert [f.name for f in folders] == [f"trial-{n:04d}" for n in range(4)]
+    configs = {f.name: yaml.safe_load((f / "config.yaml").read_text()) for f in folders}
+    shutil.rmtree(folders[1])  # a lost run
+    killed = json.loads((folders[2] / "summary.json").read_text())
+    (folders[2] / "summary.json").write_text(json.dumps({**killed, "status": "killed"}))  # a killed run
+    before = {f.name: (f / "metrics.jsonl").read_bytes() for f in (folders[0], folders[3])}
+    for journal in (tmp_path / "results/local").glob("optuna-journal.log*"):
+        journal.unlink()  # a fresh clone: no journal
+
+    res = grpo_here("sweep", "adopt.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "2 finished run folder(s)" in res.stdout
+    spec, study = load(tmp_path, "adopt")
+    trials = study.get_trials()
+    adopted = [t for t in trials if t.user_attrs.get("adopted")]
+    trained = [t for t in trials if not t.user_attrs.get("adopted")]
+    assert sorted(t.user_attrs["run_dir"].rsplit("/", 1)[1] for t in adopted) == ["trial-0000", "trial-0003"]
+    assert all(t.state == TrialState.COMPLETE for t in trials) and len(trained) == 2
+    lost = {(configs[n]["learning_rate"], configs[n]["seed"]) for n in ("trial-0001", "trial-0002")}
+    assert {(t.params["learning_rate"], t.params["seed"]) for t in trained} == lost  # only those were trained
+    for t in trained:  # new folders never overwrite a kept one (trial numbers restart in a new journal)
+        folder = tmp_path / t.user_attrs["run_dir"]  # (relative to the sweep's folder, or absolute)
+        assert json.loads((folder / "summary.json").read_text())["status"] == "finished"
+    assert {f.name: (f / "metrics.jsonl").read_bytes() for f in (folders[0], folders[3])} == before
+    assert json.loads((folders[2] / "summary.json").read_text())["status"] == "killed"  # kept as it was
+
+    # a folder made from another base is not taken for this spec's point
+    write_spec(tmp_path, "adopt", grid={"learning_rate": [1e-4, 3e-4]}, seeds=[0, 1],
+               base={**BASE, "max_steps": 5})
+    for journal in (tmp_path / "results/local").glob("optuna-journal.log*"):
+        journal.unlink()
+    from sweeps.adopt import finished_folders
+    from sweeps.spec import load_spec
+
+    assert finished_folders(tmp_path / "results/local/sweeps", load_spec(tmp_path / "adopt.yaml")) == {}

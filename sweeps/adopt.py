@@ -1,0 +1,95 @@
+"""Resuming a grid sweep from its run folders: a finished run folder is a finished grid point.
+
+The Optuna study (journal or database) says which trials ran; the run folders say it too, and
+they are what is committed (results/real/cpu/runs/) and copied between machines. When a sweep
+starts with a study that does not know a finished folder (a fresh clone, a new journal, another
+machine's folders copied here), the folder's point becomes a COMPLETE trial of the study, marked
+`adopted`, so the sweep trains only the points that have no finished folder.
+
+A folder is adopted only when it is exactly the run this sweep would train at that point: its
+summary says `finished`, and its config.yaml equals the spec's config for the point in every key
+but the ones that say where the run was logged or how many threads computed it (IGNORED). A
+folder made from another spec, an older base or a killed run is left where it is and its point is
+trained again beside it (the report keeps one run per point, the later one)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import yaml
+
+from .spec import SweepSpec, grid_point_of, grid_space, point_key
+
+# keys that do not change what a run is: where it was logged, where caches live, its threads
+# (num_threads changes the last bits of the float math, not the experiment: the report lists it)
+IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads")
+
+
+def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path, dict]]:
+    """Per grid point (point_key), the finished folder under out_root/spec.name that matches the
+    spec's config for that point, with its summary: the last in name order where several do."""
+    wanted = {point_key(p): p for p in spec.grid_points()}
+    found: dict[tuple, tuple[Path, dict]] = {}
+    folder_root = Path(out_root) / spec.name
+    if not folder_root.is_dir():
+        return found
+    for folder in sorted(p for p in folder_root.iterdir() if p.is_dir()):
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+            config = yaml.safe_load((folder / "config.yaml").read_text())
+        except (OSError, ValueError, yaml.YAMLError):  # unfinished, damaged: not a finished point
+            continue
+        if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict):
+            continue
+        point = {axis: config.get(axis) for axis in [*spec.grid, "seed"]}
+        key = point_key(point)
+        if key not in wanted or not _same_run(spec, wanted[key], config):
+            continue
+        found[key] = (folder, summary)
+    return found
+
+
+def _same_run(spec: SweepSpec, point: dict, config: dict) -> bool:
+    want = spec.config_for(point).to_dict()
+    return all(config.get(k) == v for k, v in want.items() if k not in IGNORED)
+
+
+def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:
+    """Add a COMPLETE trial for each finished folder whose point has no COMPLETE trial yet;
+    returns how many were added. Grid sweeps only (a search's trials are not points of a grid)."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    if spec.mode != "grid":
+        return 0
+    done = {point_key(p) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if (p := grid_point_of(spec, t)) is not None}
+    distributions = {name: CategoricalDistribution(values) for name, values in grid_space(spec).items()}
+    added = 0
+    for key, (folder, summary) in finished_folders(Path(out_root), spec).items():
+        if key in done:
+            continue
+        config = yaml.safe_load((folder / "config.yaml").read_text())
+        point = {axis: config[axis] for axis in distributions}
+        value = spec.censor(summary, config["max_steps"])
+        if math.isnan(value):
+            continue
+        attrs = {k: summary[k] for k in ("steps_to_learn", "learned", "loss_departure_step", "final_reward",
+                                         "baseline_reward") if k in summary}
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=value, params=point,
+                                     distributions=distributions,
+                                     user_attrs={**attrs, "run_dir": str(folder), "adopted": True}))
+        added += 1
+    return added
+
+
+def has_adopted(trials) -> bool:
+    return any(t.user_attrs.get("adopted") for t in trials)
+
+
+def free_folder(root: Path, number: int, invocation: str) -> Path:
+    """`trial-<number>`, or, where an adopted folder already has that name, `trial-<number>-<invocation>`."""
+    out = root / f"trial-{number:04d}"
+    return out if not out.exists() else root / f"trial-{number:04d}-{invocation}"
