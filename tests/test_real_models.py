@@ -134,8 +134,16 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
               "stl_delta": 8}  # the baseline stops at 2 prompts: what a 2-step run learns is not tested here
     from grpo_core.run import read_metrics, run_training
 
-    summary = run_training(config_from_dict(values), tmp_path / "run", progress=False)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:  # every warning, each time it is raised
+        warnings.simplefilter("always")
+        summary = run_training(config_from_dict(values), tmp_path / "run", progress=False)
     assert summary["status"] == "finished" and summary["steps_completed"] == 2
+    # no library deprecation warning on the terminal (transformers' past_key_values, once per sampled token)
+    deprecations = [f"{w.category.__name__}: {w.message}" for w in caught
+                    if issubclass(w.category, (DeprecationWarning, FutureWarning))]
+    assert not deprecations, deprecations
     steps = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert {"rewards/math_answer", "rewards/think_answer_format", "kl"} <= set(steps[0])
     assert steps[0]["kl"] == 0.0 or abs(steps[0]["kl"]) < 1e-6  # adapters start at zero: policy = reference
