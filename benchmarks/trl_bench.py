@@ -58,6 +58,7 @@ class Setup:
     gpu_only: bool = False
     steps: int = 30  # measured steps (after warm-up) unless --steps
     warmup: int = 3
+    real: bool = False  # the fetched SmolLM2-135M-Instruct with LoRA on REAL_DATA (the real-model CPU suite's shape)
 
 
 SETUPS = {
@@ -66,7 +67,12 @@ SETUPS = {
                           arch=SMOLLM2_135M, steps=8, warmup=2),
     "qwen2-0.5b": Setup("qwen2-0.5b", "Qwen2-0.5B shape (494M), random weights", 4, 4, 16,
                         arch=QWEN2_05B, gpu_only=True, steps=10, warmup=2),
+    "smollm2-lora": Setup("smollm2-lora", "SmolLM2-135M-Instruct (grpo fetch-model), LoRA r 16 / α 32 on every "
+                          "linear layer, data/real/add_small.jsonl through the chat template, math_answer: the "
+                          "real-model CPU suite's step", 4, 8, 12, steps=6, warmup=1, real=True),
 }
+REAL_DATA = Path(__file__).resolve().parents[1] / "data" / "real" / "add_small.jsonl"
+LORA = dict(r=16, alpha=32)  # the real-model CPU suite's adapters (experiments/real/cpu/)
 
 
 @dataclass
@@ -94,6 +100,11 @@ class Measured:
 
 def model_dir(setup: Setup, knobs: Knobs) -> str:
     """A saved model folder for the setup (TRL reloads the reference model from a path)."""
+    if setup.real:
+        path = Path(defaults.MODELS) / "SmolLM2-135M-Instruct"
+        if not (path / "config.json").is_file():
+            raise UserInputError(f"--setup {setup.name}: {path} holds no model; allowed: run `grpo fetch-model` first")
+        return str(path)
     if setup.arch is None:
         from grpo_core.models import resolve_model_path
         from grpo_core.tasks import TASKS
@@ -126,8 +137,10 @@ def build_ours(setup: Setup, knobs: Knobs, path: str):
     from grpo_core.config import GRPOConfig, validate
     from grpo_core.trainer import GRPOTrainer
 
+    real = dict(dataset=str(REAL_DATA), reward_funcs=["math_answer"], use_peft=True, lora_r=LORA["r"],
+                lora_alpha=LORA["alpha"]) if setup.real else {}
     cfg = validate(GRPOConfig(
-        model=path, task="addition", prompts_per_step=setup.prompts, num_generations=setup.generations,
+        model=path, task="addition", **real, prompts_per_step=setup.prompts, num_generations=setup.generations,
         max_completion_length=setup.new_tokens, beta=knobs.beta, loss_type=knobs.loss_type,
         learning_rate=knobs.learning_rate, max_steps=10_000, seed=knobs.seed, device=knobs.device,
         mixed_precision=_mixed_precision(knobs), cache_dir=knobs.cache_dir, cpu_math=knobs.cpu_math,
@@ -143,6 +156,19 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     from grpo_core.tasks import get_task
 
     train, _ = get_task("addition").splits()
+    reward, peft_config = exact_match, None
+    if setup.real:  # chat-format prompts (TRL applies the chat template, as ours does), LoRA as ours
+        import json
+
+        from datasets import Dataset
+        from peft import LoraConfig
+
+        rows = [json.loads(line) for line in REAL_DATA.read_text().splitlines() if line]
+        train = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
+                                   for r in rows])
+        reward = _math_answer_of_messages
+        peft_config = LoraConfig(r=LORA["r"], lora_alpha=LORA["alpha"], lora_dropout=0.0, target_modules="all-linear",
+                                 task_type="CAUSAL_LM")
     from grpo_core.models import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(path)  # left padding, pad token set: as ours
@@ -156,10 +182,17 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     )
     from transformers.trainer_callback import PrinterCallback
 
-    trainer = TRLTrainer(model=path, reward_funcs=exact_match, args=args, train_dataset=train,
-                         processing_class=tokenizer, callbacks=list(callbacks))
+    trainer = TRLTrainer(model=path, reward_funcs=reward, args=args, train_dataset=train,
+                         processing_class=tokenizer, callbacks=list(callbacks), peft_config=peft_config)
     trainer.remove_callback(PrinterCallback)  # no per-step log printing
     return trainer
+
+
+def _math_answer_of_messages(completions, answer, **kwargs) -> list[float]:
+    """math_answer for TRL's conversational completions ([{"role": "assistant", "content": ...}])."""
+    from grpo_core.rewards import math_answer
+
+    return math_answer([c[-1]["content"] if isinstance(c, list) else c for c in completions], answer)
 
 
 def _sync(device: str) -> None:

@@ -91,8 +91,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="time our trainer against TRL's GRPOTrainer, side by side")
     bench.add_argument("--setup", action="append", default=None, metavar="NAME",
-                       help="tiny, smollm2-135m, qwen2-0.5b (GPU only); repeatable (default: tiny and smollm2-135m, "
-                            "plus qwen2-0.5b with --device cuda)")
+                       help="tiny, smollm2-135m, qwen2-0.5b (GPU only), smollm2-lora (the real-model CPU suite's "
+                            "step: needs `grpo fetch-model`); repeatable (default: tiny and smollm2-135m, plus "
+                            "qwen2-0.5b with --device cuda)")
     bench.add_argument("--steps", type=int, default=None, help="measured steps per trainer (default: per setup)")
     bench.add_argument("--warmup", type=int, default=None, help="warm-up steps per trainer, not measured")
     bench.add_argument("--block", type=int, default=5,
@@ -261,7 +262,7 @@ def _cmd_bench(args) -> int:
             raise UserInputError(f"{flag}: got {value}; allowed: an integer ≥ {low}")
     if args.beta < 0 or not args.learning_rate > 0:
         raise UserInputError("--beta must be ≥ 0 and --learning-rate > 0")
-    names = args.setup or [n for n, s in SETUPS.items() if args.device == "cuda" or not s.gpu_only]
+    names = args.setup or [n for n, s in SETUPS.items() if (args.device == "cuda" or not s.gpu_only) and not s.real]
     for name in names:
         if name not in SETUPS:
             raise UserInputError(f"--setup: unknown value {name!r}; allowed: {', '.join(SETUPS)}")
