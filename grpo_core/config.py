@@ -199,6 +199,17 @@ class GRPOConfig:
     """Greedy held-out accuracy every N steps, plus before and after training; 0 = eval off."""
     eval_prompts: int = 200
     """Held-out prompts for the greedy eval."""
+    log_completions: bool = True
+    """Write a sample of each generation batch to `completions.jsonl` in the run folder: step,
+    prompt, completion, each reward function's value, the reward, the advantage, the length in
+    tokens, truncated or not; the run's MLflow record gets them as a table (`completions.json`).
+    TRL's name (off by default there)."""
+    log_completions_per_step: int = 8
+    """Completions of each generation batch written to completions.jsonl, spread evenly over its
+    groups; 0 = every completion (for short runs)."""
+    num_completions_to_print: int = 0
+    """`grpo train` prints this many of each step's logged completions on the terminal (TRL's
+    name); 0 = none."""
 
     # ---- reproducibility and hardware ---------------------------------------------------
     seed: int = 0
@@ -383,6 +394,8 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(cfg.max_num_gen_batches >= 1, "max_num_gen_batches", "an integer ≥ 1 (generation rounds per step)")
     _one_of("decode", cfg.decode, DECODE_MODES)
     require(cfg.eos_check_every >= 0, "eos_check_every", "an integer ≥ 0 (0 = auto)")
+    require(cfg.log_completions_per_step >= 0, "log_completions_per_step", "an integer ≥ 0 (0 = every completion)")
+    require(cfg.num_completions_to_print >= 0, "num_completions_to_print", "an integer ≥ 0 (0 = none)")
     _one_of("lr_scheduler_type", cfg.lr_scheduler_type, LR_SCHEDULERS)
     _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)
     _one_of("device", cfg.device, DEVICES)

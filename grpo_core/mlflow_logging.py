@@ -418,10 +418,29 @@ def record_end(client, run_id: str, summary: dict, status: str, max_steps: Optio
         tags.append(RunTag("error", str(summary["error"])[:5000]))
     client.log_batch(run_id, tags=tags)
     if run_dir is not None:
-        for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+        for name in ("config.yaml", "metrics.jsonl", "summary.json", "completions.jsonl"):
             if (Path(run_dir) / name).is_file():
                 client.log_artifact(run_id, str(Path(run_dir) / name))
+        log_completions_table(client, run_id, Path(run_dir) / "completions.jsonl")
     client.set_terminated(run_id, status=_STATUS.get(status, "FAILED"))
+
+
+def log_completions_table(client, run_id: str, path: Path) -> None:
+    """completions.jsonl as an MLflow table (artifact `completions.json`: the run page's artifact
+    view shows it as a table; one column per field, one `rewards/<name>` column per reward function)."""
+    from .run import read_metrics_lenient
+
+    rows = read_metrics_lenient(path) if path.is_file() else []
+    if not rows:
+        return
+    names = sorted({name for row in rows for name in row.get("rewards", {})})
+    columns = ["step", "prompt", "completion", "reward", *(f"rewards/{n}" for n in names), "advantage", "length",
+               "truncated"]
+    table = {c: [] for c in columns}
+    for row in rows:
+        for c in columns:
+            table[c].append(row.get("rewards", {}).get(c[len("rewards/"):]) if c.startswith("rewards/") else row.get(c))
+    client.log_table(run_id, data=table, artifact_file="completions.json")
 
 
 # ---- runs whose process died without recording it ---------------------------------------------------

@@ -196,7 +196,7 @@ def _reserve(out: Path) -> Path:
 def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger, progress: bool) -> dict:
     reserve = _reserve(out)
     status, summary, error = "failed", {}, None
-    bar, metrics_file = None, None
+    bar, metrics_file, completions_file = None, None, None
     try:
         save_config(cfg, out)
         run_id = getattr(logger, "run_id", None)
@@ -210,8 +210,18 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
                 logger.log_step(line)
         if bar is not None:
             bar.update(len(kept))
+        if cfg.log_completions:
+            earlier = resumed_rows(cfg, COMPLETIONS)  # read before the file is opened anew (a resume in its folder)
+            completions_file = _MetricsFile(out / COMPLETIONS)
+            for row in earlier:
+                completions_file.write_line(json.dumps(row))
 
         def on_step(metrics: dict) -> None:
+            if completions_file is not None:  # first: a step's completions are on disk before its metrics
+                for row in trainer.last_completions:
+                    completions_file.write_line(json.dumps(row))
+                if cfg.num_completions_to_print and trainer.last_completions:
+                    _print_completions(trainer.last_completions[:cfg.num_completions_to_print], bar)
             metrics_file.write_line(json.dumps({k: _json_value(v) for k, v in metrics.items()}))
             if logger is not None:
                 logger.log_step(metrics)
@@ -234,8 +244,9 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
     finally:
         if bar is not None:
             bar.close()
-        if metrics_file is not None:
-            metrics_file.close()
+        for file in (metrics_file, completions_file):
+            if file is not None:
+                file.close()
     # the record, the folder first: each part that cannot be written is said, none hides the run's own end
     summary = {"status": status, "steps_completed": trainer.step, **trainer.record, **summary}
     reserve.unlink(missing_ok=True)  # the space kept for this moment
@@ -259,16 +270,33 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
     return summary
 
 
+COMPLETIONS = "completions.jsonl"  # a sample of each step's completions (log_completions)
+
+
 def resumed_metrics(cfg: GRPOConfig) -> list[dict]:
     """The metrics.jsonl lines of the checkpoint's run up to the checkpoint's step."""
+    return resumed_rows(cfg, "metrics.jsonl")
+
+
+def resumed_rows(cfg: GRPOConfig, name: str) -> list[dict]:
+    """The lines of the checkpoint's run's `name` (metrics.jsonl, completions.jsonl) up to the checkpoint's step."""
     if not cfg.resume_from_checkpoint:
         return []
     folder = Path(cfg.resume_from_checkpoint)
     step = int(folder.name.rsplit("-", 1)[-1]) if folder.name.rsplit("-", 1)[-1].isdigit() else None
-    source = folder.parent / "metrics.jsonl"
+    source = folder.parent / name
     if step is None or not source.is_file():
         return []
     return [m for m in read_metrics_lenient(source) if m.get("step", 0) <= step]
+
+
+def _print_completions(rows: list[dict], bar) -> None:
+    """A few of the step's completions on the terminal (num_completions_to_print), above the progress bar."""
+    write = bar.write if bar is not None else print
+    for row in rows:
+        cut = " [cut at max_completion_length]" if row["truncated"] else ""
+        write(f"step {row['step']} · reward {row['reward']:.3g} · advantage {row['advantage']:+.3f} · "
+              f"{row['length']} tokens{cut}\n  prompt: {row['prompt']!r}\n  completion: {row['completion']!r}")
 
 
 def _progress_bar(total: int, enabled: bool):

@@ -56,6 +56,7 @@ class GenerationBatch:
     metrics: dict  # reward, advantage and completion metrics of this batch
     loss_mask: Optional[torch.Tensor] = None  # (B, T) completion_mask less dropped groups, masked truncated rows
     live_sequences: Optional[float] = None  # sequences left in the loss (÷ P) when groups are dropped
+    completions: list = dataclasses.field(default_factory=list)  # the rows completions.jsonl keeps (log_completions)
 
     def __post_init__(self):
         if self.loss_mask is None:
@@ -197,6 +198,7 @@ class GRPOTrainer:
         self.loss_settings = LossSettings.from_config(cfg)  # what the loss reads, built once
         self.step = 0
         self._batch: Optional[GenerationBatch] = None  # reused for μ steps
+        self.last_completions: list[dict] = []  # completions.jsonl rows of the last step (log_completions)
 
     def _make_decoder(self, use_cuda: bool):
         """The sampler's cache (config `decode`) and how often it looks for the end of every row."""
@@ -329,6 +331,7 @@ class GRPOTrainer:
         old_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
         per_func, timeouts = batch.collect(self)  # resampled: the timeouts of every round
         rewards = batch.rewards(cfg.reward_weights)  # (B,)
+        trained_per_func = per_func
 
         # over the whole batch on every process (same noise stream everywhere), then this process's share
         advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
@@ -363,8 +366,26 @@ class GRPOTrainer:
             metrics["completions/generated"] = sampled * G
         metrics = host_floats(metrics)  # the batch's tensor metrics to the host at once (one sync per device)
         mine = advantages[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]  # (B / P,)
+        records = (self._completion_records(batch, trained_per_func, rewards, advantages, ended_here)
+                   if cfg.log_completions else [])
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask, mine.to(self.device),
-                               old_logps, ref_logps, metrics, loss_mask, live)
+                               old_logps, ref_logps, metrics, loss_mask, live, records)
+
+    def _completion_records(self, batch: "_Round", per_func: dict[str, list[float]], rewards: torch.Tensor,
+                            advantages: torch.Tensor, ended: torch.Tensor) -> list[dict]:
+        """completions.jsonl's rows of this step: log_completions_per_step of this process's rows,
+        spread evenly (0 = all), each with its prompt, text, rewards, advantage, length and whether it
+        was cut at max_completion_length. Reads what the step computed; draws nothing."""
+        n, rows_here, G = self.cfg.log_completions_per_step, batch.completion_ids.shape[0], self.cfg.num_generations
+        rows = list(range(rows_here)) if n == 0 or n >= rows_here else [i * rows_here // n for i in range(n)]
+        first = self.rank * self.local_batch  # this process's rows in the whole batch's rewards
+        texts = self._decode(batch.completion_ids[rows])
+        lengths = batch.completion_mask[rows].sum(dim=1).tolist()
+        return [{"step": self.step + 1, "prompt": batch.prompts[i // G], "completion": text,
+                 "rewards": {name: float(values[first + i]) for name, values in per_func.items()},
+                 "reward": float(rewards[first + i]), "advantage": float(advantages[first + i]),
+                 "length": int(length), "truncated": not bool(ended[i])}
+                for i, text, length in zip(rows, texts, lengths)]
 
     def _sample_round(self) -> "_Round":
         """This process's share of prompts_per_step prompts, drawn from the one prompt stream, with
@@ -519,9 +540,11 @@ class GRPOTrainer:
         """One optimizer step (sampling a new generation batch every μ steps); returns its metrics."""
         t0 = time.perf_counter()
         self._set_training(False)
-        if self.step % self.cfg.num_iterations == 0:
+        fresh = self.step % self.cfg.num_iterations == 0
+        if fresh:
             self._batch = self.generate_batch()
         batch = self._batch
+        self.last_completions = batch.completions if fresh else []  # logged once, at the step that sampled them
         metrics = {"step": self.step + 1, **self.optimize(batch), **batch.metrics}
         self.step += 1
         elapsed = time.perf_counter() - t0

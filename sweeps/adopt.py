@@ -52,8 +52,16 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
 
 
 def _same_run(spec: SweepSpec, point: dict, config: dict) -> bool:
+    """The folder's config is the spec's for the point. A key the folder's config lacks (the run
+    predates it) matches its default: a new key's default is what runs did before it existed."""
+    import dataclasses
+
+    from grpo_core.config import GRPOConfig
+
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(GRPOConfig)}
     want = spec.config_for(point).to_dict()
-    return all(config.get(k) == v for k, v in want.items() if k not in IGNORED)
+    return all(config[k] == v if k in config else v == defaults[k] for k, v in want.items() if k not in IGNORED)
 
 
 def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:

@@ -361,6 +361,9 @@ def test_a_new_journal_resumes_from_the_finished_run_folders(tmp_path):
     shutil.rmtree(folders[1])  # a lost run
     killed = json.loads((folders[2] / "summary.json").read_text())
     (folders[2] / "summary.json").write_text(json.dumps({**killed, "status": "killed"}))  # a killed run
+    old_config = yaml.safe_load((folders[3] / "config.yaml").read_text())
+    del old_config["log_completions"]  # a run from before the key existed: it behaved as its default
+    (folders[3] / "config.yaml").write_text(yaml.safe_dump(old_config))
     before = {f.name: (f / "metrics.jsonl").read_bytes() for f in (folders[0], folders[3])}
     for journal in (tmp_path / "results/local").glob("optuna-journal.log*"):
         journal.unlink()  # a fresh clone: no journal
