@@ -131,16 +131,9 @@ def _cmd_train(args) -> int:
         run_training(cfg, out, progress=False)
         shut_down()
         return 0
-    from grpo_core.run import run_training
+    from .api import train
 
-    logger = None
-    if not args.no_mlflow:  # the MLflow run is created only once training has started
-        from grpo_core.mlflow_logging import check_tracking_uri
-
-        check_tracking_uri(cfg.mlflow_tracking_uri, flag="mlflow_tracking_uri")
-        logger = _LazyLogger(dict(tracking_uri=cfg.mlflow_tracking_uri, experiment=cfg.mlflow_experiment,
-                                  run_name=run_name, params=cfg.to_dict(), run_dir=out))
-    summary = run_training(cfg, out, logger=logger, progress=not args.no_progress, allow_existing=resuming_in_place)
+    summary = train(cfg, out, mlflow=not args.no_mlflow, progress=not args.no_progress).summary
     if 2 * cfg.stl_window > cfg.max_steps:  # a short run trains; it says once why it has no steps_to_learn
         print(f"grpo: note: steps_to_learn {summary.get('steps_to_learn_reason', '')}", file=sys.stderr)
     stl = summary.get("steps_to_learn")
@@ -176,41 +169,6 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
              *(["--no-progress"] if args.no_progress else [])]
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))  # the cores, shared
     return launch_local(n, ["-m", "grpo_lab", *child])
-
-
-class _LazyLogger:
-    """Creates the MLflow run at the first logged step, i.e. only once training really started. A
-    store that fails then (a server gone away) does not stop the run: the run folder is its record,
-    and the failure is reported when the run ends (grpo_core/run.py: RecordIncomplete)."""
-
-    def __init__(self, kwargs: dict):
-        self.kwargs, self.inner, self.error = kwargs, None, None
-
-    @property
-    def run_id(self):
-        """The MLflow run's id (creating it: the run folder records it when training starts)."""
-        inner = self._get()
-        return None if inner is None else inner.run_id
-
-    def _get(self):
-        if self.inner is None and self.error is None:
-            from grpo_core.mlflow_logging import MlflowRunLogger
-
-            try:
-                self.inner = MlflowRunLogger(**self.kwargs)
-            except Exception as exc:
-                self.error = exc
-        return self.inner
-
-    def log_step(self, metrics: dict) -> None:
-        if (inner := self._get()) is not None:
-            inner.log_step(metrics)
-
-    def end(self, summary: dict, status: str, run_dir) -> None:
-        if (inner := self._get()) is not None:
-            inner.end(summary, status, run_dir)
-        if self.error is not None:
-            raise self.error
 
 
 def _cmd_pretrain(args) -> int:

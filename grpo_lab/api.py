@@ -1,0 +1,213 @@
+"""grpo-lab from Python: the entry points a notebook uses. `grpo train`, `grpo sweep` and the
+report are built on these (grpo_lab/cli.py).
+
+    import grpo_lab
+
+    cfg = grpo_lab.config(task="addition", max_steps=30, loss_type="dr_grpo")   # validated GRPOConfig
+    run = grpo_lab.train(cfg, out="results/local/runs/mine")                    # a Run
+    run.summary["steps_to_learn"], run.metrics[-1]["reward"], run.completions[:2]
+    run.dataframe()                                                              # pandas, one row per step
+
+    sweep = grpo_lab.sweep("experiments/example-grid.yaml", workers=2)          # a Sweep
+    sweep.trials, sweep.runs()
+    for v in grpo_lab.verdicts("experiments/c2_warmup.yaml", "results/local/reproduce/runs"):
+        print(v.statement, v.verdict)
+
+Bad input raises grpo_core.errors.UserInputError (ConfigError for a config key) with the one line
+the command prints; nothing is written before the input is checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from grpo_core import defaults
+from grpo_core.config import GRPOConfig
+
+__all__ = ["GRPOConfig", "Run", "Sweep", "config", "read_run", "sweep", "train", "trials", "verdicts"]
+
+
+def config(path: Optional[str | Path] = None, **values: Any) -> GRPOConfig:
+    """A validated config: the defaults, then the YAML file at `path` (any subset of the keys),
+    then `values`. Unknown keys and bad values raise ConfigError naming the key and what is allowed."""
+    from grpo_core.config import config_from_dict
+    from grpo_core.yaml_files import read_yaml_mapping
+
+    data = dict(read_yaml_mapping(path)) if path is not None else {}
+    data.update(values)
+    return config_from_dict(data, source=str(path) if path is not None else "grpo_lab.config")
+
+
+@dataclasses.dataclass
+class Run:
+    """One run's folder, read back: its config, its summary (status, steps_to_learn, baseline,
+    final reward, provenance), its metrics (one dict per step) and its logged completions."""
+    folder: Path
+    config: dict
+    summary: dict
+    metrics: list[dict]
+    completions: list[dict]
+
+    @property
+    def steps_to_learn(self) -> Optional[int]:
+        return self.summary.get("steps_to_learn")
+
+    def dataframe(self):
+        """The metrics as a pandas DataFrame indexed by step."""
+        import pandas as pd
+
+        return pd.DataFrame(self.metrics).set_index("step")
+
+
+def read_run(folder: str | Path) -> Run:
+    """A run folder (config.yaml, metrics.jsonl, summary.json, completions.jsonl) as a Run; a run that
+    is still going or was killed reads what it wrote (its summary says which, or is empty)."""
+    import yaml
+
+    from grpo_core.errors import UserInputError
+    from grpo_core.run import COMPLETIONS, read_metrics_lenient
+
+    folder = Path(folder)
+    if not (folder / "config.yaml").is_file():
+        raise UserInputError(f"{folder}: not a run folder (no config.yaml); allowed: a folder `grpo train` wrote")
+    summary_path = folder / "summary.json"
+    return Run(folder=folder, config=yaml.safe_load((folder / "config.yaml").read_text()) or {},
+               summary=json.loads(summary_path.read_text()) if summary_path.is_file() else {},
+               metrics=read_metrics_lenient(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else [],
+               completions=read_metrics_lenient(folder / COMPLETIONS) if (folder / COMPLETIONS).is_file() else [])
+
+
+def default_run_folder(cfg: GRPOConfig) -> Path:
+    """Where a run goes without `out`: results/local/runs/<run name>-<time>, or a resumed run's own folder."""
+    if cfg.resume_from_checkpoint:
+        return Path(cfg.resume_from_checkpoint).parent
+    return Path(defaults.RUNS) / f"{cfg.run_name or cfg.default_run_name()}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] = None, *, mlflow: bool = False,
+          progress: bool = False, **values: Any) -> Run:
+    """Train one run into `out` and return it read back. `cfg`: a GRPOConfig, a YAML path or None
+    (the defaults); `values` override keys of either. `mlflow`: also record it in
+    cfg.mlflow_tracking_uri (as `grpo train` does unless --no-mlflow). A run resumed from a
+    checkpoint (resume_from_checkpoint) goes on in the checkpoint's folder unless `out` says otherwise."""
+    from grpo_core.config import validate
+    from grpo_core.cpu_math import check_process
+    from grpo_core.run import run_training
+
+    if not isinstance(cfg, GRPOConfig):
+        cfg = config(cfg, **values)
+    elif values:
+        cfg = validate(dataclasses.replace(cfg, **values))
+    check_process(cfg.cpu_math)  # the logged cpu_math must be the one this process computes with
+    folder = Path(out) if out is not None else default_run_folder(cfg)
+    resume_dir = Path(cfg.resume_from_checkpoint).parent if cfg.resume_from_checkpoint else None
+    in_place = resume_dir is not None and folder.resolve() == resume_dir.resolve()
+    logger = None
+    if mlflow:  # the MLflow run is created only once training has started
+        from grpo_core.mlflow_logging import check_tracking_uri
+
+        check_tracking_uri(cfg.mlflow_tracking_uri, flag="mlflow_tracking_uri")
+        logger = LazyLogger(dict(tracking_uri=cfg.mlflow_tracking_uri, experiment=cfg.mlflow_experiment,
+                                 run_name=cfg.run_name or cfg.default_run_name(), params=cfg.to_dict(),
+                                 run_dir=folder))
+    run_training(cfg, folder, logger=logger, progress=progress, allow_existing=in_place)
+    return read_run(folder)
+
+
+class LazyLogger:
+    """Creates the MLflow run at the first logged step, i.e. only once training really started. A
+    store that fails then (a server gone away) does not stop the run: the run folder is its record,
+    and the failure is reported when the run ends (grpo_core/run.py: RecordIncomplete)."""
+
+    def __init__(self, kwargs: dict):
+        self.kwargs, self.inner, self.error = kwargs, None, None
+
+    @property
+    def run_id(self):
+        """The MLflow run's id (creating it: the run folder records it when training starts)."""
+        inner = self._get()
+        return None if inner is None else inner.run_id
+
+    def _get(self):
+        if self.inner is None and self.error is None:
+            from grpo_core.mlflow_logging import MlflowRunLogger
+
+            try:
+                self.inner = MlflowRunLogger(**self.kwargs)
+            except Exception as exc:
+                self.error = exc
+        return self.inner
+
+    def log_step(self, metrics: dict) -> None:
+        if (inner := self._get()) is not None:
+            inner.log_step(metrics)
+
+    def end(self, summary: dict, status: str, run_dir) -> None:
+        if (inner := self._get()) is not None:
+            inner.end(summary, status, run_dir)
+        if self.error is not None:
+            raise self.error
+
+
+@dataclasses.dataclass
+class Sweep:
+    """A sweep's trials as its Optuna study holds them: number, state, params, value (the objective,
+    censored runs counted as the spec says) and run folder."""
+    name: str
+    trials: list[dict]
+    exit_code: int = 0
+
+    def runs(self) -> list[Run]:
+        """The finished trials' run folders, read back."""
+        return [read_run(t["run_dir"]) for t in self.trials
+                if t["state"] == "COMPLETE" and t.get("run_dir") and Path(t["run_dir"], "summary.json").is_file()]
+
+
+def sweep(spec: str | Path, *, workers: int = 1, storage: Optional[str] = None, tracking_uri: Optional[str] = None,
+          out_root: str | Path = defaults.SWEEPS) -> Sweep:
+    """Run (or resume) the sweep of a spec file, as `grpo sweep` does, and return its trials. With
+    workers > 1 the trials run in worker processes of their own."""
+    from sweeps.driver import run_sweep
+
+    code = run_sweep(str(spec), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
+                     out_root=str(out_root))
+    return trials(spec, storage=storage, exit_code=code)
+
+
+def trials(spec: str | Path, *, storage: Optional[str] = None, exit_code: int = 0) -> Sweep:
+    """A sweep's trials, read from its study (nothing runs)."""
+    import optuna
+
+    from sweeps.driver import make_sampler
+    from sweeps.spec import load_spec
+    from sweeps.storage import open_storage
+
+    loaded = load_spec(spec)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=loaded.name, storage=open_storage(storage), sampler=make_sampler(loaded))
+    rows = [{"number": t.number, "state": t.state.name, "params": dict(t.params), "value": t.value,
+             "run_dir": t.user_attrs.get("run_dir"), "error": t.user_attrs.get("error")}
+            for t in study.get_trials(deepcopy=False)]
+    return Sweep(name=loaded.name, trials=rows, exit_code=exit_code)
+
+
+def verdicts(spec: str | Path, runs_root: str | Path, figures: Optional[str | Path] = None) -> list:
+    """The verdicts of a claim spec computed from the finished run folders under
+    runs_root/<spec name>/ (sweeps/report.py): each with .statement, .verdict, .reason and .table.
+    Figures go to `figures` (a temporary folder when None)."""
+    import tempfile
+
+    from sweeps.report import claim_section, collect_runs, validate_report
+    from sweeps.spec import load_spec
+
+    loaded = load_spec(spec, check_points=False)
+    validate_report(loaded)
+    runs, unfinished = collect_runs(Path(runs_root), loaded)
+    with tempfile.TemporaryDirectory() as tmp:
+        fig_dir = Path(figures) if figures is not None else Path(tmp)
+        _, results = claim_section(loaded, runs, unfinished, fig_dir, fig_dir, "grpo_lab.verdicts")
+    return results
