@@ -106,17 +106,30 @@ def _err(path: str, key: str, message: str) -> UserInputError:
     return UserInputError(f"{path}: {key}: {message}")
 
 
-def _grid_value(path: str, axis: str, value: Any):
-    """Coerce a grid value to the config field's type (PyYAML reads 1e-4 as a string)."""
+def _grid_value(path: str, axis: str, value: Any, where: Optional[str] = None):
+    """Coerce a grid value (or a search choice: `where` labels it) to the config field's type
+    (PyYAML reads 1e-4 as a string)."""
+    where = where or f"grid.{axis}"
     try:
         coerced = coerce_value(axis, value)
     except ConfigError as exc:
-        raise _err(path, f"grid.{axis}", str(exc).split(": ", 1)[1]) from None
+        raise _err(path, where, str(exc).split(": ", 1)[1]) from None
     # a list-valued key (reward_funcs) takes one string per grid value: Optuna needs scalars
     value = value if isinstance(coerced, list) and isinstance(value, str) else coerced
     if not (value is None or isinstance(value, (bool, int, float, str))):
-        raise _err(path, f"grid.{axis}", f"values must be scalars, got {value!r}")
+        raise _err(path, where, f"values must be scalars, got {value!r}")
     return value
+
+
+def _distinct(path: str, where: str, values: list) -> list:
+    """Grid values and search choices alike: each value once."""
+    if len(set(map(repr, values))) != len(values):
+        raise _err(path, where, f"repeated value in {values}; allowed: each value once")
+    return values
+
+
+MAX_NAME = 100  # characters of a sweep name: a folder, an Optuna study and an MLflow experiment are named after it
+MAX_GRID_POINTS = 10_000  # points × seeds of one grid: more is a search's job (each point is one training run)
 
 
 def _search_entry(path: str, key: str, entry: Any) -> dict:
@@ -130,7 +143,7 @@ def _search_entry(path: str, key: str, entry: Any) -> dict:
         choices = entry["choices"]
         if not isinstance(choices, list) or not choices:
             raise _err(path, where, "choices must be a non-empty list")
-        return {"choices": [_grid_value(path, key, c) for c in choices]}
+        return {"choices": _distinct(path, where, [_grid_value(path, key, c, where) for c in choices])}
     kind = entry.get("type", "int" if field_type(key) is int else "float")
     if kind not in ("float", "int"):
         raise _err(path, where, f"type {kind!r}; allowed: float, int")
@@ -141,10 +154,13 @@ def _search_entry(path: str, key: str, entry: Any) -> dict:
     log = entry.get("log", False)
     if not isinstance(log, bool):
         raise _err(path, where, f"log must be true or false, got {log!r}")
-    if not low < high or (log and low <= 0):
-        raise _err(path, where, f"needs low < high (and low > 0 with log), got low={low}, high={high}")
+    if not (math.isfinite(low) and math.isfinite(high)) or not low < high or (log and low <= 0):
+        raise _err(path, where, f"needs finite low < high (and low > 0 with log), got low={low}, high={high}")
     if kind == "int":
-        low, high = int(low), int(high)
+        if math.ceil(low) >= math.floor(high):
+            raise _err(path, where, f"an integer range needs two integers or more in [low, high], got low={low}, "
+                                    f"high={high}")
+        low, high = math.ceil(low), math.floor(high)
     return {"low": low, "high": high, "log": log, "type": kind}
 
 
@@ -157,8 +173,11 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     if unknown:
         raise _err(path, unknown[0], f"unknown key; allowed: {', '.join(SPEC_KEYS)}")
     name = data.get("name") or Path(path).stem
-    if not isinstance(name, str) or not all(c.isalnum() or c in "-_." for c in name):
-        raise _err(path, "name", f"{name!r}; allowed: letters, digits, '-', '_' and '.'")
+    if not isinstance(name, str) or not name[:1].isalnum() or not all(c.isalnum() or c in "-_." for c in name) \
+            or len(name) > MAX_NAME:
+        shown = name if not isinstance(name, str) or len(name) <= 60 else f"{name[:40]}… ({len(name)} characters)"
+        raise _err(path, "name", f"{shown!r}; allowed: letters, digits, '-', '_' and '.', starting with a letter or "
+                                 f"digit, at most {MAX_NAME} characters")
 
     base = data.get("base") or {}
     if not isinstance(base, dict):
@@ -173,10 +192,8 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
             raise _err(path, f"grid.{axis}", f"unknown axis; allowed: config keys ({', '.join(FIELD_NAMES)})")
         if not isinstance(values, list) or not values:
             raise _err(path, f"grid.{axis}", "empty grid axis; give a non-empty list of values")
-    grid = {axis: [_grid_value(path, axis, v) for v in values] for axis, values in grid.items()}
-    for axis, values in grid.items():
-        if len(set(map(repr, values))) != len(values):
-            raise _err(path, f"grid.{axis}", f"repeated value in {values}")
+    grid = {axis: _distinct(path, f"grid.{axis}", [_grid_value(path, axis, v) for v in values])
+            for axis, values in grid.items()}
 
     seeds = data.get("seeds")
     if not isinstance(seeds, list) or not seeds:
@@ -209,14 +226,18 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     if overlap:
         raise _err(path, overlap[0], "is both in base and in grid/search; keep it in one place")
 
+    points = math.prod(len(v) for v in grid.values()) * (len(seeds) + len(replication))
+    if points > MAX_GRID_POINTS:
+        raise _err(path, "grid", f"{points:,} runs (points × seeds); allowed: at most {MAX_GRID_POINTS:,} (a larger "
+                                 f"space is a search's: `search` with n_trials)")
     objective = data.get("objective", "steps_to_learn")
-    if objective not in OBJECTIVES:
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise _err(path, "objective", f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     direction = data.get("direction", OBJECTIVES[objective])
-    if direction not in ("minimize", "maximize"):
+    if not isinstance(direction, str) or direction not in ("minimize", "maximize"):
         raise _err(path, "direction", f"{direction!r}; allowed: minimize, maximize")
     sampler = data.get("sampler", "tpe")
-    if sampler not in SAMPLERS:
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
         raise _err(path, "sampler", f"unknown sampler {sampler!r}; allowed: {', '.join(SAMPLERS)}")
     if "sampler" in data and not search:
         raise _err(path, "sampler", "only for a search; a grid runs every point once (remove `sampler`)")

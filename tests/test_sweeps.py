@@ -160,13 +160,29 @@ def _bad_specs():
         ({**ok, "base": {**BASE, "beta": -1}}, "beta"),
         ({**ok, "sampler": "random"}, "sampler"),  # a grid has no sampler to choose
         ({**ok, "mlflow_experiment": ["a", "b"]}, "mlflow_experiment"),
+        # reliability round 4: the whole spec is checked, grid and search by the same rules, before anything exists
+        ({**ok, "search": {"learning_rate": {"low": 1e-5, "high": float("inf")}}, "n_trials": 2}, "finite"),
+        ({**ok, "search": {"learning_rate": {"low": float("-inf"), "high": 1e-3}}, "n_trials": 2}, "finite"),
+        ({**ok, "objective": ["steps_to_learn"]}, "objective"),
+        ({**ok, "direction": ["minimize"]}, "direction"),
+        ({**ok, "name": "x" * 300}, "at most 100 characters"),
+        ({**ok, "name": ".."}, "starting with a letter"),
+        ({**ok, "name": "."}, "starting with a letter"),
+        ({**ok, "search": {"loss_type": {"choices": ["grpo", "grpo"]}}, "n_trials": 2}, "search.loss_type: repeated"),
+        ({**ok, "search": {"loss_type": {"choices": ["grpo", "token_mean"]}}, "n_trials": 2}, "loss_type: unknown value"),
+        ({**ok, "search": {"max_steps": {"low": 4.2, "high": 4.8, "type": "int"}}, "n_trials": 2}, "two integers"),
+        ({**ok, "search": {"max_steps": {"low": 4, "high": 4.5, "type": "int"}}, "n_trials": 2}, "two integers"),
+        ({**ok, "grid": {"learning_rate": [i * 1e-6 + 1e-6 for i in range(1000)],
+                         "beta": [i * 1e-3 for i in range(1000)]}}, "allowed: at most 10,000"),
     ]
 
 
-@pytest.mark.parametrize("spec,needle", _bad_specs(), ids=[n for _, n in _bad_specs()])
+@pytest.mark.parametrize("spec,needle", _bad_specs(), ids=[f"{i}-{n[:30]}" for i, (_, n) in enumerate(_bad_specs())])
 def test_bad_spec_one_line_exit_2_nothing_written(tmp_path, spec, needle):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
-    assert grpo_here("sweep", "bad.yaml", cwd=tmp_path).returncode == 2
+    res = grpo_here("sweep", "bad.yaml", cwd=tmp_path)
+    assert res.returncode == 2 and needle in res.stderr, res.stderr[-2000:]
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
     assert not (tmp_path / "results").exists()  # nothing written to any store
 
 
