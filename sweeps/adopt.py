@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from grpo_core.run import read_metrics
+
 from .spec import SweepSpec, grid_point_of, grid_space, point_key
 
 # keys that do not change what a run is: where it was logged, where caches live, its threads
@@ -39,9 +41,11 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
         try:
             summary = json.loads((folder / "summary.json").read_text())
             config = yaml.safe_load((folder / "config.yaml").read_text())
+            steps = len(read_metrics(folder / "metrics.jsonl"))
         except (OSError, ValueError, yaml.YAMLError):  # unfinished, damaged: not a finished point
             continue
-        if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict):
+        if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict) \
+                or steps != summary.get("steps_completed"):  # metrics.jsonl cut: damaged
             continue
         point = {axis: config.get(axis) for axis in [*spec.grid, "seed"]}
         key = point_key(point)

@@ -45,6 +45,16 @@ class Run:
         return float(v)
 
 
+SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_learn", "learned", "final_reward",
+                   "reward_auc", "baseline_reward", "completions_generated", "median_step_time_s", "train_time_s",
+                   "wall_time_s")  # the summary.json keys a test can compare
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
 def validate_report(spec: SweepSpec) -> None:
     """Check a claim spec's `report` section before anything runs."""
     rep = spec.report
@@ -54,21 +64,38 @@ def validate_report(spec: SweepSpec) -> None:
                              f"disjoint from `seeds` (every verdict must hold on both)")
     if not rep.get("tests"):
         raise UserInputError(f"{where}.tests: missing; a claim needs at least one test behind its verdict")
-    for fig in rep.get("figures", []):
-        if fig not in FIGURE_KINDS:
+    if not isinstance(rep["tests"], list) or not all(isinstance(t, dict) for t in rep["tests"]):
+        raise UserInputError(f"{where}.tests: {_short(rep['tests'])}; allowed: a list of tests, each a mapping "
+                             f"with a `kind` ({', '.join(TEST_KINDS)})")
+    figures = rep.get("figures", [])
+    if not isinstance(figures, list):
+        raise UserInputError(f"{where}.figures: {_short(figures)}; allowed: a list of {', '.join(FIGURE_KINDS)}")
+    for fig in figures:
+        if not isinstance(fig, str) or fig not in FIGURE_KINDS:
             raise UserInputError(f"{where}.figures: unknown figure {fig!r}; allowed: {', '.join(FIGURE_KINDS)}")
+    if not isinstance(spec.quick or {}, dict):
+        raise UserInputError(f"{spec.path}: quick: {_short(spec.quick)}; allowed: a mapping")
     for i, test in enumerate(rep["tests"]):
         kind = test.get("kind")
-        if kind not in TEST_KINDS:
+        if not isinstance(kind, str) or kind not in TEST_KINDS:
             raise UserInputError(f"{where}.tests[{i}].kind: {kind!r}; allowed: {', '.join(TEST_KINDS)}")
         if kind in ("zero_loss_step1", "placebo"):
             continue
         axis = test.get("axis")
-        if axis not in spec.grid:
+        if not isinstance(axis, str) or axis not in spec.grid:
             raise UserInputError(f"{where}.tests[{i}].axis: {axis!r} is not a grid axis ({', '.join(spec.grid)})")
+        metric = test.get("metric", "steps_to_learn")
+        if not (isinstance(metric, str) and (metric in SUMMARY_METRICS
+                                             or (metric.startswith("final:") and len(metric) > len("final:")))):
+            raise UserInputError(f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, or "
+                                 f"final:<a per-step key of metrics.jsonl>")
         if kind == "paired":
             values = spec.grid[axis]
-            for v in [*test.get("treatment", []), test.get("control")]:
+            treatment = test.get("treatment", [])
+            if not isinstance(treatment, list) or not treatment:
+                raise UserInputError(f"{where}.tests[{i}].treatment: {_short(treatment)}; allowed: a non-empty list "
+                                     f"of values of grid axis {axis} {values}")
+            for v in [*treatment, test.get("control")]:
                 if v not in values:
                     raise UserInputError(f"{where}.tests[{i}]: {v!r} is not a value of grid axis {axis} {values}")
             if test.get("direction") not in ("lower", "higher"):
@@ -80,23 +107,54 @@ def validate_report(spec: SweepSpec) -> None:
                                      f"difference treatment − control the source claims)")
 
 
-def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], int]:
-    """Finished runs of a sweep, and how many trial folders did not finish."""
-    runs, unfinished = [], 0
+def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]]:
+    """Finished runs of a sweep, and the trial folders left out, each named with why: not finished
+    (killed, failed, still running) or damaged (a file missing, cut or unreadable)."""
+    runs, left_out = [], []
     for folder in sorted((runs_root / spec.name).glob("trial-*")):
-        summary_path = folder / "summary.json"
-        summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-        if summary.get("status") != "finished":
-            unfinished += 1
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+        except FileNotFoundError:
+            left_out.append(f"{folder.name} (not finished: no summary.json)")
             continue
-        config = yaml.safe_load((folder / "config.yaml").read_text())
-        metrics = read_metrics(folder / "metrics.jsonl")
-        point = {axis: config[axis] for axis in spec.grid}
-        point["seed"] = config["seed"]
+        except (OSError, ValueError) as exc:
+            left_out.append(f"{folder.name} (damaged: summary.json {_why(exc)})")
+            continue
+        if not isinstance(summary, dict) or summary.get("status") != "finished":
+            status = summary.get("status") if isinstance(summary, dict) else None
+            left_out.append(f"{folder.name} ({status or 'not finished'})")
+            continue
+        try:
+            config = yaml.safe_load((folder / "config.yaml").read_text())
+            point = {axis: config[axis] for axis in spec.grid}
+            point["seed"] = config["seed"]
+        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError) as exc:
+            left_out.append(f"{folder.name} (damaged: config.yaml {_why(exc)})")
+            continue
+        try:
+            metrics = read_metrics(folder / "metrics.jsonl")
+        except (OSError, ValueError) as exc:
+            left_out.append(f"{folder.name} (damaged: metrics.jsonl {_why(exc)})")
+            continue
+        if len(metrics) != summary.get("steps_completed", len(metrics)):
+            left_out.append(f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} of "
+                            f"{summary.get('steps_completed')} steps)")
+            continue
         runs.append(Run(point, config, summary, metrics))
     # a grid point can have a failed trial and, after a rerun, a finished one: keep one per point
     unique = {tuple(sorted(r.point.items())): r for r in runs}
-    return list(unique.values()), unfinished
+    return list(unique.values()), left_out
+
+
+def _why(exc: BaseException) -> str:
+    """A damaged file's fault in a few words."""
+    if isinstance(exc, FileNotFoundError):
+        return "missing"
+    if isinstance(exc, (json.JSONDecodeError, yaml.YAMLError)):
+        return "cut or not valid"
+    if isinstance(exc, (KeyError, TypeError)):
+        return f"lacks {exc.args[0]!r}" if isinstance(exc, KeyError) else "not a mapping"
+    return f"unreadable ({type(exc).__name__})"
 
 
 def _variant_key(spec: SweepSpec, run: Run, exclude: tuple = ()) -> tuple:
@@ -685,7 +743,21 @@ def bases_table(runs: list[Run]) -> list[str]:
 
 
 # ---- the report -----------------------------------------------------------------------------------
-def claim_section(spec: SweepSpec, runs: list[Run], unfinished: int, fig_dir: Path, report_dir: Path,
+def _left_out_text(spec: SweepSpec, runs: list[Run], left_out: list[str]) -> str:
+    """What the section's runs lack: folders left out (named, with why) and grid points with no finished run."""
+    done = {tuple(sorted(r.point.items())) for r in runs}
+    missing = [p for p in spec.grid_points() if tuple(sorted(p.items())) not in done]
+    text = ""
+    if left_out:
+        text += f", {len(left_out)} folder(s) left out: " + "; ".join(left_out[:6]) + ("; …" if len(left_out) > 6 else "")
+    if missing:
+        shown = "; ".join(", ".join(f"{k}={v}" for k, v in p.items()) for p in missing[:4])
+        text += (f"; **{len(missing)} of {len(spec.grid_points())} grid points have no finished run** ({shown}"
+                 + ("; …" if len(missing) > 4 else "") + "): the tests use the seeds that have both arms")
+    return text
+
+
+def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_dir: Path, report_dir: Path,
                   command: str, untrusted: Optional[str] = None) -> tuple[str, list[Verdict]]:
     """The section of one claim spec and its verdicts. `untrusted`: why the placebo that calibrates
     steps_to_learn for these runs did not pass; the verdicts that rest on it are then withheld."""
@@ -698,7 +770,7 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: int, fig_dir: Pa
     grid = "; ".join(f"{k} ∈ {v}" for k, v in spec.grid.items())
     sets = "; ".join(f"{name} seeds {_seed_list(seeds)}" for name, seeds in seed_sets(spec))
     out += [f"- **Settings:** {grid}; {sets}; max_steps {max_steps}; base {json.dumps(spec.base)}",
-            f"- **Runs:** {len(runs)} finished" + (f", {unfinished} not finished (left out)" if unfinished else "")
+            f"- **Runs:** {len(runs)} finished" + _left_out_text(spec, runs, unfinished)
             + (f"; **{imprecise} run(s) had a baseline standard error above δ/4** (baseline_prompts too small)"
                if (imprecise := sum(r.summary.get("baseline_reward_se", 0) > r.config["stl_delta"] / 4 for r in runs))
                else ""),

@@ -18,6 +18,7 @@ from grpo_core.config import GRPOConfig
 from grpo_core.yaml_files import dump_yaml, read_yaml_mapping
 from grpo_core.cpu_math import describe
 from grpo_core.errors import UserInputError
+from grpo_core.files import check_writable_folder
 from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.provenance import machine, versions
 
@@ -101,22 +102,12 @@ def cpu_math_line(runs: list) -> str:
             f"bit (`tests/test_cross_machine.py` checks runs made on two machines).")
 
 
-def _pending(spec_path: Path, storage: Optional[str]) -> bool:
-    """Whether the sweep of this spec still has trials to run (a new sweep always has)."""
-    import optuna
-
-    from .driver import has_work, make_sampler
-    from .storage import open_storage
+def _pending(spec_path: Path, runs_root: Path) -> bool:
+    """Whether the sweep of this spec still has grid points without a finished run folder."""
+    from .adopt import finished_folders
 
     spec = load_spec(spec_path)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        study = optuna.load_study(study_name=spec.name, storage=open_storage(storage), sampler=make_sampler(spec))
-    except KeyError:
-        return True
-    return has_work(study, spec, invocation="")
-
-
+    return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
 
 
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
@@ -181,14 +172,15 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list
 def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,
               max_steps: Optional[int] = None, seeds: Optional[int] = None, storage: Optional[str] = None,
               tracking_uri: Optional[str] = None, real: bool = False, real_cpu: bool = False) -> int:
-    """`real_cpu`: the real-model claims on a CPU (experiments/real/cpu/), trained into
-    results/real/cpu/runs/ with a journal of this invocation's own, so that the committed run
-    folders alone decide what is done (sweeps/adopt.py): a rerun trains only the points without a
-    finished folder, and the suite can be run in parts."""
+    """Train every claim spec's grid, then write the report. Without `storage`, each invocation
+    has an Optuna journal of its own, so the run folders alone decide what is done
+    (sweeps/adopt.py): a rerun trains only the points without a finished folder (a deleted or
+    damaged one is trained again), and a suite can be run in parts. `real_cpu`: the real-model
+    claims on a CPU (experiments/real/cpu/), into results/real/cpu/runs/ (committed)."""
     if real and real_cpu:
         raise UserInputError("--real and --real-cpu: choose one; allowed: --real (a GPU) or --real-cpu")
-    if real_cpu and storage is None:
-        with tempfile.TemporaryDirectory(prefix="grpo-real-cpu-") as tmp:
+    if storage is None:  # the run folders decide what is done (a journal of this invocation's own)
+        with tempfile.TemporaryDirectory(prefix="grpo-reproduce-") as tmp:
             return reproduce(quick, workers, experiments, out, max_steps, seeds, f"journal:///{tmp}/journal.log",
                              tracking_uri, real, real_cpu)
     started = time.perf_counter()
@@ -210,6 +202,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         report_dir = Path(out) if out else (Path(defaults.QUICK) if quick else Path("results"))
         work = report_dir if (quick or out) else Path(defaults.REPRODUCE)
     runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
+    for folder in dict.fromkeys((report_dir, work)):  # before anything is trained or written
+        check_writable_folder(folder, "--out" if out else "the report folder")
     full_only = [p for p in paths if quick and not read_yaml_mapping(p).get("quick")]  # too costly for --quick
     paths = [p for p in paths if p not in full_only]
     with tempfile.TemporaryDirectory() as staging:  # derived specs are checked before any is written
@@ -220,7 +214,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     failures, trained = 0, False
     for i, p in enumerate(derived, 1):
         print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)
-        trained |= _pending(p, storage)
+        trained |= _pending(p, runs_root)
         failures += run_sweep(str(p), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
                               out_root=str(runs_root)) != 0
     wall = time.perf_counter() - started

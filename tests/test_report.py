@@ -3,6 +3,8 @@
 
 
 import json
+import shutil
+
 import pytest
 import yaml
 
@@ -339,3 +341,84 @@ def test_reproduce_bad_input_writes_nothing(tmp_path, args, needle):
     res = run_grpo_here("reproduce", "--quick", "--out", str(tmp_path / "report"), *args, cwd=tmp_path)
     assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []  # no spec files, no stores, no report folder
+
+
+def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path):
+    # a deleted folder, a corrupt summary.json, a metrics.jsonl cut mid-record and a truncated
+    # config.yaml: the rerun trains exactly those grid points again, and the report names each
+    # damaged folder it left out instead of crashing or reporting fewer pairs in silence
+    import json
+
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    spec = yaml.safe_load((ROOT / "experiments" / "c4_advantage_scale.yaml").read_text())
+    spec.update(seeds=[0, 1], replication_seeds=[2], grid={"advantage_scale": [1.0, 10.0]})
+    spec["base"].update(cache_dir=str(CACHE), max_steps=4, stl_window=2, baseline_prompts=8)
+    spec.pop("quick", None)
+    (exp / "c4.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    args = ("reproduce", "--workers", "1", "--experiments", str(exp), "--out", str(tmp_path / "out"))
+    assert run_grpo_here(*args, cwd=tmp_path).returncode == 0
+    root = tmp_path / "out" / "runs" / spec["name"]
+    folders = sorted(root.iterdir())
+    assert len(folders) == 6
+    shutil.rmtree(folders[0])
+    (folders[1] / "summary.json").write_text('{"status": "fini')
+    metrics = (folders[2] / "metrics.jsonl").read_text()
+    (folders[2] / "metrics.jsonl").write_text(metrics[:len(metrics) - 40])
+    (folders[3] / "config.yaml").write_text((folders[3] / "config.yaml").read_text()[:200])
+    res = run_grpo_here(*args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "2 finished run folder(s)" in res.stdout  # folders 4 and 5
+    def status(folder):
+        try:
+            return json.loads((folder / "summary.json").read_text())["status"]
+        except (OSError, ValueError):
+            return None
+
+    finished = [f for f in root.iterdir() if status(f) == "finished"]
+    assert len(finished) == 2 + 4 + 2  # kept, retrained, and the two damaged ones whose summary still reads
+    report = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "6 finished" in report and "no finished run" not in report
+    for name, why in ((folders[1].name, "damaged: summary.json cut"), (folders[2].name, "damaged: metrics.jsonl cut"),
+                      (folders[3].name, "damaged: config.yaml")):
+        assert f"{name} ({why}" in report, name
+
+
+def _bad_reports():
+    tests = [{"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "advantage_scale",
+              "treatment": [10.0], "control": 1.0, "direction": "lower"}]
+    return [
+        ({"tests": "paired"}, "report.tests"),
+        ({"tests": ["paired"]}, "report.tests"),
+        ({"tests": [{**tests[0], "treatment": 10.0}]}, "treatment"),
+        ({"tests": [{**tests[0], "metric": "happiness"}]}, "metric"),
+        ({"tests": [{**tests[0], "metric": ["steps_to_learn"]}]}, "metric"),
+        ({"tests": [{**tests[0], "axis": ["advantage_scale"]}]}, "axis"),
+        ({"tests": tests, "figures": "reward"}, "figures"),
+        ({"tests": [{**tests[0], "kind": ["paired"]}]}, "kind"),
+    ]
+
+
+@pytest.mark.parametrize("report, needle", _bad_reports(), ids=[f"{i}-{n}" for i, (_, n) in enumerate(_bad_reports())])
+def test_a_bad_report_section_is_refused_before_anything_trains(tmp_path, report, needle):
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    spec = yaml.safe_load((ROOT / "experiments" / "c4_advantage_scale.yaml").read_text())
+    spec.update(grid={"advantage_scale": [1.0, 10.0]}, report=report)
+    (exp / "c4.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    res = run_grpo_here("reproduce", "--experiments", str(exp), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_quick_section_of_the_wrong_type_and_an_unwritable_report_folder_are_one_line(tmp_path):
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    spec = yaml.safe_load((ROOT / "experiments" / "c4_advantage_scale.yaml").read_text())
+    spec["quick"] = [1, 2]
+    (exp / "c4.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    res = run_grpo_here("reproduce", "--quick", "--experiments", str(exp), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert res.returncode == 2 and "quick" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    (exp / "c4.yaml").write_text((ROOT / "experiments" / "c4_advantage_scale.yaml").read_text())
+    res = run_grpo_here("reproduce", "--experiments", str(exp), "--out", "/proc/grpo-report", cwd=tmp_path)
+    assert res.returncode == 2 and "cannot write" in res.stderr and len(res.stderr.strip().splitlines()) == 1
