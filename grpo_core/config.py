@@ -201,9 +201,9 @@ class GRPOConfig:
     """Held-out prompts for the greedy eval."""
     log_completions: bool = True
     """Write a sample of each generation batch to `completions.jsonl` in the run folder: step,
-    prompt, completion, each reward function's value, the reward, the advantage, the length in
-    tokens, truncated or not; the run's MLflow record gets them as a table (`completions.json`).
-    TRL's name (off by default there)."""
+    prompt, completion, reward (the total), rewards/<function> (each reward function's value),
+    advantage, length (tokens), truncated (cut at max_completion_length); the run's MLflow record
+    gets them as a table (`completions.json`). TRL's name (off by default there)."""
     log_completions_per_step: int = 8
     """Completions of each generation batch written to completions.jsonl, spread evenly over its
     groups; 0 = every completion (for short runs)."""

@@ -13,3 +13,4 @@ MODELS = f"{LOCAL}/models"  # models fetched with `grpo fetch-model`
 QUICK = f"{LOCAL}/quick"  # `grpo reproduce --quick` (report, specs, runs)
 QUICK_REAL = f"{LOCAL}/quick-real"  # `grpo reproduce --real --quick`
 REPRODUCE = f"{LOCAL}/reproduce"  # the full reproduction's specs and runs
+REPRODUCE_JOURNALS = f"{LOCAL}/journals"  # one Optuna journal per `grpo reproduce` invocation (the run folders decide)

@@ -433,14 +433,9 @@ def log_completions_table(client, run_id: str, path: Path) -> None:
     rows = read_metrics_lenient(path) if path.is_file() else []
     if not rows:
         return
-    names = sorted({name for row in rows for name in row.get("rewards", {})})
-    columns = ["step", "prompt", "completion", "reward", *(f"rewards/{n}" for n in names), "advantage", "length",
-               "truncated"]
-    table = {c: [] for c in columns}
-    for row in rows:
-        for c in columns:
-            table[c].append(row.get("rewards", {}).get(c[len("rewards/"):]) if c.startswith("rewards/") else row.get(c))
-    client.log_table(run_id, data=table, artifact_file="completions.json")
+    per_function = sorted({key for row in rows for key in row if key.startswith("rewards/")})
+    columns = ["step", "prompt", "completion", "reward", *per_function, "advantage", "length", "truncated"]
+    client.log_table(run_id, data={c: [row.get(c) for row in rows] for c in columns}, artifact_file="completions.json")
 
 
 # ---- runs whose process died without recording it ---------------------------------------------------

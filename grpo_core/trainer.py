@@ -382,9 +382,9 @@ class GRPOTrainer:
         texts = self._decode(batch.completion_ids[rows])
         lengths = batch.completion_mask[rows].sum(dim=1).tolist()
         return [{"step": self.step + 1, "prompt": batch.prompts[i // G], "completion": text,
-                 "rewards": {name: float(values[first + i]) for name, values in per_func.items()},
-                 "reward": float(rewards[first + i]), "advantage": float(advantages[first + i]),
-                 "length": int(length), "truncated": not bool(ended[i])}
+                 "reward": float(rewards[first + i]),
+                 **{f"rewards/{name}": float(values[first + i]) for name, values in per_func.items()},
+                 "advantage": float(advantages[first + i]), "length": int(length), "truncated": not bool(ended[i])}
                 for i, text, length in zip(rows, texts, lengths)]
 
     def _sample_round(self) -> "_Round":

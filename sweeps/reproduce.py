@@ -7,6 +7,7 @@ results/local/quick/, so the committed report is never overwritten."""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -179,10 +180,6 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     claims on a CPU (experiments/real/cpu/), into results/real/cpu/runs/ (committed)."""
     if real and real_cpu:
         raise UserInputError("--real and --real-cpu: choose one; allowed: --real (a GPU) or --real-cpu")
-    if storage is None:  # the run folders decide what is done (a journal of this invocation's own)
-        with tempfile.TemporaryDirectory(prefix="grpo-reproduce-") as tmp:
-            return reproduce(quick, workers, experiments, out, max_steps, seeds, f"journal:///{tmp}/journal.log",
-                             tracking_uri, real, real_cpu)
     started = time.perf_counter()
     for flag, value in (("--workers", workers), ("--seeds", seeds), ("--max-steps", max_steps)):
         if value is not None and value < 1:
@@ -211,6 +208,12 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
             load_spec(derive_spec(p, quick, max_steps, seeds, Path(staging)))
     derived = [derive_spec(p, quick, max_steps, seeds, spec_dir) for p in paths]
 
+    if storage is None:  # the run folders decide what is done: a journal of this invocation's own
+        journal = Path(defaults.REPRODUCE_JOURNALS) / f"journal-{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.log"
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        storage = f"journal:///{journal.resolve()}"
+        print(f"grpo reproduce: this invocation's Optuna journal: {journal} (`grpo trials SPEC --storage "
+              f"{storage}` lists a sweep's trials)", flush=True)
     failures, trained = 0, False
     for i, p in enumerate(derived, 1):
         print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)

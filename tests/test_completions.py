@@ -7,7 +7,7 @@ from conftest import CACHE, run_grpo_here as grpo_here
 
 BASE = ["--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--set", "max_steps=3",
         "--set", "stl_window=1", "--set", "prompts_per_step=4", "--set", "num_generations=4"]
-FIELDS = {"step", "prompt", "completion", "rewards", "reward", "advantage", "length", "truncated"}
+FIELDS = {"step", "prompt", "completion", "reward", "rewards/exact_match", "advantage", "length", "truncated"}
 
 
 def rows_of(path):
@@ -38,7 +38,7 @@ def test_every_completion_of_a_short_run_in_the_folder_mlflow_and_terminal(tmp_p
             group = mine[4 * g:4 * g + 4]
             assert len({r["prompt"] for r in group}) == 1
             assert abs(sum(r["advantage"] for r in group)) < 1e-5
-        assert all(r["rewards"] == {"exact_match": r["reward"]} for r in mine)
+        assert all(r["rewards/exact_match"] == r["reward"] for r in mine)  # one function, weight 1
         assert all(1 <= r["length"] <= 8 and isinstance(r["truncated"], bool) for r in mine)
         mean_length = sum(r["length"] for r in mine) / 16
         assert abs(mean_length - metrics[step - 1]["completions/mean_length"]) < 1e-6
