@@ -310,7 +310,9 @@ def _cmd_ui(args) -> int:
     # MLflow's server also starts a job runner (GenAI scorers, trace roll-ups) that a store of training
     # runs never uses: off unless set, the UI answers sooner (results/benchmarks/README.md)
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    os.execvp(cmd[0], cmd)
+    from .server_process import serve
+
+    return serve(cmd)
 
 
 def _pin_cpu_math(args) -> None:

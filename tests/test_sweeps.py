@@ -230,6 +230,61 @@ def test_ui_serves_mlflow_on_loopback(tmp_path):
         proc.wait()
 
 
+def _start_ui(tmp_path):
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return proc, port
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"grpo ui did not answer: {proc.stdout.read() if proc.poll() is not None else ''}")
+
+
+def _port_closes(port, within_s=30.0) -> bool:
+    import socket
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "Ctrl-C"])
+def test_the_ui_server_dies_with_grpo_ui_and_stops_quietly(tmp_path, how):
+    import signal
+
+    proc, port = _start_ui(tmp_path)
+    try:
+        if how == "SIGKILL":  # grpo ui alone: its server must not keep serving the port
+            os.kill(proc.pid, signal.SIGKILL)
+        else:  # the terminal's Ctrl-C goes to the foreground process group
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        assert _port_closes(port), f"the MLflow server still serves port {port} after {how} of grpo ui"
+        out = proc.stdout.read()
+        if how == "Ctrl-C":
+            assert proc.returncode == 0 and "Traceback" not in out and "stopping the MLflow server" in out, out
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
     write_spec(tmp_path, "ok", grid={"loss_type": ["grpo"]}, seeds=[0])
     (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
