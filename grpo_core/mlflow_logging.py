@@ -452,7 +452,7 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
     import yaml
     from mlflow.entities import RunTag
 
-    from .run import RESERVE, RUN_MARKER, read_metrics_lenient, write_json
+    from .run import RESERVE, RUN_MARKER, read_metrics_skipping, write_json
 
     backfilled, notes = 0, []
     folder = Path(run_dir) if run_dir else None
@@ -469,7 +469,10 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
             summary = {}
     if folder is not None and (folder / "metrics.jsonl").is_file():
         have = max((m.step for m in client.get_metric_history(run_id, "reward")), default=0)
-        rows = [r for r in read_metrics_lenient(folder / "metrics.jsonl") if r.get("step", 0) > have]
+        rows, bad = read_metrics_skipping(folder / "metrics.jsonl")
+        if bad:  # a disk or an editor damaged a line: the others are still the run's curves
+            notes.append(f"{bad} malformed line(s) of metrics.jsonl skipped")
+        rows = [r for r in rows if r.get("step", 0) > have]
         log_metrics(client, run_id, step_points(rows, int(time.time() * 1000)))
         backfilled = len(rows)
     if summary.get("status") == "finished":  # it trained to the end; only its MLflow record was cut short

@@ -87,6 +87,25 @@ def read_metrics(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def read_metrics_skipping(path: str | Path) -> tuple[list[dict], int]:
+    """Every line that reads as a JSON object with a step, and how many did not (recovery of a
+    damaged folder: `grpo recover`)."""
+    rows, bad = [], 0
+    for line in Path(path).read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
+        else:
+            bad += 1
+    return rows, bad
+
+
 def read_metrics_lenient(path: str | Path) -> list[dict]:
     """read_metrics for a run that was killed: a last line cut off mid-write is left out."""
     lines = [line for line in Path(path).read_text().splitlines() if line.strip()]

@@ -432,12 +432,13 @@ def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     if run_id:
         try:
             client.update_run(run_id, status="RUNNING")
+            client.set_tag(run_id, "owner", owner_id())  # this process now: `grpo recover` ends it if it dies
             return run_id
         except Exception:  # deleted, or another store: make a new one
             pass
     experiment_id = get_or_create_experiment(client, spec.experiment, tracking_uri)
     tags = {"sweep": spec.name, "sweep_role": "parent", "git_commit": git_commit(), "spec_path": spec.path,
-            "mode": spec.mode, **{k: v[:5000] for k, v in spec.text.items()}}
+            "mode": spec.mode, "owner": owner_id(), **{k: v[:5000] for k, v in spec.text.items()}}
     run = client.create_run(experiment_id, run_name=spec.name, tags=tags)
     client.log_param(run.info.run_id, "objective", spec.objective)
     client.log_param(run.info.run_id, "direction", spec.direction)

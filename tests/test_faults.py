@@ -472,3 +472,51 @@ def test_a_store_made_from_the_template_is_the_store_mlflow_makes(tmp_path, monk
                     list(db.execute("SELECT experiment_id, name, artifact_location FROM experiments")))
 
     assert schema(tmp_path / "first.db") == schema(tmp_path / "second.db") == schema(tmp_path / "by-mlflow.db")
+
+
+def test_recover_ends_a_run_whose_metrics_have_a_malformed_line_before_the_last(tmp_path):
+    from mlflow.tracking import MlflowClient
+    import socket
+
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    client = MlflowClient(tracking_uri=db)
+    exp = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n" + '{"step": 2, "rew\n'
+                                          + json.dumps({"step": 3, "reward": 0.7}) + "\n")
+    dead = f"{socket.gethostname()}:999999:12345"
+    run_id = client.create_run(exp, run_name="r", tags={"owner": dead, "run_dir": str(folder)}).info.run_id
+    res = grpo_here("recover", "--tracking-uri", db)
+    assert res.returncode == 0 and "1 run(s) ended, 0 left alone" in res.stdout, res.stdout + res.stderr
+    run = client.get_run(run_id)
+    assert run.info.status == "KILLED" and "1 malformed line(s) of metrics.jsonl skipped" in run.data.tags["failure_reason"]
+    assert [m.step for m in client.get_metric_history(run_id, "reward")] == [1, 3]
+    assert json.loads((folder / "summary.json").read_text())["status"] == "killed"
+
+
+def test_recover_after_a_sigkilled_sweep_ends_its_parent_run_too(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s", "base": {"cache_dir": str(CACHE), "max_steps": 400, "stl_window": 2,
+                                                          "baseline_prompts": 8},
+                                    "grid": {"loss_type": ["grpo"]}, "seeds": [0]}))
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--tracking-uri", db,
+                             "--storage", f"journal:///{tmp_path}/j.log", "--out-root", str(tmp_path / "runs")],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    metrics = tmp_path / "runs" / "s" / "trial-0000" / "metrics.jsonl"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (metrics.is_file() and metrics.read_text().count("\n") >= 2):
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    res = grpo_here("recover", "--tracking-uri", db)
+    assert res.returncode == 0 and "2 run(s) ended, 0 left alone" in res.stdout, res.stdout + res.stderr
+    client = MlflowClient(tracking_uri=db)
+    runs = client.search_runs([client.get_experiment_by_name("s").experiment_id])
+    assert sorted(r.data.tags.get("sweep_role", "trial") for r in runs) == ["parent", "trial"]
+    assert all(r.info.status == "KILLED" for r in runs)
