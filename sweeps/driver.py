@@ -39,7 +39,7 @@ from .progress import SweepProgress
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
 from .spec import SweepSpec, grid_point_of, grid_space, load_spec, point_key
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
-                      open_storage)
+                      open_storage, repair_journal_tail)
 
 
 @dataclass(frozen=True)
@@ -494,6 +494,9 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     check_writable_folder(out_root, "--out-root")
     journal = journal_path(storage_url)
     fresh_journal = journal is not None and not journal.exists()
+    if cut := repair_journal_tail(storage_url):
+        print(f"grpo sweep: {describe_storage(storage_url)}: its last record was cut off (a writer died mid-write); "
+              f"removed those {cut} bytes before appending", file=sys.stderr, flush=True)
     try:
         storage = open_storage(storage_url, heartbeat_interval)
         study = _open_study(spec, storage, storage_url)

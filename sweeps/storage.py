@@ -61,6 +61,11 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
             raise UserInputError(f"--storage {url!r}: no such database file {path}")
         if not path.resolve().parent.is_dir():
             raise UserInputError(f"--storage {url!r}: folder {path.resolve().parent} does not exist")
+        if path.is_file() and path.stat().st_size:
+            with open(path, "rb") as f:
+                if f.read(16) != SQLITE_MAGIC:
+                    raise UserInputError(f"--storage {url!r}: {path} is not a SQLite database; allowed: a SQLite file "
+                                         f"(or a new one), or journal:///{path} if it is an Optuna journal")
         return
     import sqlalchemy
 
@@ -75,6 +80,33 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
     finally:
         with contextlib.suppress(Exception):
             engine.dispose()
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def repair_journal_tail(url: str | None) -> int:
+    """A journal whose last record was cut (its writer died mid-write) is cut back to its last
+    whole line before anything is appended, under the journal's own lock: Optuna skips such a
+    line when reading, but a record appended after it would join it into one line that no reader
+    takes, and every later read of the journal would fail. Returns the bytes removed."""
+    from optuna.storages.journal import JournalFileOpenLock
+
+    path = journal_path(url)
+    if path is None or not path.is_file():
+        return 0
+    lock = JournalFileOpenLock(str(path) + ".lock")
+    lock.acquire()
+    try:
+        data = path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+        return len(data) - keep
+    finally:
+        lock.release()
 
 
 def _check_journal_readable(path: Path, url: str | None) -> None:

@@ -299,6 +299,8 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
         (["sweep", "ok.yaml", "--out-root", "README.md"], "is a file"),
         (["trials", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/none.db"], "no such database file"),
         (["sweep", "ok.yaml", "--workers", "0"], "--workers"),
+        (["sweep", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/README.md"], "is not a SQLite database"),
+        (["trials", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/README.md"], "is not a SQLite database"),
     ]
     (tmp_path / "results" / "local").mkdir(parents=True)
     (tmp_path / "results" / "local" / "optuna-journal.log").write_text("")  # `trials` needs a machine that ran sweeps
@@ -465,3 +467,23 @@ def test_a_new_journal_resumes_from_the_finished_run_folders(tmp_path):
     from sweeps.spec import load_spec
 
     assert finished_folders(tmp_path / "results/local/sweeps", load_spec(tmp_path / "adopt.yaml")) == {}
+
+
+def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appended(tmp_path):
+    journal = tmp_path / "j.log"
+    storage = ["--storage", f"journal:///{journal}", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]
+    write_spec(tmp_path, "first", grid={"loss_type": ["grpo"]}, seeds=[0])
+    write_spec(tmp_path, "second", grid={"loss_type": ["bnpo"]}, seeds=[0])
+    assert grpo_here("sweep", "first.yaml", *storage, cwd=tmp_path).returncode == 0
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:-25])  # its writer died in the middle of the last record
+    assert grpo_here("trials", "first.yaml", "--storage", f"journal:///{journal}", cwd=tmp_path).returncode == 0
+    res = grpo_here("sweep", "second.yaml", *storage, cwd=tmp_path)  # appends to the journal
+    assert res.returncode == 0 and "last record was cut off" in res.stderr, res.stderr[-2000:]
+    assert journal.read_bytes().startswith(whole[:whole[:-25].rfind(b"\n") + 1])
+    # the whole journal still reads: the first sweep lost the record that was cut (its trial's end:
+    # RUNNING, which its next run fails and retries, its owner being gone), the second is complete
+    first = grpo_here("trials", "first.yaml", "--storage", f"journal:///{journal}", cwd=tmp_path)
+    second = grpo_here("trials", "second.yaml", "--storage", f"journal:///{journal}", cwd=tmp_path)
+    assert first.returncode == 0 and "RUNNING  grpo" in first.stdout, first.stderr
+    assert second.returncode == 0 and "COMPLETE  bnpo" in second.stdout, second.stderr
