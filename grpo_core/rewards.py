@@ -7,8 +7,10 @@ arrive as keyword lists of the same length. Users add their own by import path
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
+import os
 import numbers
 import re
 from typing import Callable
@@ -141,11 +143,39 @@ def compute_rewards(
     out: dict[str, list[float]] = {}
     for name, func in funcs.items():
         try:
-            raw = list(func(completions, **columns))
+            with _process_exit_raises():
+                raw = list(func(completions, **columns))
+        except ProcessExitCalled as exc:  # os._exit() would end the process with no record of the run
+            raise RunFailure(f"reward function {name} called os._exit({exc.code}); allowed: a reward returns its "
+                             f"values (it must not end the training process)") from None
         except (Exception, SystemExit) as exc:  # sys.exit() in a reward fails the run, naming it; never exits
             raise RunFailure(_locate_failure(name, func, completions, columns, exc)) from None
         out[name] = check_values(name, raw, completions)
     return out
+
+
+class ProcessExitCalled(BaseException):
+    """os._exit() called by a reward function (raised instead, while rewards are computed)."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _process_exit_raises():
+    """While a reward function runs, os._exit raises ProcessExitCalled instead of ending the
+    process at once (no summary, no MLflow end: the run would be lost, recorded as running)."""
+    real = os._exit
+
+    def refuse(code=0):
+        raise ProcessExitCalled(code)
+
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 def check_values(name: str, raw: list, completions: list[str]) -> list[float]:

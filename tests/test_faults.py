@@ -242,14 +242,20 @@ def test_a_dead_tracking_server_does_not_undo_a_finished_trial(tmp_path):
 
 # ---- rewards -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_reward_that_calls_sys_exit_fails_the_run_naming_it(tmp_path, workers):
-    run = grpo_here if workers == 0 else grpo  # reward workers are forked: not from the test process
-    res = run("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:exit_three", "--set", "max_steps=2",
-               "--set", "stl_window=1", "--set", f"reward_workers={workers}", "--out", str(tmp_path / "run"))
+@pytest.mark.parametrize("reward, says", [("exit_three", "SystemExit"), ("os_exit_zero", "called os._exit(0)")])
+def test_a_reward_that_ends_the_process_fails_the_run_naming_it(tmp_path, workers, reward, says):
+    # os._exit in a reward ended `grpo train` with exit 0, no summary.json and the MLflow run RUNNING
+    res = grpo("train", *TRAIN, "--set", f"reward_funcs=reward_helpers:{reward}", "--set", "max_steps=2",
+               "--set", "stl_window=1", "--set", f"reward_workers={workers}", "--set",
+               f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db", "--out", str(tmp_path / "run"))
     assert res.returncode == 1
     line = _one_line(res)
-    assert "reward function exit_three" in line and "SystemExit" in line
+    # in a reward worker, os._exit ends that worker: the pool names the function whose call it died in
+    ended = says if (workers == 0 or reward == "exit_three") else "crashed its worker process"
+    assert f"reward function {reward}" in line and ended in line, line
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
+    client, (run,) = _mlflow_runs(tmp_path / "m.db")
+    assert run.info.status == "FAILED" and reward in run.data.tags["error"]
 
 
 @pytest.mark.parametrize("extra", [[], ["--set", "reward_timeout=2"]])
