@@ -247,6 +247,15 @@ def fetch_smollm2(dest: str | Path) -> Path:
     dest = Path(dest)
     if (dest / "config.json").is_file():
         return dest
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise UserInputError(f"--dest {dest}: {'is a file' if not dest.is_dir() else 'a folder that holds no model and is not empty'}; "
+                             f"allowed: a new or empty folder (or one holding the fetched model)")
+    blocker = next((p for p in dest.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise UserInputError(f"--dest {dest}: {blocker} is a file; allowed: a path under folders")
+    from .files import check_writable_folder
+
+    check_writable_folder(dest.parent, "--dest")  # before ~20 s of download
     dest.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(dest.with_name(dest.name + ".lock")):
         if (dest / "config.json").is_file():

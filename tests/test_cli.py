@@ -283,3 +283,15 @@ def test_secrets_are_masked_in_error_lines(capsys):
     assert main(["trials", str(ROOT / "experiments" / "example-grid.yaml"), "--storage", storage]) == 2
     err = capsys.readouterr().err
     assert "hunter2" not in err and "grpo:***@127.0.0.1" in err
+
+
+def test_fetch_model_checks_its_destination_before_downloading(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    for dest, needle in ((tmp_path / "a-file", "is a file"), (tmp_path / "a-file" / "model", "is a file"),
+                         (tmp_path / "full", "not empty"), ("/proc/grpo-model", "cannot write")):
+        before = sorted(p.name for p in tmp_path.iterdir())
+        res = grpo_here("fetch-model", "--dest", str(dest))
+        assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == before  # no lock file, no partial folder
