@@ -385,7 +385,9 @@ def run_bench(setup_names: list[str], knobs: Knobs, steps: Optional[int], warmup
                                f"{r['setup'].warmup if warmup is None else warmup} warm-up" for r in rows)
         text = [f"# grpo bench ({knobs.device})", "", f"Command: `{command}` at commit {_git_commit()}, "
                 f"{time.strftime('%Y-%m-%d')}.", "",
-                f"Both trainers: same model folder, task (addition), prompts per step, completions per prompt, "
+                f"Both trainers: same model folder, task (addition; smollm2-lora: data/real/add_small.jsonl through "
+                f"the chat template, math_answer, LoRA r 16 / α 32 on every linear layer), prompts per step, "
+                f"completions per prompt, "
                 f"max_completion_length, β = {knobs.beta}, loss_type = {knobs.loss_type}, learning rate "
                 f"{knobs.learning_rate}, seed {knobs.seed}, temperature 1, constant schedule. One process; they "
                 f"take turns in blocks of {block} optimizer steps ({steps_note}). Step time: TRL from its "
