@@ -7,7 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 torch_spec="${GRPO_TORCH_SPEC:-torch==2.13.0}"
 stamp="$venv/.grpo-lab-installed"
-want="$(cat "$root/pyproject.toml" "$root/scripts/bootstrap.sh" | sha256sum | cut -d' ' -f1) $torch_spec"
+lock="$root/requirements/lock-cpu.txt"  # exact versions of everything but torch (scripts/lock.py)
+want="$(cat "$root/pyproject.toml" "$root/scripts/bootstrap.sh" "$lock" | sha256sum | cut -d' ' -f1) $torch_spec"
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
@@ -20,6 +21,8 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 # install on 2 cores). The compiled files matter: with PYTHONDONTWRITEBYTECODE set, nothing would
 # cache them later and every `grpo` process would pay ~7 s more to start.
 "${pip[@]}" install --no-compile "$torch_spec" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+# the locked versions first, so the project's own (looser) requirements are already met exactly
+"${pip[@]}" install --no-compile -r "$lock" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 "${pip[@]}" install --no-compile -e "$root[dev,bench]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 "$venv/bin/python" -m compileall -q -j 0 "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
   "$root/grpo_core" "$root/grpo_lab" "$root/sweeps" "$root/benchmarks" >/dev/null 2>&1 || true

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -89,6 +90,23 @@ def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Option
     out = spec_dir / path.name
     out.write_text(dump_yaml(data))
     return out
+
+
+def versions_warning(runs: list) -> str:
+    """One line when runs of this report were made with package versions other than the ones
+    installed here ('' when all match): their numbers are bit-reproducible only with theirs."""
+    here = versions()
+    differ: dict[str, set] = {}
+    for run in runs:
+        for part in str(run.summary.get("versions", "")).split(", "):
+            name, _, version = part.rpartition(" ")
+            if name and name in here and here[name] != version:
+                differ.setdefault(name, set()).add(version)
+    if not differ:
+        return ""
+    listed = "; ".join(f"{n} {', '.join(sorted(v))} (here {here[n]})" for n, v in sorted(differ.items()))
+    return (f"grpo reproduce: warning: runs of this report were made with other versions: {listed}; runs trained "
+            f"here may not match them bit for bit (scripts/bootstrap.sh installs requirements/lock-cpu.txt)")
 
 
 def cpu_math_line(runs: list) -> str:
@@ -236,6 +254,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir)
         sections, summary_rows, all_runs = real_sections + sections, real_rows + summary_rows, real_runs + all_runs
 
+    if (warning := versions_warning(all_runs)):
+        print(warning, file=sys.stderr, flush=True)
     timing_path = work / "timing.json"
     if trained or not timing_path.is_file():  # a rerun that trains nothing keeps the timing of the run that did
         timing_path.parent.mkdir(parents=True, exist_ok=True)
