@@ -31,6 +31,7 @@ class Run:
     config: dict
     summary: dict
     metrics: list
+    folder: Optional[Path] = None  # its run folder, where the report reads completions.jsonl
 
     def value(self, metric: str) -> float:
         """A run's value of `metric`: a summary key (censored ones: None -> inf) or
@@ -140,7 +141,7 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
             left_out.append(f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} of "
                             f"{summary.get('steps_completed')} steps)")
             continue
-        runs.append(Run(point, config, summary, metrics))
+        runs.append(Run(point, config, summary, metrics, folder))
     # a grid point can have a failed trial and, after a rerun, a finished one: keep one per point
     unique = {tuple(sorted(r.point.items())): r for r in runs}
     return list(unique.values()), left_out
@@ -797,4 +798,35 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
             out += [f"{f.name.capitalize()} seeds ({_seed_list(f.seeds)}): {f.verdict.verdict}.", "", f.verdict.table, ""]
     for path in figures(spec, runs, fig_dir, spec.name):
         out += [f"![{path.stem}]({path.relative_to(report_dir).as_posix()})", ""]
+    out += completions_table(spec, runs)
     return "\n".join(out), results
+
+
+SHOWN_PER_STEP = 2  # completions shown per variant at its first and at its last step
+
+
+def completions_table(spec: SweepSpec, runs: list[Run]) -> list[str]:
+    """What the model wrote, for a real model: per variant, the lowest seed's run, SHOWN_PER_STEP
+    logged completions (completions.jsonl) at step 1 and at its last step. [] when no run logged any
+    or the model is the built-in tiny one."""
+    from grpo_core.run import COMPLETIONS, read_metrics_lenient
+
+    rows = []
+    for key, group in _group(spec, runs).items():
+        run = min(group, key=lambda r: r.point["seed"])
+        path = run.folder / COMPLETIONS if run.folder is not None else None
+        if run.config.get("model") == "tiny" or path is None or not path.is_file():
+            continue
+        logged = read_metrics_lenient(path)
+        if not logged:
+            continue
+        last = max(r["step"] for r in logged)
+        for step in sorted({1, last}):
+            for r in [r for r in logged if r["step"] == step][:SHOWN_PER_STEP]:
+                text = r["completion"].replace("|", "/").replace("\n", " ⏎ ")
+                rows.append(f"| {_label(key) or '–'} | {run.point['seed']} | {step} | {r['prompt'][:60].replace('|', '/')} "
+                            f"| `{text[:80]}` | {r['reward']:g} |")
+    if not rows:
+        return []
+    return ["What the model wrote (completions.jsonl; per variant its lowest seed, at step 1 and at its last step):",
+            "", "| variant | seed | step | prompt | completion | reward |", "|---|---|---|---|---|---|", *rows, ""]

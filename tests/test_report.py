@@ -422,3 +422,28 @@ def test_a_quick_section_of_the_wrong_type_and_an_unwritable_report_folder_are_o
     (exp / "c4.yaml").write_text((ROOT / "experiments" / "c4_advantage_scale.yaml").read_text())
     res = run_grpo_here("reproduce", "--experiments", str(exp), "--out", "/proc/grpo-report", cwd=tmp_path)
     assert res.returncode == 2 and "cannot write" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tmp_path):
+    import dataclasses
+
+    from sweeps.report import completions_table
+
+    runs = []
+    for arm in (0.0, 0.25):
+        for seed in (1, 0):
+            folder = tmp_path / f"{arm}-{seed}"
+            folder.mkdir()
+            (folder / "completions.jsonl").write_text("".join(
+                json.dumps({"step": step, "prompt": f"What is 2 + {i}?", "completion": f"s{seed} {step}.{i}|x\nend",
+                            "reward": float(i % 2), "rewards/math_answer": float(i % 2), "advantage": 0.0,
+                            "length": 3, "truncated": False}) + "\n" for step in (1, 2, 3) for i in range(4)))
+            runs.append(dataclasses.replace(_run({"warmup_ratio": arm, "seed": seed}, model="SmolLM2"), folder=folder))
+    lines = completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), runs)
+    rows = [line for line in lines if line.startswith("| warmup_ratio")]
+    assert len(rows) == 2 * 2 * 2  # 2 variants × (step 1, step 3) × 2 completions
+    assert all("| 0 |" in row for row in rows) and not any("s1 " in row for row in rows)  # the lowest seed
+    assert {row.split(" | ")[2] for row in rows} == {"1", "3"}
+    assert "`s0 1.0/x ⏎ end`" in lines[4]  # a table cell: | and newlines made visible, not breaking it
+    tiny = [dataclasses.replace(r, config={**r.config, "model": "tiny"}) for r in runs]
+    assert completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), tiny) == []
