@@ -43,6 +43,23 @@ NOT_NEEDED = {
     "graphene": ("graphene", "the MLflow server's GraphQL API"),
     "graphql_core": ("graphql", "the MLflow server's GraphQL API"),
     "graphql_relay": ("graphql_relay", "the MLflow server's GraphQL API"),
+    # the documentation site's toolchain (tests/test_docs.py): nothing run there builds the docs
+    "mkdocs": ("mkdocs", "the documentation site's builder"),
+    "mkdocs_material": ("material", "the documentation site's theme"),
+    "mkdocs_material_extensions": ("materialx", "the documentation site's theme"),
+    "mkdocstrings": ("mkdocstrings", "the documentation's API pages"),
+    "mkdocstrings_python": ("mkdocstrings_handlers", "the documentation's API pages"),
+    "mkdocs_autorefs": ("mkdocs_autorefs", "the documentation's cross-references"),
+    "mkdocs_get_deps": ("mkdocs_get_deps", "mkdocs's plugin resolver"),
+    "griffelib": ("griffe", "mkdocstrings' source reader"),
+    "pymdown_extensions": ("pymdownx", "the documentation's Markdown extensions"),
+    "babel": ("babel", "the documentation theme's translations"),
+    "backrefs": ("backrefs", "the documentation theme's search"),
+    "paginate": ("paginate", "the documentation theme"),
+    "ghp_import": ("ghp_import", "mkdocs gh-deploy"),
+    "pyyaml_env_tag": ("yaml_env_tag", "mkdocs's config"),
+    "mergedeep": ("mergedeep", "mkdocs's config"),
+    "watchdog": ("watchdog", "mkdocs serve"),
 }
 INSTALL2 = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
             "--target /tmp/site .gpu/whl2/*.whl && . .gpu/bin/on-device.sh env")
