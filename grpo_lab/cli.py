@@ -62,6 +62,8 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--real-cpu", action="store_true",
                      help="train the real-model claims on this CPU (experiments/real/cpu/) into results/real/cpu/runs/: "
                           "only the points without a finished run folder, so it can run in parts")
+    rep.add_argument("--report-only", action="store_true",
+                     help="write the report from the run folders as they are, training nothing (missing runs are named)")
     rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
     rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
     rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
@@ -202,7 +204,7 @@ def _cmd_reproduce(args) -> int:
 
     return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
                      max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri,
-                     real=args.real, real_cpu=args.real_cpu)
+                     real=args.real, real_cpu=args.real_cpu, report_only=args.report_only)
 
 
 def _cmd_bench(args) -> int:

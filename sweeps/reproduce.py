@@ -190,8 +190,10 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list
 
 def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,
               max_steps: Optional[int] = None, seeds: Optional[int] = None, storage: Optional[str] = None,
-              tracking_uri: Optional[str] = None, real: bool = False, real_cpu: bool = False) -> int:
-    """Train every claim spec's grid, then write the report. Without `storage`, each invocation
+              tracking_uri: Optional[str] = None, real: bool = False, real_cpu: bool = False,
+              report_only: bool = False) -> int:
+    """Train every claim spec's grid, then write the report (`report_only`: write it from the run
+    folders as they are, training nothing: what is missing is named). Without `storage`, each invocation
     has an Optuna journal of its own, so the run folders alone decide what is done
     (sweeps/adopt.py): a rerun trains only the points without a finished folder (a deleted or
     damaged one is trained again), and a suite can be run in parts. `real_cpu`: the real-model
@@ -226,14 +228,14 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
             load_spec(derive_spec(p, quick, max_steps, seeds, Path(staging)))
     derived = [derive_spec(p, quick, max_steps, seeds, spec_dir) for p in paths]
 
-    if storage is None:  # the run folders decide what is done: a journal of this invocation's own
+    if storage is None and not report_only:  # the run folders decide what is done: a journal of its own
         journal = Path(defaults.REPRODUCE_JOURNALS) / f"journal-{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.log"
         journal.parent.mkdir(parents=True, exist_ok=True)
         storage = f"journal:///{journal.resolve()}"
         print(f"grpo reproduce: this invocation's Optuna journal: {journal} (`grpo trials SPEC --storage "
               f"{storage}` lists a sweep's trials)", flush=True)
     failures, trained = 0, False
-    for i, p in enumerate(derived, 1):
+    for i, p in enumerate(derived if not report_only else [], 1):  # --report-only: the folders as they are
         print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)
         trained |= _pending(p, runs_root)
         failures += run_sweep(str(p), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
@@ -241,7 +243,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     wall = time.perf_counter() - started
 
     command = ("grpo reproduce" + (" --real" if real else "") + (" --real-cpu" if real_cpu else "")
-               + (" --quick" if quick else "")
+               + (" --quick" if quick else "") + (" --report-only" if report_only else "")
                + (f" --workers {workers}" if workers != 2 else ""))
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
@@ -257,16 +259,24 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     if (warning := versions_warning(all_runs)):
         print(warning, file=sys.stderr, flush=True)
     timing_path = work / "timing.json"
-    if trained or not timing_path.is_file():  # a rerun that trains nothing keeps the timing of the run that did
+    if report_only and not timing_path.is_file():  # nothing trained here, and no record of an invocation that did
+        dates = sorted({r.summary.get("date", "") for r in all_runs} - {""})
+        timing = {"wall_time_s": None, "date": dates[-1] if dates else datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+                  "commit": None}
+    elif trained or not timing_path.is_file():  # a rerun that trains nothing keeps the timing of the run that did
         timing_path.parent.mkdir(parents=True, exist_ok=True)
         timing_path.write_text(json.dumps({"wall_time_s": wall, "quick": quick, "command": command,
                                            "commit": git_commit(),
                                            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}, indent=2) + "\n")
-    timing = json.loads(timing_path.read_text())
+    if timing_path.is_file():
+        timing = json.loads(timing_path.read_text())
     report_dir.mkdir(parents=True, exist_ok=True)
     quick_timing = Path(defaults.QUICK) / "timing.json"
-    times = [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
-             f"({timing['date']}, training every run of this report)"]
+    run_time = sum(float(r.summary.get("wall_time_s") or 0) for r in all_runs)
+    times = ([f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
+              f"({timing['date']}, training every run of this report)"] if timing["wall_time_s"] is not None else
+             [f"the runs were trained in parts; together they ran {run_time / 60:.1f} min (the sum of their "
+              f"wall_time_s: about {run_time / 60 / max(workers, 1):.1f} min of wall time on {workers} workers)"])
     if not quick and quick_timing.is_file():
         qt = json.loads(quick_timing.read_text())
         times.append(f"`grpo reproduce --quick` on this machine: {qt['wall_time_s'] / 60:.1f} min wall ({qt['date']})")

@@ -382,6 +382,14 @@ def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path
     for name, why in ((folders[1].name, "damaged: summary.json cut"), (folders[2].name, "damaged: metrics.jsonl cut"),
                       (folders[3].name, "damaged: config.yaml")):
         assert f"{name} ({why}" in report, name
+    # --report-only: the report from the folders as they are; a lost run is named, nothing trains
+    shutil.rmtree(folders[4])
+    before = sorted(p.name for p in root.iterdir())
+    res = run_grpo_here(*args, "--report-only", cwd=tmp_path)
+    assert res.returncode == 0 and sorted(p.name for p in root.iterdir()) == before, res.stderr[-2000:]
+    report = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "5 finished" in report and "1 of 6 grid points have no finished run" in report
+    assert "grpo reproduce --report-only" in report
 
 
 def _bad_reports():
