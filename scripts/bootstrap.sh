@@ -21,9 +21,8 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 # install on 2 cores). The compiled files matter: with PYTHONDONTWRITEBYTECODE set, nothing would
 # cache them later and every `grpo` process would pay ~7 s more to start.
 "${pip[@]}" install --no-compile "$torch_spec" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-# the locked versions first, so the project's own (looser) requirements are already met exactly
-"${pip[@]}" install --no-compile -r "$lock" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-"${pip[@]}" install --no-compile -e "$root[dev,bench]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+# the project with exactly the locked versions of everything it needs, in one resolver pass
+"${pip[@]}" install --no-compile -r "$lock" -e "$root[dev,bench]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 "$venv/bin/python" -m compileall -q -j 0 "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
   "$root/grpo_core" "$root/grpo_lab" "$root/sweeps" "$root/benchmarks" >/dev/null 2>&1 || true
 echo "$want" > "$stamp"
