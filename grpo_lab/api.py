@@ -28,7 +28,7 @@ from typing import Any, Optional
 from grpo_core import defaults
 from grpo_core.config import GRPOConfig
 
-__all__ = ["GRPOConfig", "Run", "Sweep", "config", "read_run", "sweep", "train", "trials", "verdicts"]
+__all__ = ["GRPOConfig", "Run", "Sweep", "config", "read_run", "report", "sweep", "train", "trials", "verdicts"]
 
 
 def config(path: Optional[str | Path] = None, **values: Any) -> GRPOConfig:
@@ -211,3 +211,21 @@ def verdicts(spec: str | Path, runs_root: str | Path, figures: Optional[str | Pa
         fig_dir = Path(figures) if figures is not None else Path(tmp)
         _, results = claim_section(loaded, runs, unfinished, fig_dir, fig_dir, "grpo_lab.verdicts")
     return results
+
+
+def report(experiments: Optional[str | Path] = None, out: Optional[str | Path] = None, *, real_cpu: bool = False,
+           quick: bool = False) -> Path:
+    """Write the report of the claim specs in `experiments` (default: experiments/, or
+    experiments/real/cpu/ with real_cpu) from their run folders as they are, training nothing
+    (`grpo reproduce --report-only`): under `out`/runs/ when `out` is given, else where `grpo
+    reproduce` keeps them. Returns the REPORT.md written."""
+    from sweeps.paths import REAL_CPU_RESULTS
+    from sweeps.reproduce import reproduce
+
+    reproduce(quick=quick, experiments=str(experiments) if experiments is not None else None,
+              out=str(out) if out is not None else None, real_cpu=real_cpu, report_only=True)
+    if out is not None:
+        return Path(out) / "REPORT.md"
+    if real_cpu:
+        return REAL_CPU_RESULTS / "REPORT.md"
+    return Path(defaults.QUICK if quick else "results") / "REPORT.md"

@@ -36,6 +36,11 @@ def test_config_train_read_back_sweep_and_verdicts(tmp_path, monkeypatch):
     assert grpo_lab.trials(spec, storage=f"journal:///{tmp_path}/j.log").trials == sweep.trials
     (verdict,) = grpo_lab.verdicts(spec, tmp_path / "runs")
     assert verdict.statement == "warmup off learns sooner" and verdict.verdict.startswith("inconclusive")  # 1 + 1 seeds
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    spec.rename(experiments / spec.name)
+    path = grpo_lab.report(experiments, out=tmp_path)  # from the sweep's folders (tmp_path/runs), training nothing
+    assert path == tmp_path / "REPORT.md" and "## C2 — grid" in path.read_text() and "4 finished" in path.read_text()
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):
