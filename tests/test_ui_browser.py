@@ -1,8 +1,10 @@
 """`grpo ui` in a real browser that has never seen MLflow (Debian's chromium, headless, a fresh
 profile): the printed address lands on the sweep's runs in the model-training view, grouped by
-grid point, with the summary columns; the charts address shows the reward curves per group first.
+grid point, with the summary columns; the charts address shows the reward curves per group first;
+a run's page shows what the model wrote (its completions as a table).
 The screenshots are kept under results/local/test-artifacts/."""
 
+import json
 import os
 import re
 import shutil
@@ -85,6 +87,18 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
         assert chart_page.index("reward") < chart_page.index("grad_norm")  # the reward curves come first
         assert chart_html.count('class="main-svg"') >= 4  # the four charts were drawn (plotly), not still loading
         assert (ARTIFACTS / "ui-charts.png").stat().st_size > 20_000
+        # what the model wrote: a run's page shows its completions.jsonl rows as a table (completions.json)
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=store)
+        child = next(r for r in client.search_runs([client.get_experiment_by_name("example-grid").experiment_id])
+                     if r.data.tags.get("mlflow.parentRunId"))
+        folder = tmp_path / child.data.tags["run_dir"]  # (relative to the sweep's folder, or absolute)
+        first = json.loads((folder / "completions.jsonl").read_text().splitlines()[0])
+        run_page = f"{table.split('/runs?')[0]}/runs/{child.info.run_id}/artifacts/completions.json"
+        html, text = _browse(chromium, run_page, tmp_path / "profile-run", ARTIFACTS / "ui-completions.png")
+        assert "View as table" in text and "completion" in text and "advantage" in text
+        assert first["prompt"] in text and first["completion"] in text, (first, text[:2000])
         # the control: the same experiment without the address's parameters opens the GenAI view here
         plain = table.split("/runs?")[0]
         assert "Overview" in _browse(chromium, plain, tmp_path / "profile-plain")[1]
