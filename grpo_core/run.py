@@ -171,7 +171,9 @@ def run_training(
 
     if not is_main_process():
         return _train_beside_main(cfg, Path(out_dir), reward_funcs)
+    global runs_started
     with claim_run_folder(Path(out_dir), allow_existing) as out:
+        runs_started += 1  # from here an interrupted run is recorded (killed): the command says so
         from .checkpoint import load_checkpoint
         from .trainer import GRPOTrainer
 
@@ -290,6 +292,7 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
 
 
 COMPLETIONS = "completions.jsonl"  # a sample of each step's completions (log_completions)
+runs_started = 0  # runs this process began training (their folders claimed): what an interrupt leaves recorded
 
 
 def resumed_metrics(cfg: GRPOConfig) -> list[dict]:

@@ -367,8 +367,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        if is_main_process():
-            print(f"grpo: {what}; the run is recorded as killed", file=sys.stderr)
+        started = getattr(sys.modules.get("grpo_core.run"), "runs_started", 0)
+        if is_main_process():  # say what is recorded only where something was (a sweep's workers say their own)
+            print(f"grpo: {what}; " + ("the run is recorded as killed" if started else
+                                       "no run had started in this process: nothing was recorded by it"),
+                  file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
 
 

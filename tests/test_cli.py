@@ -295,3 +295,20 @@ def test_fetch_model_checks_its_destination_before_downloading(tmp_path):
         res = grpo_here("fetch-model", "--dest", str(dest))
         assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == before  # no lock file, no partial folder
+
+
+def test_an_interrupt_before_any_run_started_says_nothing_was_recorded(tmp_path, monkeypatch):
+    # (a million-point grid's SIGTERM said "the run is recorded as killed" of a run that never existed)
+    import sweeps.driver
+    from grpo_core.errors import Terminated
+
+    def interrupted(*args, **kwargs):
+        raise Terminated()
+
+    monkeypatch.setattr(sweeps.driver, "run_sweep", interrupted)
+    (tmp_path / "s.yaml").write_text(f"name: s\nbase: {{cache_dir: {CACHE}}}\ngrid: {{loss_type: [grpo]}}\nseeds: [0]\n")
+    import grpo_core.run
+
+    monkeypatch.setattr(grpo_core.run, "runs_started", 0)
+    res = grpo_here("sweep", "s.yaml", cwd=tmp_path)
+    assert res.returncode == 143 and "nothing was recorded" in res.stderr and "recorded as killed" not in res.stderr
