@@ -148,6 +148,9 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {}
 def register_policy_loss(name: str) -> Callable[[PolicyLoss], PolicyLoss]:
     """Register a policy loss under `name` (verl's register_policy_loss is the model)."""
     def register(fn: PolicyLoss) -> PolicyLoss:
+        if name in POLICY_LOSSES:  # a second definition would silently replace the first
+            raise ValueError(f"policy loss {name!r} is registered already (by {POLICY_LOSSES[name].__qualname__}); "
+                             f"allowed: a new name")
         POLICY_LOSSES[name] = fn
         return fn
     return register

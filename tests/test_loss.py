@@ -232,3 +232,14 @@ def test_dropping_groups_is_training_on_the_live_groups_alone(loss_type):
     assert dropped.item() == pytest.approx(alone.item(), abs=1e-7)
     torch.testing.assert_close(g_dropped, g_alone, atol=1e-7, rtol=0)
     assert g_dropped[~live].abs().max() == 0
+
+
+def test_a_policy_loss_name_registered_twice_is_refused():
+    import pytest
+
+    from grpo_core.loss import POLICY_LOSSES, register_policy_loss
+
+    before = dict(POLICY_LOSSES)
+    with pytest.raises(ValueError, match="'token' is registered already"):
+        register_policy_loss("token")(lambda *args: None)
+    assert POLICY_LOSSES == before  # the first definition stands
