@@ -701,6 +701,11 @@ def figures(spec: SweepSpec, runs: list[Run], fig_dir: Path, prefix: str) -> lis
             if not task_runs:
                 continue
             cols = panels[kind]
+            # the runs' data file when they train on one (a real model's task), else the built-in task
+            name = Path(task_runs[0].config["dataset"]).stem if task_runs[0].config.get("dataset") else task
+            window = min(10, min(int(r.config.get("stl_window", 10)) for r in task_runs))  # short runs: their window
+            cols = [(key, title.replace("10 steps", f"{window} steps"), limit, window if smooth == 10 else smooth)
+                    for key, title, limit, smooth in cols]
             fig, axes = plt.subplots(1, len(cols), figsize=(6.5 * len(cols), 4), dpi=100, squeeze=False)
             for ax, (key, title, limit, smooth) in zip(axes[0], cols):
                 for vkey, group in _group(spec, task_runs, exclude=("task",)).items():
@@ -712,11 +717,11 @@ def figures(spec: SweepSpec, runs: list[Run], fig_dir: Path, prefix: str) -> lis
                 if kind == "reward":
                     base = pystats.mean(r.summary["baseline_reward"] for r in task_runs)
                     ax.axhline(base, color="grey", ls="--", lw=1, label="baseline")
-                ax.set_title(f"{spec.text.get('claim', spec.name)} · {task} · {title}", fontsize=9)
+                ax.set_title(f"{spec.text.get('claim', spec.name)} · {name} · {title}", fontsize=9)
                 ax.set_xlabel("step")
                 ax.legend(fontsize=7, loc="best")
             fig.tight_layout()
-            path = fig_dir / f"{prefix}-{kind}-{task}.png"
+            path = fig_dir / f"{prefix}-{kind}-{name}.png"
             fig.savefig(path)
             plt.close(fig)
             paths.append(path)
