@@ -29,11 +29,12 @@ from .spec import SweepSpec, grid_point_of, grid_space, point_key
 IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads")
 
 
-def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path, dict]]:
+def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path, dict, dict]]:
     """Per grid point (point_key), the finished folder under out_root/spec.name that matches the
-    spec's config for that point, with its summary: the last in name order where several do."""
+    spec's config for that point, with its summary and config: the last in name order where
+    several do."""
     wanted = {point_key(p): p for p in spec.grid_points()}
-    found: dict[tuple, tuple[Path, dict]] = {}
+    found: dict[tuple, tuple[Path, dict, dict]] = {}
     folder_root = Path(out_root) / spec.name
     if not folder_root.is_dir():
         return found
@@ -51,7 +52,7 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
         key = point_key(point)
         if key not in wanted or not _same_run(spec, wanted[key], config):
             continue
-        found[key] = (folder, summary)
+        found[key] = (folder, summary, config)
     return found
 
 
@@ -80,10 +81,9 @@ def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:
             if (p := grid_point_of(spec, t)) is not None}
     distributions = {name: CategoricalDistribution(values) for name, values in grid_space(spec).items()}
     added = 0
-    for key, (folder, summary) in finished_folders(Path(out_root), spec).items():
+    for key, (folder, summary, config) in finished_folders(Path(out_root), spec).items():
         if key in done:
             continue
-        config = yaml.safe_load((folder / "config.yaml").read_text())
         point = {axis: config[axis] for axis in distributions}
         value = spec.censor(summary, config["max_steps"])
         if math.isnan(value):
