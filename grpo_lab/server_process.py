@@ -18,34 +18,6 @@ import time
 PR_SET_PDEATHSIG = 1
 GRACE_S = 10.0
 
-# the watchdog: told when its parent dies (or the server ends), it stops the server's process group
-_WATCHDOG = """
-import os, signal, sys, time
-group = int(sys.argv[1]); grace = float(sys.argv[2])
-def stop(*_):
-    try:
-        os.killpg(group, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            os.killpg(group, 0)
-            time.sleep(0.2)
-        os.killpg(group, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    os._exit(0)
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-if os.getppid() != int(sys.argv[3]):  # the parent died before the signal was set up
-    stop()
-while True:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        os._exit(0)
-    time.sleep(1)
-"""
-
-
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM to it when the parent dies (Linux; a no-op elsewhere)."""
     try:
@@ -54,40 +26,56 @@ def _die_with_parent() -> None:
         pass
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
-    """SIGTERM to the process group, SIGKILL to what is left after grace_s."""
+def stop_group(group: int, grace_s: float = GRACE_S) -> None:
+    """SIGTERM to the process group, SIGKILL to what is left of it after grace_s."""
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            os.killpg(group, 0)
+            time.sleep(0.2)
+        os.killpg(group, signal.SIGKILL)
     except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
+        pass
+
+
+def _watch(group: int, parent: int) -> None:
+    """The watchdog (`python -m grpo_lab.server_process GROUP PARENT`): told when its parent dies
+    (SIGTERM, PR_SET_PDEATHSIG) or by the parent itself, it stops the group; it ends with the group."""
+    def stop(*_):
+        stop_group(group)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.getppid() != parent:  # the parent died before the signal was set up
+        stop()
+    while True:
         try:
-            os.killpg(proc.pid, 0)
+            os.killpg(group, 0)
         except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    else:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
+            os._exit(0)
+        time.sleep(1)
 
 
 def serve(cmd: list[str], env: dict | None = None) -> int:
     """Run `cmd` until it exits or this process is interrupted (Ctrl-C, SIGTERM: it is stopped and 0
     is returned, with one line on stderr); the watchdog stops it if this process is killed."""
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(proc.pid), str(GRACE_S), str(os.getpid())],
+    watchdog = subprocess.Popen([sys.executable, "-m", "grpo_lab.server_process", str(proc.pid), str(os.getpid())],
                                 preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
     try:
         return proc.wait()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (grpo_core.errors.handle_sigterm)
         print("grpo ui: stopping the MLflow server", file=sys.stderr, flush=True)
-        stop_group(proc)
+        stop_group(proc.pid)
+        proc.wait()
         return 0
     finally:
         if watchdog.poll() is None:
             watchdog.terminate()  # its handler stops what may be left of the group, then exits
         watchdog.wait()
+
+
+if __name__ == "__main__":
+    _watch(int(sys.argv[1]), int(sys.argv[2]))
