@@ -347,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["MLFLOW_LOGGING_LEVEL"] = "INFO"
     else:
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    if "mlflow" in sys.modules:  # MLflow reads the variable once, on import: a notebook or test imported it first
+        import logging
+
+        logging.getLogger("mlflow").setLevel(os.environ["MLFLOW_LOGGING_LEVEL"].upper())
     # MLflow prints "View run … at: <tracking URI>" per run on a tracking server: with the credentials of
     # a user:password@ address, and once per trial of a sweep. The commands print their own links.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")

@@ -63,10 +63,11 @@ def run_grpo_here(*args, cwd=ROOT) -> subprocess.CompletedProcess:
     importing torch, transformers and MLflow (most of a short run's; README.md, "Tests"). For
     commands that need no process of their own: no signal sent to it, no worker process forked
     from it (sweeps with --workers 1, rewards with reward_workers 0), and this process's CPU math
-    (reproducible). What main() changes in the process (working folder, environment, SIGTERM
+    (reproducible). What main() changes in the process (working folder, environment, MLflow's log level, SIGTERM
     handler, torch's thread count) is put back."""
     import contextlib
     import io
+    import logging
     import signal
 
     import torch
@@ -75,6 +76,7 @@ def run_grpo_here(*args, cwd=ROOT) -> subprocess.CompletedProcess:
 
     out, err = io.StringIO(), io.StringIO()
     env, here, sigterm, threads = dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), torch.get_num_threads()
+    mlflow_level = logging.getLogger("mlflow").level
     try:
         os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -88,4 +90,5 @@ def run_grpo_here(*args, cwd=ROOT) -> subprocess.CompletedProcess:
         os.environ.update(env)
         signal.signal(signal.SIGTERM, sigterm)
         torch.set_num_threads(threads)
+        logging.getLogger("mlflow").setLevel(mlflow_level)
     return subprocess.CompletedProcess(["grpo", *map(str, args)], code, out.getvalue(), err.getvalue())

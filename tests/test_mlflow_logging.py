@@ -116,3 +116,33 @@ def test_the_default_relative_store_follows_the_working_folder(tmp_path, monkeyp
     for name, other in (("a", "b"), ("b", "a")):
         names = {e.name for e in make_client(f"sqlite:///{tmp_path / name}/results/local/mlflow.db").search_experiments()}
         assert f"made-in-{name}" in names and f"made-in-{other}" not in names
+
+
+def test_mlflow_info_lines_stay_quiet_when_mlflow_was_imported_first(tmp_path, monkeypatch):
+    # MLflow reads MLFLOW_LOGGING_LEVEL once, on import: in a notebook (or a test process) that imported
+    # it before grpo's main() set the variable, its INFO lines ("Create SQLAlchemy engine ...") would reach
+    # the terminal; main() sets the level of the logger itself. --verbose brings them back.
+    import logging
+
+    import mlflow  # noqa: F401  (imported first, at MLflow's default INFO level)
+
+    from conftest import CACHE, run_grpo_here
+
+    # as a sweep earlier in the process leaves it: MLflow then logs its pool options at INFO per new store
+    monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", "NullPool")
+    logger = logging.getLogger("mlflow")
+    before = logger.level
+    try:
+        logger.setLevel(logging.INFO)
+        args = ["train", "--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--set",
+                "max_steps=1", "--set", "stl_window=1"]
+        res = run_grpo_here(*args, "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path / 'q.db'}", "--out", str(tmp_path / "q"))
+        assert res.returncode == 0, res.stderr
+        assert "INFO mlflow" not in res.stderr, res.stderr
+        logger.setLevel(logging.INFO)
+        res = run_grpo_here(*args, "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path / 'l.db'}", "--out", str(tmp_path / "l"),
+                            "--verbose")  # a new database: MLflow makes one engine per store
+        assert res.returncode == 0, res.stderr
+        assert "INFO mlflow" in res.stderr
+    finally:
+        logger.setLevel(before)
