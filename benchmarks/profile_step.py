@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spec", default=str(ROOT / "experiments" / "real" / "r1_zero_loss.yaml"))
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides (--set a=1 --set b=2, or --set a=1 b=2)")
     parser.add_argument("--warmup", type=int, default=2, help="unprofiled steps first")
     parser.add_argument("--steps", type=int, default=3, help="profiled steps")
     parser.add_argument("--top", type=int, default=15)

@@ -16,21 +16,24 @@ the training process (rewards.compute_rewards): the message names the function a
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from typing import Optional
 
 from .errors import RunFailure
+from .parent_death import die_with_parent
 from .rewards import RewardFunc, check_values
 
 _POLL = 0.05  # seconds between checks for results and overdue workers
 MAX_TIMEOUT_SHARE = 0.5  # a step where one reward function timed out on more of its completions fails the run
 
 
-def _worker(funcs: dict, tasks, results) -> None:
+def _worker(funcs: dict, tasks, results, parent: int) -> None:
     """Run (job, name, index, completion, columns) items; send ("start", monotonic time) before each
     and then (job, name, index, "ok" | "error", value | exception text)."""
     import signal
 
+    die_with_parent(signal.SIGKILL, parent)  # a killed trainer leaves no worker waiting on its queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     import pickle
 
@@ -56,8 +59,8 @@ class _Worker:
     def __init__(self, context, funcs):
         self.tasks = context.Queue()
         self.results = context.Queue()
-        self.process = context.Process(target=_worker, args=(funcs, self.tasks, self.results), daemon=True,
-                                       name="grpo-reward-worker")
+        self.process = context.Process(target=_worker, args=(funcs, self.tasks, self.results, os.getpid()),
+                                       daemon=True, name="grpo-reward-worker")
         self.process.start()
         self.pending: list = []  # items sent, in order; the first is the next to finish
         self.started: Optional[float] = None  # when the worker started its current item (its own report)

@@ -8,22 +8,15 @@ group too: no server is left holding the port of a command that is gone."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
 
-PR_SET_PDEATHSIG = 1
-GRACE_S = 10.0
+from grpo_core.parent_death import die_with_parent
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM to it when the parent dies (Linux; a no-op elsewhere)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+GRACE_S = 10.0
 
 
 def stop_group(group: int, grace_s: float = GRACE_S) -> None:
@@ -63,7 +56,7 @@ def serve(cmd: list[str], env: dict | None = None) -> int:
     is returned, with one line on stderr); the watchdog stops it if this process is killed."""
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     watchdog = subprocess.Popen([sys.executable, "-m", "grpo_lab.server_process", str(proc.pid), str(os.getpid())],
-                                preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
+                                preexec_fn=die_with_parent, stdin=subprocess.DEVNULL)
     try:
         return proc.wait()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (grpo_core.errors.handle_sigterm)

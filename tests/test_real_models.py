@@ -130,7 +130,7 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     spec = read_yaml_mapping(ROOT / "experiments" / "smollm2_arith_warmup.yaml")
     values = {**spec["base"], "model": str(smollm2), "dataset": str(ROOT / spec["base"]["dataset"]),
               "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8, "baseline_prompts": 2,
-              "max_steps": 2, "stl_window": 1, "warmup_ratio": 0.0,
+              "max_steps": 2, "stl_window": 1, "warmup_ratio": 0.0, "num_threads": 1,
               "stl_delta": 8}  # the baseline stops at 2 prompts: what a 2-step run learns is not tested here
     from grpo_core.run import read_metrics, run_training
 
@@ -149,7 +149,7 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     assert steps[0]["kl"] == 0.0 or abs(steps[0]["kl"]) < 1e-6  # adapters start at zero: policy = reference
 
 
-@pytest.mark.longest  # 2-3 minutes beside the other worker (35 s alone)
+@pytest.mark.longest  # ~1 min beside the other worker
 def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2, tmp_path, monkeypatch):
     """experiments/real/*.yaml, trimmed to a CPU (2 × 2 completions of 8 tokens, 2 steps, 1 seed): every
     spec and its derived quick spec are checked as `grpo reproduce` checks them before it trains; the
@@ -168,7 +168,8 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
         data = yaml.safe_load(src.read_text())
         data["base"].update(model=str(smollm2), dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
                             num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
-                            reward_timeout=0, stl_delta=8)  # the baseline stops at 2 prompts (not up to 32)
+                            reward_timeout=0, stl_delta=8,  # the baseline stops at 2 prompts (not up to 32)
+                            num_threads=1)  # the other test worker has the other core: 2 threads took 2.6× as long
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
         validate_report(load_spec(exp / src.name))  # every grid point built into a config
         load_spec(reproduce.derive_spec(exp / src.name, True, None, None, checked))

@@ -35,6 +35,44 @@ def test_values_come_back_in_order_and_equal_the_in_process_ones():
         pool.close()
 
 
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_reward_workers_end_with_a_trainer_killed_without_cleanup(sig, tmp_path):
+    """A trainer process killed by SIGKILL (or by a SIGTERM nothing handles) runs no cleanup: its
+    reward workers must not stay behind waiting on their queues (nor hold the pipes of whoever reads
+    the trainer's output)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    code = ("import os, sys, time; from grpo_core.reward_pool import RewardPool; from grpo_core.rewards import exact_match\n"
+            "pool = RewardPool({'exact_match': exact_match}, workers=3)\n"
+            "print(' '.join(str(w.process.pid) for w in pool.workers), flush=True); time.sleep(600)")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    proc.send_signal(getattr(signal, sig))
+    proc.wait(timeout=30)
+
+    def alive(pid):  # a zombie has ended; it waits only for its new parent (init) to reap it
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"reward workers {left} outlived their trainer"
+    assert proc.stdout.read() == ""  # the pipe closed: no worker holds it
+
+
 def test_a_hanging_reward_times_out_and_the_rest_is_scored():
     pool = RewardPool({"hang": hang_on_seven}, workers=2, timeout=2.0, timeout_value=-1.0)
     try:
