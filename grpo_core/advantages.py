@@ -1,18 +1,33 @@
-"""Group-relative advantages and the two advantage variant axes (noise, scale).
+"""Group-relative advantages: the estimator's baseline, the std scaling, the noise and the scale.
 
 Pure functions: tensors in, `(advantages, metrics)` out; metrics are 0-d tensors (as loss.py's), so
-the trainer copies a step's metrics to the host once. Order in the trainer:
-normalize (scale_rewards) -> perturb (claim C3) -> scale (claim C4).
+the trainer copies a step's metrics to the host once. `compute_advantages` runs the stages in their
+declared order (grpo_core/axes.py): baseline (advantage_estimator) -> divide (scale_rewards) ->
+perturb (claim C3) -> scale (claim C4). A new estimator is one function registered in
+ADVANTAGE_ESTIMATORS: the config allows its name and the trainer runs it, unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # torch is imported by the functions: config reads SCALE_REWARDS without it
+from .registry import Registry
+
+if TYPE_CHECKING:  # torch is imported by the functions: config reads the registries' names without it
     import torch
 
 STD_EPS = 1e-4  # TRL's denominator guard: A = (r - mean) / (std + 1e-4)
+
+# advantage_estimator -> the baseline subtracted from each reward within its group:
+# (num_groups, G) rewards -> (num_groups, G) centred rewards (what scale_rewards then divides)
+ADVANTAGE_ESTIMATORS = Registry("advantage_estimator")
+
+
+@ADVANTAGE_ESTIMATORS.register("grpo", "r − the group's mean (GRPO, TRL's GRPOTrainer)")
+def group_mean_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_groups, G) -> (num_groups, G)
+    return group_rewards - group_rewards.mean(dim=1, keepdim=True)
 
 
 def _group_std(group_rewards: torch.Tensor) -> torch.Tensor:
@@ -32,13 +47,20 @@ def _unscaled(centered, group_std, batch_std):  # Dr. GRPO
     return centered, (group_std < 1e-8).float().mean()
 
 
-# [Claim C5] scale_rewards -> what divides (r − group mean); the one list of allowed names
-REWARD_SCALES = {"group": _by_group_std, "batch": _by_batch_std, "none": _unscaled}
+# [Claim C5] scale_rewards -> what divides the centred rewards
+REWARD_SCALES = Registry("scale_rewards")
+REWARD_SCALES.add("group", _by_group_std, "÷ (the group's std + 1e-4) (GRPO, TRL's default)")
+REWARD_SCALES.add("batch", _by_batch_std, "÷ (the batch's std + 1e-4) (PPO-Lite; TRL's `batch`)")
+REWARD_SCALES.add("none", _unscaled, "no division (Dr. GRPO, arXiv 2503.20783)")
 SCALE_REWARDS = tuple(REWARD_SCALES)
 
-# [Claim C6] what happens to groups whose rewards are all equal (signal_groups): kept (TRL), dropped
-# from the loss and its normalizer, or replaced by resampling (DAPO's dynamic sampling)
-ZERO_VARIANCE_GROUPS = ("keep", "drop", "resample")
+# [Claim C6] what happens to groups whose rewards are all equal (signal_groups); the trainer's
+# generate_batch and loss.aggregate (live_sequences) act on the name
+ZERO_VARIANCE_GROUPS = Registry("zero_variance_groups")
+ZERO_VARIANCE_GROUPS.add("keep", "keep", "in the loss with advantages 0 (TRL)")
+ZERO_VARIANCE_GROUPS.add("drop", "drop", "out of the loss and its normalizer")
+ZERO_VARIANCE_GROUPS.add("resample", "resample", "replaced by groups from new prompts, up to max_num_gen_batches "
+                                                 "rounds (DAPO's dynamic sampling)")
 
 
 def signal_groups(
@@ -53,21 +75,21 @@ def signal_groups(
 def normalize_rewards(
     rewards: torch.Tensor,  # (B,) summed reward per completion, B = num_groups × G, groups contiguous
     num_generations: int,  # G
-    scale_rewards: str,  # a key of REWARD_SCALES
+    scale_rewards: str,  # a name in REWARD_SCALES
+    advantage_estimator: str = "grpo",  # a name in ADVANTAGE_ESTIMATORS
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """A_i = (r_i − mean_group(r)) / (std + 1e-4), with std from the group, the batch, or none.
+    """A_i = (r_i − baseline_i) / (std + 1e-4): the estimator's baseline (grpo: the group's mean), the
+    std from the group, the batch, or none.
 
     `none` is Dr. GRPO's choice (arXiv 2503.20783): no division by a std. A group whose rewards
     are all equal gets advantages exactly 0 in every mode (never NaN).
     """
     group_rewards = rewards.view(-1, num_generations)  # (num_groups, G)
-    group_mean = group_rewards.mean(dim=1, keepdim=True)  # (num_groups, 1)
-    centered = group_rewards - group_mean  # (num_groups, G)
+    centered = ADVANTAGE_ESTIMATORS.get(advantage_estimator)(group_rewards)  # (num_groups, G)
     group_std = _group_std(group_rewards)  # (num_groups,)
-    if scale_rewards not in REWARD_SCALES:
-        raise ValueError(f"scale_rewards: unknown value {scale_rewards!r}; allowed: {', '.join(SCALE_REWARDS)}")
+    divide = REWARD_SCALES.get(scale_rewards)
     batch_std = rewards.std(unbiased=True) if rewards.numel() > 1 else rewards.new_zeros(())
-    advantages, zero_std = REWARD_SCALES[scale_rewards](centered, group_std, batch_std)
+    advantages, zero_std = divide(centered, group_std, batch_std)
     metrics = {  # names and meanings as TRL 1.16 logs them, plus the within-group std under its own name
         "reward": rewards.mean(),
         "reward_std": batch_std,  # std over the whole batch (TRL's reward_std)
@@ -114,3 +136,36 @@ def advantage_metrics(
         "advantages/abs_mean": advantages.abs().mean(),
         "advantages/group_sum_max_abs": group_sums.abs().max(),
     }
+
+
+@dataclass(frozen=True)
+class AdvantageSettings:
+    """What compute_advantages reads from the config (every field is a config key)."""
+
+    num_generations: int = 8
+    advantage_estimator: str = "grpo"
+    scale_rewards: str = "group"
+    advantage_noise_std: float = 0.0
+    advantage_noise_steps: int = 0
+    advantage_scale: float = 1.0
+
+    @classmethod
+    def from_config(cls, cfg) -> "AdvantageSettings":
+        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
+
+
+def compute_advantages(
+    rewards: torch.Tensor,  # (B,) the whole generation batch's rewards, groups contiguous
+    settings: AdvantageSettings,
+    step: int,  # the 1-indexed optimizer step these advantages train
+    noise_generator: torch.Generator | None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:  # (B,), metrics
+    """The advantage stages in their declared order (grpo_core/axes.py): baseline and std scaling
+    (normalize_rewards), noise (claim C3, while noise_active), scale (claim C4)."""
+    G = settings.num_generations
+    advantages, metrics = normalize_rewards(rewards, G, settings.scale_rewards, settings.advantage_estimator)
+    if noise_active(step, settings.advantage_noise_std, settings.advantage_noise_steps):
+        advantages = perturb_advantages(advantages, settings.advantage_noise_std, noise_generator)
+    advantages = scale_advantages(advantages, settings.advantage_scale)
+    metrics.update(advantage_metrics(advantages, G))
+    return advantages, metrics

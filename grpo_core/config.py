@@ -21,14 +21,14 @@ from .yaml_files import dump_yaml, parse_yaml_value, read_yaml_mapping
 
 TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stores: a file, a folder, a server
 
-# Allowed names of the string-valued switches: the variant axes' names come from the modules that
-# implement them (one dict each); the others are listed here. Each error lists the allowed names.
-from .advantages import SCALE_REWARDS, ZERO_VARIANCE_GROUPS  # noqa: E402
+# Allowed names of the string-valued switches: the variant axes' names are the names registered in
+# the modules that implement them (grpo_core/axes.py, checked there); the others are listed here.
+# Each error lists the allowed names.
+from . import axes  # noqa: E402
 from .cpu_math import MODES as CPU_MATH_MODES  # noqa: E402
-from .loss import LOSS_TYPES, POLICY_LOSSES  # noqa: E402
 
-IMPORTANCE_SAMPLING_LEVELS = tuple(POLICY_LOSSES)
-from .schedule import LR_SCHEDULERS  # noqa: E402
+LOSS_TYPES = tuple(axes.LOSS_TYPES)  # the names, for the commands that take a loss type (grpo bench)
+SCALE_REWARDS = tuple(axes.REWARD_SCALES)
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -139,8 +139,12 @@ class GRPOConfig:
     """[Claim C5, C1] Token-loss aggregation: `grpo` (per-sequence mean, then mean over
     sequences), `bnpo` (token mean over the micro-batch), `dapo` (token mean over the whole
     generation batch), `dr_grpo` (token sum / (sequences × max_completion_length))."""
+    advantage_estimator: str = "grpo"
+    """The baseline subtracted from each reward within its group: `grpo` (the group's mean), or another
+    name registered in advantages.ADVANTAGE_ESTIMATORS (docs: the variant axes table; verl's
+    `adv_estimator`). scale_rewards then divides what is left."""
     scale_rewards: str = "group"
-    """[Claim C5] Divide (r − group mean) by the `group` std, the `batch` std, or `none` (Dr. GRPO)."""
+    """[Claim C5] Divide (r − baseline) by the `group` std, the `batch` std (PPO-Lite), or `none` (Dr. GRPO)."""
     advantage_noise_std: float = 0.0
     """[Claim C3] Std of zero-mean Gaussian noise added to normalized advantages; 0 = off.
     TRL PR #2869 used variance 1e-4, i.e. std 0.01."""
@@ -373,8 +377,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
         if not cond:
             raise ConfigError(key, f"got {_short(getattr(cfg, key))}; allowed: {allowed}")
 
-    _one_of("loss_type", cfg.loss_type, LOSS_TYPES)
-    _one_of("importance_sampling_level", cfg.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
+    axes.check(cfg)  # every variant axis whose values are names: a registered name (grpo_core/axes.py)
     _one_of("dtype", cfg.dtype, DTYPES)
     require(cfg.lora_r >= 1, "lora_r", "an integer ≥ 1")
     require(cfg.lora_alpha >= 1, "lora_alpha", "an integer ≥ 1")
@@ -389,14 +392,11 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
                                            f"in that directory")
     if cfg.dataset is not None:
         check_dataset_source(cfg.dataset)
-    _one_of("scale_rewards", cfg.scale_rewards, SCALE_REWARDS)
-    _one_of("zero_variance_groups", cfg.zero_variance_groups, ZERO_VARIANCE_GROUPS)
     require(cfg.max_num_gen_batches >= 1, "max_num_gen_batches", "an integer ≥ 1 (generation rounds per step)")
     _one_of("decode", cfg.decode, DECODE_MODES)
     require(cfg.eos_check_every >= 0, "eos_check_every", "an integer ≥ 0 (0 = auto)")
     require(cfg.log_completions_per_step >= 0, "log_completions_per_step", "an integer ≥ 0 (0 = every completion)")
     require(cfg.num_completions_to_print >= 0, "num_completions_to_print", "an integer ≥ 0 (0 = none)")
-    _one_of("lr_scheduler_type", cfg.lr_scheduler_type, LR_SCHEDULERS)
     _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)
     _one_of("device", cfg.device, DEVICES)
     _one_of("cpu_math", cfg.cpu_math, CPU_MATH_MODES)

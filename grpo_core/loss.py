@@ -9,16 +9,23 @@ Per token (TRL's GRPOTrainer, early 2025):
 The per-token losses are then aggregated by `loss_type` (claim C5). Everything returns
 `(loss, metrics)`; metrics are detached 0-d tensors so the trainer decides when to sync.
 
-A new surrogate is one function registered with `register_policy_loss(name)` (the name is a value
-of a config key) plus, when it needs a knob, one field here and in the config: the trainer only
-builds the settings (`LossSettings.from_config`) and calls `grpo_loss`.
+Three registries (grpo_core/axes.py lists them with the other axes):
+    IMPORTANCE_SAMPLING_LEVELS  importance_sampling_level -> the log-ratio: per token, or per sequence
+    SURROGATES                  a policy loss: (log-ratio, log-probs, advantages) -> per-token loss
+    LOSS_TYPES                  loss_type (TRL's spelling) -> (its surrogate, its normalizer)
+A new policy loss is one function registered in SURROGATES and one line naming it in LOSS_TYPES
+(TRL spells surrogates as loss_type values: `cispo`, `sapo`), plus, when it has a knob, one field
+here and in the config: the trainer only builds the settings (`LossSettings.from_config`) and
+calls `grpo_loss`; the config allows every registered name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
+
+from .registry import Registry
 
 if TYPE_CHECKING:  # torch is imported by the functions: config reads the allowed names without it
     from torch import Tensor
@@ -30,7 +37,7 @@ class LossSettings:
     copied from the config (`from_config`); the others are derived there, or filled per step."""
 
     loss_type: str = "grpo"
-    importance_sampling_level: str = "token"  # a key of POLICY_LOSSES
+    importance_sampling_level: str = "token"  # a name in IMPORTANCE_SAMPLING_LEVELS
     beta: float = 0.0
     epsilon: float = 0.2
     epsilon_high: Optional[float] = None  # None: epsilon
@@ -59,23 +66,6 @@ def k3_kl(
     return delta.exp() - delta - 1
 
 
-def clipped_surrogate(
-    per_token_logps: Tensor,  # (B, T)
-    old_per_token_logps: Tensor,  # (B, T) log-probs under the policy that sampled (detached)
-    advantages: Tensor,  # (B,)
-    epsilon: float,
-    epsilon_high: float,
-) -> tuple[Tensor, Tensor]:
-    """Per-token policy loss −min(r·A, clip(r)·A) and a mask of tokens where clipping is active."""
-    ratio = (per_token_logps - old_per_token_logps).exp()  # (B, T)
-    adv = advantages.unsqueeze(1)  # (B, 1)
-    unclipped = ratio * adv
-    clipped = ratio.clamp(1 - epsilon, 1 + epsilon_high) * adv
-    per_token_loss = -unclipped.minimum(clipped)  # (B, T)
-    is_clipped = ((ratio < 1 - epsilon) & (adv < 0)) | ((ratio > 1 + epsilon_high) & (adv > 0))
-    return per_token_loss, is_clipped
-
-
 def aggregate(
     per_token_values: Tensor,  # (B, T) one micro-batch
     completion_mask: Tensor,  # (B, T) 1 on completion tokens (through EOS), 0 on padding
@@ -87,6 +77,7 @@ def aggregate(
     bnpo    : Σ tokens / (tokens in this micro-batch)                     (TRL issue #2995)
     dapo    : Σ tokens / (tokens in the whole generation batch)          (DAPO)
     dr_grpo : Σ tokens / (sequences × max_completion_length)            (Dr. GRPO, 2503.20783)
+    (a loss_type that names a surrogate uses the normalizer TRL gives it: LOSS_TYPES)
     grpo, bnpo and dr_grpo are averaged over micro-batches (÷ gradient_accumulation_steps); dapo's
     normalizer already spans them. On P processes DDP averages the gradients, so the trainer
     passes dapo the generation batch's tokens over all processes ÷ P (TRL: num_items_in_batch /
@@ -95,10 +86,8 @@ def aggregate(
     generation batch's sequences still in the loss (÷ P as dapo's tokens): grpo and dr_grpo then
     divide by it instead of by every sequence; bnpo and dapo count tokens, so the mask suffices.
     """
-    if settings.loss_type not in NORMALIZERS:
-        raise ValueError(f"loss_type: unknown value {settings.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
     mask = completion_mask.to(per_token_values.dtype)
-    return NORMALIZERS[settings.loss_type](per_token_values * mask, mask, settings)
+    return LOSS_TYPES.get(settings.loss_type).normalizer(per_token_values * mask, mask, settings)
 
 
 def _count(value, like: Tensor) -> Tensor:
@@ -130,81 +119,26 @@ def _dr_grpo(masked, mask, s: LossSettings):
     return masked.sum() / (mask.shape[0] * s.max_completion_length) / s.gradient_accumulation_steps
 
 
-# [Claim C5, C1] loss_type -> its normalizer; the one list of allowed names (config checks against it)
-NORMALIZERS = {"grpo": _grpo, "bnpo": _bnpo, "dapo": _dapo, "dr_grpo": _dr_grpo}
-LOSS_TYPES = tuple(NORMALIZERS)
-
-
 def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     mask = mask.to(values.dtype)
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-# ---- policy losses: name -> (per_token_logps, old_per_token_logps, advantages, completion_mask, settings)
-PolicyLoss = Callable[["Tensor", "Tensor", "Tensor", "Tensor", LossSettings], "tuple[Tensor, dict[str, Tensor]]"]
-POLICY_LOSSES: dict[str, PolicyLoss] = {}
+# ---- importance_sampling_level -> the log-ratio and how a share of clipped entries is counted
+class Level(NamedTuple):
+    log_ratio: Callable[["Tensor", "Tensor", "Tensor"], "Tensor"]  # (logp, old, mask) -> (B, T) or (B, 1)
+    share: Callable[["Tensor", "Tensor"], "Tensor"]  # (flags of that shape, mask (B, T)) -> 0-d
 
 
-def register_policy_loss(name: str) -> Callable[[PolicyLoss], PolicyLoss]:
-    """Register a policy loss under `name` (verl's register_policy_loss is the model)."""
-    def register(fn: PolicyLoss) -> PolicyLoss:
-        if name in POLICY_LOSSES:  # a second definition would silently replace the first
-            raise ValueError(f"policy loss {name!r} is registered already (by {POLICY_LOSSES[name].__qualname__}); "
-                             f"allowed: a new name")
-        POLICY_LOSSES[name] = fn
-        return fn
-    return register
+IMPORTANCE_SAMPLING_LEVELS = Registry("importance_sampling_level")
 
 
-def get_policy_loss(name: str) -> PolicyLoss:
-    if name not in POLICY_LOSSES:
-        raise ValueError(f"policy loss: unknown value {name!r}; allowed: {', '.join(POLICY_LOSSES)}")
-    return POLICY_LOSSES[name]
-
-
-@register_policy_loss("token")
-def token_level_loss(
-    per_token_logps: Tensor,  # (B, T) with grad
-    old_per_token_logps: Tensor,  # (B, T) detached
-    advantages: Tensor,  # (B,)
-    completion_mask: Tensor,  # (B, T)
-    settings: LossSettings,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """The clipped surrogate with one importance ratio per token (PPO, GRPO), aggregated by loss_type."""
-    per_token, is_clipped = clipped_surrogate(per_token_logps, old_per_token_logps, advantages, settings.epsilon,
-                                              settings.clip_high)
-    return aggregate(per_token, completion_mask, settings), {"clip_ratio": _masked_mean(is_clipped.float(),
-                                                                                         completion_mask)}
-
-
-@register_policy_loss("sequence")
-def sequence_level_loss(
-    per_token_logps: Tensor,  # (B, T) with grad
-    old_per_token_logps: Tensor,  # (B, T) detached
-    advantages: Tensor,  # (B,)
-    completion_mask: Tensor,  # (B, T)
-    settings: LossSettings,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """[GSPO, arXiv 2507.18071] One importance ratio per sequence: the exponential of the mean of its
-    tokens' log-ratios, clipped per sequence. Every token of a sequence carries its sequence's loss,
-    aggregated by loss_type (loss_type grpo gives the paper's per-sequence objective; TRL's
-    importance_sampling_level="sequence"). clip_ratio: the share of sequences clipped."""
-    import torch
-
-    log_ratio = sequence_log_ratio(per_token_logps, old_per_token_logps, completion_mask)  # (B, 1)
-    per_seq, is_clipped = clipped_surrogate(log_ratio, torch.zeros_like(log_ratio), advantages, settings.epsilon,
-                                            settings.clip_high)  # (B, 1)
-    return aggregate(per_seq.expand_as(per_token_logps), completion_mask, settings), {
-        "clip_ratio": is_clipped.float().mean()}
-
-
-def importance_weights(per_token_logps: Tensor, old_per_token_logps: Tensor, completion_mask: Tensor,
-                       settings: LossSettings) -> Tensor:  # (B, T) or (B, 1)
-    """π_θ/π_old at the policy loss's level (TRL weights the KL by the same coefficient): per token,
-    or per sequence (the exponential of the mean token log-ratio)."""
-    if settings.importance_sampling_level == "sequence":
-        return sequence_log_ratio(per_token_logps, old_per_token_logps, completion_mask).exp()
-    return (per_token_logps - old_per_token_logps).exp()
+def token_log_ratio(
+    per_token_logps: Tensor,  # (B, T)
+    old_per_token_logps: Tensor,  # (B, T)
+    completion_mask: Tensor,  # (B, T) unused: every token has its own ratio
+) -> Tensor:  # (B, T)
+    return per_token_logps - old_per_token_logps
 
 
 def sequence_log_ratio(
@@ -217,6 +151,85 @@ def sequence_log_ratio(
     mask = completion_mask.to(per_token_logps.dtype)
     return ((per_token_logps - old_per_token_logps) * mask).sum(dim=1, keepdim=True) / mask.sum(
         dim=1, keepdim=True).clamp(min=1.0)
+
+
+IMPORTANCE_SAMPLING_LEVELS.add("token", Level(token_log_ratio, lambda flags, mask: _masked_mean(flags, mask)),
+                               "one ratio per token (PPO, GRPO); clip_ratio: the share of tokens clipped")
+IMPORTANCE_SAMPLING_LEVELS.add("sequence", Level(sequence_log_ratio, lambda flags, mask: flags.mean()),
+                               "one ratio per sequence, the exponential of its mean token log-ratio (GSPO, "
+                               "arXiv 2507.18071); clip_ratio: the share of sequences clipped")
+
+
+# ---- policy losses: (log_ratio, per_token_logps, advantages, settings) -> (per-token loss, clipped flags)
+# log_ratio and the results are (B, T) at token level, (B, 1) at sequence level; advantages (B, 1)
+Surrogate = Callable[["Tensor", "Tensor", "Tensor", LossSettings], "tuple[Tensor, Tensor]"]
+SURROGATES = Registry("policy loss")
+
+
+@SURROGATES.register("clip", "−min(r·A, clip(r, 1−ε, 1+ε_high)·A) (PPO, GRPO)")
+def clipped_surrogate(
+    log_ratio: Tensor,  # (B, T) or (B, 1): log π_θ/π_old
+    per_token_logps: Tensor,  # (B, T) unused: the ratio carries the gradient
+    advantages: Tensor,  # (B, 1)
+    settings: LossSettings,
+) -> tuple[Tensor, Tensor]:
+    """Per-token policy loss −min(r·A, clip(r)·A) and where clipping is active."""
+    epsilon, epsilon_high = settings.epsilon, settings.clip_high
+    ratio = log_ratio.exp()
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1 - epsilon, 1 + epsilon_high) * advantages
+    is_clipped = ((ratio < 1 - epsilon) & (advantages < 0)) | ((ratio > 1 + epsilon_high) & (advantages > 0))
+    return -unclipped.minimum(clipped), is_clipped
+
+
+# loss_type -> the surrogate it trains and the normalizer that aggregates it (TRL 1.16's pairing)
+class LossType(NamedTuple):
+    surrogate: str  # a name in SURROGATES
+    normalizer: Callable  # (masked (B, T), mask (B, T), settings) -> this micro-batch's share
+
+
+def _token_level_only(loss_type: str):
+    def check(cfg) -> Optional[str]:
+        if cfg.importance_sampling_level != "token":
+            return (f"got {loss_type} with importance_sampling_level {cfg.importance_sampling_level!r}; allowed: "
+                    f"{loss_type} with importance_sampling_level token (TRL refuses the pair too)")
+        return None
+    return check
+
+
+LOSS_TYPES = Registry("loss_type")
+LOSS_TYPES.add("grpo", LossType("clip", _grpo), "[C5, C1] clipped surrogate; per-sequence token mean, then the "
+                                                "mean over sequences (TRL, early 2025)")
+LOSS_TYPES.add("bnpo", LossType("clip", _bnpo), "[C5] clipped surrogate; token mean over the micro-batch")
+LOSS_TYPES.add("dapo", LossType("clip", _dapo), "[C5] clipped surrogate; token mean over the generation batch "
+                                                "(DAPO; TRL 1.16's default)")
+LOSS_TYPES.add("dr_grpo", LossType("clip", _dr_grpo), "[C5] clipped surrogate; token sum ÷ (sequences × "
+                                                      "max_completion_length) (Dr. GRPO)")
+
+
+def policy_loss(
+    per_token_logps: Tensor,  # (B, T) with grad
+    old_per_token_logps: Tensor,  # (B, T) detached
+    advantages: Tensor,  # (B,)
+    completion_mask: Tensor,  # (B, T)
+    settings: LossSettings,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The loss_type's surrogate at the importance_sampling_level's ratio, aggregated by the
+    loss_type's normalizer. At sequence level every token of a sequence carries its sequence's loss
+    (loss_type grpo then gives GSPO's per-sequence objective; TRL's importance_sampling_level)."""
+    level = IMPORTANCE_SAMPLING_LEVELS.get(settings.importance_sampling_level)
+    surrogate = SURROGATES.get(LOSS_TYPES.get(settings.loss_type).surrogate)
+    log_ratio = level.log_ratio(per_token_logps, old_per_token_logps, completion_mask)  # (B, T) or (B, 1)
+    per_token, flags = surrogate(log_ratio, per_token_logps, advantages.unsqueeze(1), settings)
+    return aggregate(per_token.expand_as(per_token_logps), completion_mask, settings), {
+        "clip_ratio": level.share(flags.float(), completion_mask)}
+
+
+def importance_weights(per_token_logps: Tensor, old_per_token_logps: Tensor, completion_mask: Tensor,
+                       settings: LossSettings) -> Tensor:  # (B, T) or (B, 1)
+    """π_θ/π_old at the policy loss's level (TRL weights the KL by the same coefficient)."""
+    level = IMPORTANCE_SAMPLING_LEVELS.get(settings.importance_sampling_level)
+    return level.log_ratio(per_token_logps, old_per_token_logps, completion_mask).exp()
 
 
 def grpo_loss(
@@ -232,8 +245,7 @@ def grpo_loss(
     use_bias_correction_kl); its value is unchanged on-policy, its gradient becomes logp − ref."""
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
-    policy, metrics = get_policy_loss(settings.importance_sampling_level)(
-        per_token_logps, old_per_token_logps, advantages, completion_mask, settings)
+    policy, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, settings)
     if settings.beta != 0.0:
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")

@@ -10,22 +10,24 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from .registry import Registry
+
 if TYPE_CHECKING:
     import torch
 
 # lr_scheduler_type -> (transformers' scheduler name, the decay after warmup as a function of the
-# progress p in [0, 1]); the one list of allowed names (config checks against it)
-SCHEDULES = {
-    "constant": ("constant_with_warmup", lambda p: 1.0),
-    "linear": ("linear", lambda p: max(0.0, 1.0 - p)),
-    "cosine": ("cosine", lambda p: max(0.0, 0.5 * (1.0 + math.cos(math.pi * p)))),
-}
-LR_SCHEDULERS = tuple(SCHEDULES)
+# progress p in [0, 1]); the allowed names are the registered ones (grpo_core/axes.py)
+SCHEDULERS = Registry("lr_scheduler_type")
+SCHEDULERS.add("constant", ("constant_with_warmup", lambda p: 1.0), "warmup, then constant")
+SCHEDULERS.add("linear", ("linear", lambda p: max(0.0, 1.0 - p)), "warmup, then linear decay to 0")
+SCHEDULERS.add("cosine", ("cosine", lambda p: max(0.0, 0.5 * (1.0 + math.cos(math.pi * p)))),
+               "warmup, then cosine decay to 0")
+SCHEDULES = SCHEDULERS
+LR_SCHEDULERS = tuple(SCHEDULERS)
 
 
 def _check(scheduler: str) -> None:
-    if scheduler not in SCHEDULES:
-        raise ValueError(f"lr_scheduler_type: unknown value {scheduler!r}; allowed: {', '.join(LR_SCHEDULERS)}")
+    SCHEDULERS.get(scheduler)  # ValueError naming the allowed names
 
 
 def lr_multiplier(step: int, warmup_steps: int, total_steps: int, scheduler: str) -> float:

@@ -22,8 +22,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from .advantages import (advantage_metrics, noise_active, normalize_rewards, perturb_advantages, scale_advantages,
-                         signal_groups)
+from .advantages import AdvantageSettings, compute_advantages, normalize_rewards, signal_groups
 from .baseline import baseline_reward
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import GRPOConfig
@@ -196,6 +195,7 @@ class GRPOTrainer:
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
         self.loss_settings = LossSettings.from_config(cfg)  # what the loss reads, built once
+        self.advantage_settings = AdvantageSettings.from_config(cfg)  # what the advantages read
         self.step = 0
         self._batch: Optional[GenerationBatch] = None  # reused for μ steps
         self.last_completions: list[dict] = []  # completions.jsonl rows of the last step (log_completions)
@@ -334,14 +334,11 @@ class GRPOTrainer:
         trained_per_func = per_func
 
         # over the whole batch on every process (same noise stream everywhere), then this process's share
-        advantages, metrics = normalize_rewards(rewards, G, cfg.scale_rewards)
-        if noise_active(self.step + 1, cfg.advantage_noise_std, cfg.advantage_noise_steps):
-            advantages = perturb_advantages(advantages, cfg.advantage_noise_std, self.noise_gen)
-        advantages = scale_advantages(advantages, cfg.advantage_scale)
-        metrics.update(advantage_metrics(advantages, G))
+        advantages, metrics = compute_advantages(rewards, self.advantage_settings, self.step + 1, self.noise_gen)
         if resampled:  # the policy's reward is the first round's (every prompt as drawn), not the kept groups'
             metrics["reward_trained"] = metrics["reward"]
-            metrics.update(normalize_rewards(drawn.rewards(cfg.reward_weights), G, cfg.scale_rewards)[1])
+            metrics.update(normalize_rewards(drawn.rewards(cfg.reward_weights), G, cfg.scale_rewards,
+                                             cfg.advantage_estimator)[1])
             per_func = drawn.per_func
         for name, values in per_func.items():
             metrics[f"rewards/{name}"] = sum(values) / len(values)

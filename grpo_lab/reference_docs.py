@@ -1,8 +1,9 @@
-"""The documentation's generated pages: the config reference (from GRPOConfig's field docstrings)
-and the CLI reference (from the `grpo` command's parsers). tests/test_docs.py fails when the
+"""The documentation's generated pages: the config reference (from GRPOConfig's field docstrings),
+the variant axes (from the table in grpo_core/axes.py and its registries) and the CLI reference
+(from the `grpo` command's parsers). tests/test_docs.py fails when the
 committed pages drift from what this writes.
 
-    .venv/bin/python -m grpo_lab.reference_docs        # rewrites docs/reference/config.md and cli.md
+    .venv/bin/python -m grpo_lab.reference_docs        # rewrites docs/reference/*.md
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ def config_page() -> str:
             "Every key of `GRPOConfig` (`grpo_core/config.py`), its default and meaning; generated from the dataclass "
             "by `python -m grpo_lab.reference_docs`. A YAML config, `--set key=value`, a sweep spec's `base`, `grid` "
             "and `search`, and `grpo_lab.config(**values)` all take these keys.\n\n" + markdown_table() + "\n")
+
+
+def axes_page() -> str:
+    from grpo_core.axes import STAGES, markdown_table
+
+    return ("# Variant axes\n\n"
+            "Every variant axis: the config keys that set it, the stage of a step where it acts "
+            f"({' → '.join(STAGES)}), its values and the claim it tests. Generated from the table in "
+            "`grpo_core/axes.py` by `python -m grpo_lab.reference_docs`: a name registered in a registry "
+            "(`grpo_core/registry.py`) is an allowed value of its key, and appears here, with no other change. "
+            "Keys and values are spelled as TRL spells them where TRL has the axis. The math: "
+            "[the GRPO math](../concepts/grpo-math.md).\n\n" + markdown_table())
 
 
 def cli_page() -> str:
@@ -45,7 +58,7 @@ def cli_page() -> str:
             os.environ["COLUMNS"] = saved
 
 
-PAGES = {"reference/config.md": config_page, "reference/cli.md": cli_page}
+PAGES = {"reference/config.md": config_page, "reference/axes.md": axes_page, "reference/cli.md": cli_page}
 
 
 def main() -> int:

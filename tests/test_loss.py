@@ -58,8 +58,8 @@ def test_k3_kl_by_hand():
     (0.0, 2.0, 0.2, -2.0, False),           # ratio 1: −A
 ])
 def test_clipped_surrogate_by_hand(log_ratio, adv, eps_high, loss, clipped):
-    per_token, is_clipped = clipped_surrogate(torch.tensor([[log_ratio]]), torch.tensor([[0.0]]),
-                                              torch.tensor([adv]), 0.2, eps_high)
+    per_token, is_clipped = clipped_surrogate(torch.tensor([[log_ratio]]), None, torch.tensor([[adv]]),
+                                              S(epsilon=0.2, epsilon_high=eps_high))
     assert per_token.item() == pytest.approx(loss, abs=1e-6)
     assert bool(is_clipped.item()) is clipped
 
@@ -234,12 +234,13 @@ def test_dropping_groups_is_training_on_the_live_groups_alone(loss_type):
     assert g_dropped[~live].abs().max() == 0
 
 
-def test_a_policy_loss_name_registered_twice_is_refused():
-    import pytest
+@pytest.mark.parametrize("registry", ["SURROGATES", "LOSS_TYPES", "IMPORTANCE_SAMPLING_LEVELS"])
+def test_a_name_registered_twice_is_refused(registry):
+    import grpo_core.loss as loss_module
 
-    from grpo_core.loss import POLICY_LOSSES, register_policy_loss
-
-    before = dict(POLICY_LOSSES)
-    with pytest.raises(ValueError, match="'token' is registered already"):
-        register_policy_loss("token")(lambda *args: None)
-    assert POLICY_LOSSES == before  # the first definition stands
+    reg = getattr(loss_module, registry)
+    name = next(iter(reg))
+    before = reg.get(name)
+    with pytest.raises(ValueError, match=f"'{name}' is registered already"):
+        reg.add(name, lambda *args: None)
+    assert reg.get(name) is before  # the first definition stands

@@ -1,0 +1,107 @@
+"""The variant axes in one table, in the order a step runs them.
+
+Each row is an axis: the config keys that set it, the stage of a step where it acts, where the
+code is, the claim it tests, and, for an axis whose values are names, the registry that holds the
+named implementations (the allowed values are exactly the registered names). The config's
+`validate` checks every named axis against its registry; the docs' variant table
+(docs/concepts/grpo-math.md) is generated from this one (`python -m grpo_lab.reference_docs`).
+The public spelling of keys and values is TRL's where TRL has the axis (`loss_type: cispo` means
+what it means in TRL), mapped onto the registries.
+
+Stages, in a step's order (trainer.generate_batch, then trainer.optimize):
+    rewards      the reward functions' values combined into one reward per completion
+    advantages   baseline -> std scaling -> noise -> scale (advantages.compute_advantages)
+    groups       which groups enter the loss (zero-variance groups)
+    tokens       which tokens enter the loss (the loss mask)
+    loss         importance ratio -> surrogate -> aggregation (loss.grpo_loss)
+    schedule     the learning rate per optimizer step
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .advantages import ADVANTAGE_ESTIMATORS, REWARD_SCALES, ZERO_VARIANCE_GROUPS
+from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, SURROGATES
+from .registry import Registry
+from .schedule import SCHEDULERS
+
+STAGES = ("rewards", "advantages", "groups", "tokens", "loss", "schedule")
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    keys: tuple[str, ...]  # the config keys that set it (the first names the registry's values)
+    stage: str  # one of STAGES
+    where: str  # the code that acts on it
+    claim: str = ""  # the claim (CLAIMS.md) it tests, if any
+    registry: Optional[Registry] = None  # for an axis whose values are names
+    note: str = ""
+
+
+AXES: tuple[Axis, ...] = (
+    Axis("reward weights", ("reward_weights",), "rewards", "rewards.combine_rewards",
+         note="one weight per reward function, Σ weight × reward (TRL's)"),
+    Axis("advantage estimator", ("advantage_estimator",), "advantages", "advantages.ADVANTAGE_ESTIMATORS",
+         registry=ADVANTAGE_ESTIMATORS),
+    Axis("std scaling", ("scale_rewards",), "advantages", "advantages.REWARD_SCALES", "C5", REWARD_SCALES),
+    Axis("advantage noise", ("advantage_noise_std", "advantage_noise_steps"), "advantages",
+         "advantages.perturb_advantages", "C3", note="N(0, std²) from its own seeded generator; 0 = off"),
+    Axis("advantage scale", ("advantage_scale",), "advantages", "advantages.scale_advantages", "C4",
+         note="× a constant after normalization and noise; 1 = off"),
+    Axis("zero-variance groups", ("zero_variance_groups", "max_num_gen_batches"), "groups",
+         "advantages.signal_groups, trainer._resample, loss.aggregate (live_sequences)", "C6", ZERO_VARIANCE_GROUPS),
+    Axis("truncation masking", ("mask_truncated_completions",), "tokens", "trainer.generate_batch (the loss mask)",
+         note="rows that did not end in EOS leave the loss (TRL's)"),
+    Axis("importance ratio", ("importance_sampling_level",), "loss", "loss.IMPORTANCE_SAMPLING_LEVELS",
+         registry=IMPORTANCE_SAMPLING_LEVELS),
+    Axis("loss type", ("loss_type", "epsilon", "epsilon_high"), "loss", "loss.LOSS_TYPES (surrogate, normalizer)",
+         "C5, C1", LOSS_TYPES, note="TRL's loss_type: each value names a surrogate and a normalizer"),
+    Axis("KL penalty", ("beta", "use_bias_correction_kl"), "loss", "loss.k3_kl", "C1",
+         note="β · k3 KL to the reference, aggregated as the policy loss; 0 = no reference model"),
+    Axis("warmup and schedule", ("lr_scheduler_type", "warmup_steps", "warmup_ratio"), "schedule",
+         "schedule.SCHEDULERS", "C2", SCHEDULERS),
+)
+
+
+def axis_of(key: str) -> Axis:
+    """The axis whose first key is `key`."""
+    return next(a for a in AXES if a.keys[0] == key)
+
+
+def named_axes() -> tuple[Axis, ...]:
+    """The axes whose values are names in a registry (validate checks each)."""
+    return tuple(a for a in AXES if a.registry is not None)
+
+
+def check(cfg) -> None:
+    """Every named axis's value is a registered name, and each name's own check passes; raises
+    ConfigError naming the key and what is allowed."""
+    from .errors import ConfigError
+
+    for axis in named_axes():
+        key = axis.keys[0]
+        value = getattr(cfg, key)
+        if value not in axis.registry:
+            raise ConfigError(key, f"unknown value {value!r}; allowed: {', '.join(axis.registry)}")
+        problem = axis.registry.checks.get(value, lambda c: None)(cfg)
+        if problem:
+            raise ConfigError(key, problem)
+
+
+def markdown_table() -> str:
+    """The docs' variant table: one row per axis, its values (and what each does) from the registry."""
+    rows = ["| axis | keys | stage | values | where | claim |", "|---|---|---|---|---|---|"]
+    for a in AXES:
+        keys = ", ".join(f"`{k}`" for k in a.keys)
+        if a.registry is not None:
+            values = "; ".join(f"`{name}`: {a.registry.notes[name]}" if a.registry.notes[name] else f"`{name}`"
+                               for name in a.registry)
+            values = f"{a.note + '. ' if a.note else ''}{values}"
+        else:
+            values = a.note
+        rows.append(f"| {a.name} | {keys} | {a.stage} | {values} | `{a.where}` | {a.claim or '—'} |")
+    surrogates = "; ".join(f"`{n}`: {SURROGATES.notes[n]}" for n in SURROGATES)
+    return "\n".join(rows) + f"\n\nSurrogates (named by `loss_type`): {surrogates}.\n"

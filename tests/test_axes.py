@@ -1,0 +1,66 @@
+"""The table of variant axes (grpo_core/axes.py): every named axis's allowed values are its
+registry's names, a name registered twice is refused, and a newly registered name is allowed by
+the config and run by the trainer with no other change."""
+
+import dataclasses
+
+import pytest
+
+from conftest import make_cfg
+from grpo_core import axes
+from grpo_core.config import GRPOConfig, validate
+from grpo_core.errors import ConfigError
+
+
+def test_every_key_of_the_table_is_a_config_key_and_every_stage_is_declared():
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    for axis in axes.AXES:
+        assert set(axis.keys) <= fields, axis
+        assert axis.stage in axes.STAGES, axis
+    stages = [axes.STAGES.index(a.stage) for a in axes.AXES]
+    assert stages == sorted(stages)  # the table lists the axes in the order a step runs them
+
+
+@pytest.mark.parametrize("axis", axes.named_axes(), ids=lambda a: a.keys[0])
+def test_a_named_axis_allows_exactly_its_registered_names(axis):
+    key = axis.keys[0]
+    for name in axis.registry:
+        if axis.registry.checks.get(name, lambda c: None)(make_cfg(**{key: name})) is None:
+            validate(make_cfg(**{key: name}))
+    with pytest.raises(ConfigError) as err:
+        validate(make_cfg(**{key: "no_such_name"}))
+    assert str(err.value) == f"{key}: unknown value 'no_such_name'; allowed: {', '.join(axis.registry)}"
+
+
+@pytest.mark.parametrize("axis", axes.named_axes(), ids=lambda a: a.keys[0])
+def test_registering_a_name_twice_is_refused(axis):
+    name = next(iter(axis.registry))
+    before = axis.registry.get(name)
+    with pytest.raises(ValueError, match=f"'{name}' is registered already"):
+        axis.registry.add(name, lambda *a: None)
+    assert axis.registry.get(name) is before
+
+
+def test_a_new_estimator_is_one_registered_function(monkeypatch):
+    """What the seam promises: register a function, and the config allows its name and the trainer
+    runs it (here a baseline of the group's minimum, so every advantage is ≥ 0)."""
+    from grpo_core.advantages import ADVANTAGE_ESTIMATORS
+    from grpo_core.run import run_training
+
+    def min_baseline(group_rewards):  # (num_groups, G) -> (num_groups, G)
+        return group_rewards - group_rewards.min(dim=1, keepdim=True).values
+
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS._entries, "group_min", min_baseline)
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS.notes, "group_min", "r − the group's minimum")
+    cfg = make_cfg(advantage_estimator="group_min", scale_rewards="none", max_steps=2, stl_window=1,
+                   log_completions_per_step=0)
+    validate(cfg)
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = run_training(cfg, Path(tmp) / "run", progress=False)
+        rows = [__import__("json").loads(l) for l in (Path(tmp) / "run" / "completions.jsonl").read_text().splitlines()]
+    assert summary["status"] == "finished"
+    assert rows and min(r["advantage"] for r in rows) == 0.0  # each group's lowest reward gets exactly 0
+    assert "group_min" in axes.markdown_table()  # and the docs' table lists it
