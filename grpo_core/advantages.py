@@ -30,6 +30,14 @@ def group_mean_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_gr
     return group_rewards - group_rewards.mean(dim=1, keepdim=True)
 
 
+@ADVANTAGE_ESTIMATORS.register("rloo", "r − the mean of the group's other G − 1 rewards (RLOO, arXiv 2402.14740; "
+                                       "TRL's RLOOTrainer, verl's rloo); = G/(G−1) × grpo's; use with scale_rewards none")
+def leave_one_out_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_groups, G) -> (num_groups, G)
+    G = group_rewards.shape[1]
+    others = (group_rewards.sum(dim=1, keepdim=True) - group_rewards) / (G - 1)  # each one's baseline: the rest
+    return group_rewards - others
+
+
 def _group_std(group_rewards: torch.Tensor) -> torch.Tensor:
     # group_rewards: (num_groups, G). Unbiased std as torch.std (and TRL) computes it.
     return group_rewards.std(dim=1, unbiased=True)

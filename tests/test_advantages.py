@@ -110,3 +110,28 @@ def test_signal_groups_by_hand():
 
     rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5])
     assert signal_groups(rewards, 3).tolist() == [False, True, False]
+
+
+# ---- advantage estimators (grpo_core/advantages.py, ADVANTAGE_ESTIMATORS) ----------------------------
+
+def test_rloo_by_hand_one_right_in_a_group():
+    # RLOO (Ahmadian et al. 2024; TRL's RLOOTrainer; verl's rloo): A_i = r_i − mean of the other G − 1
+    # rewards. One right of four: its baseline is 0 → A = 1; each wrong one's is 1/3 → A = −1/3.
+    # A group whose rewards are all equal gets 0, as under grpo.
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0, 3.0, 1.0, 0.0, 2.0])
+    adv, metrics = normalize_rewards(r, 4, "none", "rloo")
+    third = 1 / 3
+    want = [1.0, -third, -third, -third, 0, 0, 0, 0, 3 - 1.0, 1 - 5 / 3, 0 - 2.0, 2 - 4 / 3]
+    torch.testing.assert_close(adv, torch.tensor(want), atol=1e-6, rtol=0)
+    assert metrics["frac_reward_zero_std"].item() == pytest.approx(1 / 3)  # the reward statistics are the estimator's
+
+
+@pytest.mark.parametrize("G", [2, 3, 8])
+def test_rloo_is_the_group_mean_baseline_scaled_by_g_over_g_minus_1(G):
+    # r_i − (Σ r − r_i)/(G − 1) = G/(G − 1) · (r_i − mean): the same direction as grpo, larger by G/(G−1);
+    # with scale_rewards group the std division makes them the same up to that factor too
+    r = torch.rand(5 * G, generator=torch.Generator().manual_seed(G))
+    for scale in ("none", "group", "batch"):
+        rloo, _ = normalize_rewards(r, G, scale, "rloo")
+        grpo, _ = normalize_rewards(r, G, scale, "grpo")
+        torch.testing.assert_close(rloo, grpo * G / (G - 1), atol=1e-6, rtol=1e-6)

@@ -64,3 +64,20 @@ def test_a_new_estimator_is_one_registered_function(monkeypatch):
     assert summary["status"] == "finished"
     assert rows and min(r["advantage"] for r in rows) == 0.0  # each group's lowest reward gets exactly 0
     assert "group_min" in axes.markdown_table()  # and the docs' table lists it
+
+
+NEW_VALUES = [{"advantage_estimator": "rloo", "scale_rewards": "none"}]
+
+
+@pytest.mark.parametrize("values", NEW_VALUES, ids=lambda v: "-".join(map(str, v.values())))
+def test_the_newer_axes_train_on_the_tiny_model(values, tmp_path):
+    """Each newer value trains a few steps of the tiny model: finite losses, a gradient, the value logged."""
+    from grpo_core.run import read_metrics, run_training
+
+    cfg = make_cfg(max_steps=3, stl_window=1, **values)
+    summary = run_training(cfg, tmp_path / "run", progress=False)
+    assert summary["status"] == "finished" and summary["steps_completed"] == 3
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert all(abs(r["loss"]) < 1e3 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    logged = __import__("yaml").safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert all(logged[k] == v for k, v in values.items())
