@@ -182,6 +182,23 @@ def clipped_surrogate(
     return -unclipped.minimum(clipped), is_clipped
 
 
+@SURROGATES.register("cispo", "−sg(min(r, ε_high))·A·log π_θ: the importance weight clipped and detached, so "
+                               "every token keeps a gradient (CISPO, MiniMax-M1, arXiv 2506.13585; TRL's cispo)")
+def cispo_surrogate(
+    log_ratio: Tensor,  # (B, T)
+    per_token_logps: Tensor,  # (B, T) with grad: CISPO's gradient flows through log π_θ, not the ratio
+    advantages: Tensor,  # (B, 1)
+    settings: LossSettings,
+) -> tuple[Tensor, Tensor]:
+    """The REINFORCE term weighted by the importance ratio clipped from above at epsilon_high itself
+    (TRL: `clamp(ratio, max=epsilon_high)`; it recommends epsilon_high 5.0, the ScaleRL paper's ε_max),
+    the weight detached. Clipped: the tokens whose ratio passed epsilon_high with A > 0 (TRL's
+    cispo_clip_ratio)."""
+    ratio = log_ratio.exp()
+    weight = ratio.clamp(max=settings.clip_high).detach()
+    return -weight * advantages * per_token_logps, (ratio > settings.clip_high) & (advantages > 0)
+
+
 # loss_type -> the surrogate it trains and the normalizer that aggregates it (TRL 1.16's pairing)
 class LossType(NamedTuple):
     surrogate: str  # a name in SURROGATES
@@ -205,6 +222,8 @@ LOSS_TYPES.add("dapo", LossType("clip", _dapo), "[C5] clipped surrogate; token m
                                                 "(DAPO; TRL 1.16's default)")
 LOSS_TYPES.add("dr_grpo", LossType("clip", _dr_grpo), "[C5] clipped surrogate; token sum ÷ (sequences × "
                                                       "max_completion_length) (Dr. GRPO)")
+LOSS_TYPES.add("cispo", LossType("cispo", _dapo), "CISPO surrogate; token mean over the generation batch (as TRL); "
+                                                  "TRL recommends epsilon_high 5.0", check=_token_level_only("cispo"))
 
 
 def policy_loss(

@@ -66,7 +66,8 @@ def test_a_new_estimator_is_one_registered_function(monkeypatch):
     assert "group_min" in axes.markdown_table()  # and the docs' table lists it
 
 
-NEW_VALUES = [{"advantage_estimator": "rloo", "scale_rewards": "none"}]
+NEW_VALUES = [{"advantage_estimator": "rloo", "scale_rewards": "none"},
+              {"loss_type": "cispo", "epsilon_high": 5.0}]
 
 
 @pytest.mark.parametrize("values", NEW_VALUES, ids=lambda v: "-".join(map(str, v.values())))

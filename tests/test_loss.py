@@ -244,3 +244,32 @@ def test_a_name_registered_twice_is_refused(registry):
     with pytest.raises(ValueError, match=f"'{name}' is registered already"):
         reg.add(name, lambda *args: None)
     assert reg.get(name) is before  # the first definition stands
+
+
+# ---- CISPO (loss_type cispo) ---------------------------------------------------------------------------
+
+def test_cispo_by_hand_unequal_lengths_and_a_clipped_weight():
+    # per token −min(r, ε_high)·A·logp (the weight detached), summed over completion tokens ÷ the batch's
+    # tokens (dapo's normalizer, as TRL pairs them). Row 0: 2 tokens, ratios e^0.5 and e^2 (> ε_high = 5:
+    # clipped to 5, with A > 0); row 1: 1 token, ratio 1, A < 0.
+    logps = torch.tensor([[-1.0, -0.5, -9.0], [-2.0, -9.0, -9.0]], requires_grad=True)
+    old = torch.tensor([[-1.5, -2.5, 0.0], [-2.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    adv = torch.tensor([1.0, -0.5])
+    settings = S("cispo", epsilon_high=5.0, max_completion_length=3)
+    loss, m = grpo_loss(logps, old, None, adv, mask, settings)
+    w0, w1 = math.exp(0.5), 5.0  # row 0's weights: e^0.5, and e^2 = 7.39 clipped to 5
+    want = (-w0 * 1.0 * -1.0 - w1 * 1.0 * -0.5 - 1.0 * -0.5 * -2.0) / 3
+    assert loss.item() == pytest.approx(want, rel=1e-6)
+    assert m["clip_ratio"].item() == pytest.approx(1 / 3)  # one of the three completion tokens
+    grad, = torch.autograd.grad(loss, logps)  # ∂/∂logp = −w·A / 3: every token has a gradient, clipped or not
+    torch.testing.assert_close(grad, torch.tensor([[-w0 / 3, -w1 / 3, 0.0], [0.5 / 3, 0.0, 0.0]]), atol=1e-6, rtol=0)
+
+
+def test_cispo_refuses_sequence_level_ratios_as_trl_does():
+    from conftest import make_cfg
+    from grpo_core.config import validate
+    from grpo_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="loss_type: got cispo with importance_sampling_level 'sequence'"):
+        validate(make_cfg(loss_type="cispo", importance_sampling_level="sequence"))
