@@ -130,6 +130,12 @@ class GRPOConfig:
     """Importance ratio of the policy loss: `token` (one per token, PPO and GRPO) or `sequence` (GSPO,
     arXiv 2507.18071: the mean token log-ratio of each sequence, clipped per sequence; TRL's knob of
     the same name). With `sequence`, loss_type `grpo` gives the paper's per-sequence objective."""
+    sapo_temperature_pos: float = 1.0
+    """loss_type sapo: the temperature τ of its soft gate −(4/τ)·σ(τ(r − 1))·A where the advantage is
+    positive (TRL's name and default; SAPO, arXiv 2511.20347). A larger τ fades the gradient sooner
+    as the ratio r leaves 1."""
+    sapo_temperature_neg: float = 1.05
+    """loss_type sapo: τ where the advantage is ≤ 0 (TRL's name and default)."""
     use_bias_correction_kl: bool = False
     """Multiply the per-token KL by the ratio π_θ/π_old (TRL ≥ 1.x, `use_bias_correction_kl`, its
     default there is true): the KL gradient becomes the unbiased reverse-KL gradient (logp − ref
@@ -416,8 +422,11 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
         require(math.isfinite(getattr(cfg, key)), key, "a finite number")
 
     for key in ("learning_rate", "beta", "advantage_noise_std", "advantage_scale", "weight_decay",
-                "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps"):
+                "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps", "sapo_temperature_pos",
+                "sapo_temperature_neg"):
         finite(key)
+    for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
+        require(getattr(cfg, key) > 0, key, "a number > 0 (the soft gate's temperature)")
     require(cfg.learning_rate > 0, "learning_rate", "a number > 0")
     require(cfg.beta >= 0, "beta", "a number ≥ 0 (0 = no reference model)")
     require(cfg.advantage_noise_std >= 0, "advantage_noise_std", "a number ≥ 0 (0 = off)")

@@ -43,6 +43,8 @@ class LossSettings:
     epsilon_high: Optional[float] = None  # None: epsilon
     max_completion_length: int = 8
     use_bias_correction_kl: bool = False
+    sapo_temperature_pos: float = 1.0  # SAPO's gate temperature where A > 0
+    sapo_temperature_neg: float = 1.05  # and where A ≤ 0
     gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
     generation_batch_tokens: "Tensor | float | None" = None  # per step, dapo's normalizer (None: this micro-batch's)
     live_sequences: "Tensor | float | None" = None  # per step with dropped groups: grpo's and dr_grpo's sequence count
@@ -199,6 +201,26 @@ def cispo_surrogate(
     return -weight * advantages * per_token_logps, (ratio > settings.clip_high) & (advantages > 0)
 
 
+@SURROGATES.register("sapo", "−(4/τ)·σ(τ(r − 1))·A: a soft gate that fades the gradient as r leaves 1, instead "
+                              "of the hard clip; τ = sapo_temperature_pos where A > 0, sapo_temperature_neg "
+                              "elsewhere (SAPO, arXiv 2511.20347; TRL's sapo)")
+def sapo_surrogate(
+    log_ratio: Tensor,  # (B, T) or (B, 1)
+    per_token_logps: Tensor,  # (B, T) unused: the ratio carries the gradient
+    advantages: Tensor,  # (B, 1)
+    settings: LossSettings,
+) -> tuple[Tensor, Tensor]:
+    """At r = 1 the loss is −(2/τ)·A and its gradient that of the unclipped surrogate (σ'(0)·4 = 1);
+    the gate's slope σ'(τ(r−1))·4 falls off as r moves away, faster for a larger τ. Nothing is
+    clipped (no flags)."""
+    import torch
+
+    ratio = log_ratio.exp()
+    tau = torch.where(advantages > 0, settings.sapo_temperature_pos, settings.sapo_temperature_neg)  # (B, 1)
+    gate = torch.sigmoid(tau * (ratio - 1)) * 4 / tau
+    return -gate * advantages, torch.zeros_like(ratio, dtype=torch.bool)
+
+
 # loss_type -> the surrogate it trains and the normalizer that aggregates it (TRL 1.16's pairing)
 class LossType(NamedTuple):
     surrogate: str  # a name in SURROGATES
@@ -224,6 +246,8 @@ LOSS_TYPES.add("dr_grpo", LossType("clip", _dr_grpo), "[C5] clipped surrogate; t
                                                       "max_completion_length) (Dr. GRPO)")
 LOSS_TYPES.add("cispo", LossType("cispo", _dapo), "CISPO surrogate; token mean over the generation batch (as TRL); "
                                                   "TRL recommends epsilon_high 5.0", check=_token_level_only("cispo"))
+LOSS_TYPES.add("sapo", LossType("sapo", _grpo), "SAPO's soft gate; per-sequence token mean, then the mean over "
+                                                "sequences (as TRL)")
 
 
 def policy_loss(

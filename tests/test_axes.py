@@ -67,7 +67,8 @@ def test_a_new_estimator_is_one_registered_function(monkeypatch):
 
 
 NEW_VALUES = [{"advantage_estimator": "rloo", "scale_rewards": "none"},
-              {"loss_type": "cispo", "epsilon_high": 5.0}]
+              {"loss_type": "cispo", "epsilon_high": 5.0},
+              {"loss_type": "sapo"}]
 
 
 @pytest.mark.parametrize("values", NEW_VALUES, ids=lambda v: "-".join(map(str, v.values())))

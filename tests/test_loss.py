@@ -273,3 +273,41 @@ def test_cispo_refuses_sequence_level_ratios_as_trl_does():
 
     with pytest.raises(ConfigError, match="loss_type: got cispo with importance_sampling_level 'sequence'"):
         validate(make_cfg(loss_type="cispo", importance_sampling_level="sequence"))
+
+
+# ---- SAPO (loss_type sapo) -----------------------------------------------------------------------------
+
+def test_sapo_by_hand_a_soft_gate_per_sign_of_the_advantage():
+    # per token −(4/τ)·σ(τ(r − 1))·A, τ = 1 where A > 0 and 1.05 elsewhere; then grpo's aggregation
+    # (per-sequence mean, then mean over sequences). Row 0 (A = 1): ratios 1 and e^0.5, 2 tokens;
+    # row 1 (A = −0.5): ratio 1, 1 token (the padded ones count nowhere).
+    logps = torch.tensor([[-1.0, -0.5, -9.0], [-2.0, -9.0, -9.0]], requires_grad=True)
+    old = torch.tensor([[-1.0, -1.0, 0.0], [-2.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    adv = torch.tensor([1.0, -0.5])
+    loss, m = grpo_loss(logps, old, None, adv, mask, S("sapo", max_completion_length=3))
+
+    def sig(x):
+        return 1 / (1 + math.exp(-x))
+
+    r = math.exp(0.5)
+    row0 = (-(4 / 1.0) * sig(0.0) * 1.0 - (4 / 1.0) * sig(1.0 * (r - 1)) * 1.0) / 2
+    row1 = -(4 / 1.05) * sig(0.0) * -0.5
+    assert loss.item() == pytest.approx((row0 + row1) / 2, rel=1e-6)
+    assert m["clip_ratio"].item() == 0.0  # a soft gate clips nothing
+    grad, = torch.autograd.grad(loss, logps)
+    # ∂ℓ/∂logp = −A·(4/τ)·σ'(τ(r−1))·τ·r = −4·A·σ(x)(1 − σ(x))·r: at r = 1, −A (the unclipped surrogate's)
+    x = r - 1
+    want = torch.tensor([[-1.0 / 4, -4 * sig(x) * (1 - sig(x)) * r / 4, 0.0], [0.5 / 2, 0.0, 0.0]])
+    torch.testing.assert_close(grad, want, atol=1e-6, rtol=0)
+
+
+def test_sapo_temperatures_must_be_positive():
+    from conftest import make_cfg
+    from grpo_core.config import validate
+    from grpo_core.errors import ConfigError
+
+    for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
+        for bad in (0.0, -1.0, float("inf")):
+            with pytest.raises(ConfigError, match=key):
+                validate(make_cfg(**{key: bad}))

@@ -89,3 +89,14 @@ def test_cispo_agrees_with_trl(beta, corrected, epsilon_high):
     for seed in range(3):
         agree(LossSettings("cispo", beta=beta, max_completion_length=T, use_bias_correction_kl=corrected,
                            epsilon_high=epsilon_high), seed, rel=1e-6)
+
+
+@pytest.mark.parametrize("beta, corrected", [(0.0, False), (0.04, True)])
+@pytest.mark.parametrize("level", ["token", "sequence"])
+@pytest.mark.parametrize("temperatures", [(1.0, 1.05), (4.0, 0.5)])  # TRL's defaults, and others
+def test_sapo_agrees_with_trl(beta, corrected, level, temperatures):
+    pos, neg = temperatures
+    for seed in range(3):
+        agree(LossSettings("sapo", importance_sampling_level=level, beta=beta, max_completion_length=T,
+                           use_bias_correction_kl=corrected, sapo_temperature_pos=pos, sapo_temperature_neg=neg),
+              seed, rel=1e-6, importance_sampling_level=level, sapo_temperature_pos=pos, sapo_temperature_neg=neg)

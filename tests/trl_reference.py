@@ -31,7 +31,7 @@ class _OneProcess:
 def trl_loss(per_token_logps, old_per_token_logps, ref_per_token_logps, advantages, completion_mask, *,
              loss_type, beta=0.0, epsilon=0.2, epsilon_high=None, importance_sampling_level="token",
              max_completion_length, num_items_in_batch=None, use_bias_correction_kl=False,
-             gradient_accumulation_steps=1) -> torch.Tensor:
+             gradient_accumulation_steps=1, sapo_temperature_pos=1.0, sapo_temperature_neg=1.05) -> torch.Tensor:
     """TRL's loss of one micro-batch (B, T) of a generation batch split in gradient_accumulation_steps."""
     from trl import GRPOTrainer
 
@@ -48,6 +48,7 @@ def trl_loss(per_token_logps, old_per_token_logps, ref_per_token_logps, advantag
         _metrics={"train": collections.defaultdict(list), "eval": collections.defaultdict(list)},
         accelerator=_OneProcess(),
         args=types.SimpleNamespace(use_bias_correction_kl=use_bias_correction_kl, delta=None,
+                                   sapo_temperature_pos=sapo_temperature_pos, sapo_temperature_neg=sapo_temperature_neg,
                                    steps_per_generation=gradient_accumulation_steps),
     )
     B, T = per_token_logps.shape
