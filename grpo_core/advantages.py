@@ -167,11 +167,16 @@ def compute_advantages(
     settings: AdvantageSettings,
     step: int,  # the 1-indexed optimizer step these advantages train
     noise_generator: torch.Generator | None,
+    reward: torch.Tensor | None = None,  # (B,) the policy's reward to log, where `rewards` is another (normalize_then_sum)
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:  # (B,), metrics
     """The advantage stages in their declared order (grpo_core/axes.py): baseline and std scaling
-    (normalize_rewards), noise (claim C3, while noise_active), scale (claim C4)."""
+    (normalize_rewards), noise (claim C3, while noise_active), scale (claim C4). The logged reward
+    statistics are `reward`'s where it is given and differs."""
     G = settings.num_generations
     advantages, metrics = normalize_rewards(rewards, G, settings.scale_rewards, settings.advantage_estimator)
+    if reward is not None and not bool((reward == rewards).all()):
+        logged = normalize_rewards(reward, G, settings.scale_rewards)[1]
+        metrics.update({k: logged[k] for k in ("reward", "reward_std", "reward_std_within_group")})
     if noise_active(step, settings.advantage_noise_std, settings.advantage_noise_steps):
         advantages = perturb_advantages(advantages, settings.advantage_noise_std, noise_generator)
     advantages = scale_advantages(advantages, settings.advantage_scale)

@@ -25,6 +25,7 @@ from typing import Optional
 from .advantages import ADVANTAGE_ESTIMATORS, REWARD_SCALES, ZERO_VARIANCE_GROUPS
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, SURROGATES
 from .registry import Registry
+from .rewards import REWARD_AGGREGATIONS
 from .schedule import SCHEDULERS
 
 STAGES = ("rewards", "advantages", "groups", "tokens", "loss", "schedule")
@@ -44,6 +45,8 @@ class Axis:
 AXES: tuple[Axis, ...] = (
     Axis("reward weights", ("reward_weights",), "rewards", "rewards.combine_rewards",
          note="one weight per reward function, Σ weight × reward (TRL's)"),
+    Axis("reward aggregation", ("multi_objective_aggregation",), "rewards", "rewards.REWARD_AGGREGATIONS",
+         registry=REWARD_AGGREGATIONS),
     Axis("advantage estimator", ("advantage_estimator",), "advantages", "advantages.ADVANTAGE_ESTIMATORS",
          registry=ADVANTAGE_ESTIMATORS),
     Axis("std scaling", ("scale_rewards",), "advantages", "advantages.REWARD_SCALES", "C5", REWARD_SCALES),

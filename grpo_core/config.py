@@ -174,6 +174,11 @@ class GRPOConfig:
     reward_weights: list[float] = field(default_factory=list)
     """One weight per reward function, in `reward_funcs` order (the task's defaults when that is
     empty): the reward is Σ weight × reward (TRL's reward_weights). Empty = every weight 1."""
+    multi_objective_aggregation: str = "sum_then_normalize"
+    """How the reward functions' values become the reward the advantages start from (TRL's name and
+    values): `sum_then_normalize` (Σ weight × reward, TRL's default) or `normalize_then_sum` (each
+    function normalized within its group first, then the weighted sum; with scale_rewards batch, as
+    TRL divides). The logged `reward` is the weighted sum either way."""
 
     # ---- sampling ----------------------------------------------------------------------
     max_completion_length: int = 8

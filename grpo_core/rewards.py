@@ -16,6 +16,7 @@ import re
 from typing import Callable
 
 from .errors import ConfigError, RunFailure
+from .registry import Registry
 
 RewardFunc = Callable[..., list]
 
@@ -132,6 +133,43 @@ def combine_rewards(per_func: dict[str, list[float]], weights: list[float]) -> l
     if not weights:
         return [sum(values) for values in zip(*per_func.values())]
     return [sum(w * x for w, x in zip(weights, values)) for values in zip(*per_func.values())]
+
+
+# multi_objective_aggregation -> how the reward functions' values become the one reward per completion that
+# the advantages start from: (per_func {name: B values}, weights, G) -> (B,) float32 tensor, groups contiguous.
+# The logged `reward` is the weighted sum in every case (what the policy earns), as TRL logs it.
+REWARD_AGGREGATIONS = Registry("multi_objective_aggregation")
+
+
+@REWARD_AGGREGATIONS.register("sum_then_normalize", "Σ weight × reward, then the advantage stages (TRL's default)")
+def sum_then_normalize(per_func: dict[str, list[float]], weights: list[float], num_generations: int):
+    import torch
+
+    return torch.tensor(combine_rewards(per_func, weights), dtype=torch.float32)  # (B,)
+
+
+def _batch_scaling(cfg):
+    if cfg.scale_rewards != "batch":
+        return (f"got normalize_then_sum with scale_rewards {cfg.scale_rewards!r}; allowed: normalize_then_sum with "
+                f"scale_rewards batch (TRL divides the sum of the normalized rewards by the batch's std, whatever "
+                f"scale_rewards says)")
+    return None
+
+
+@REWARD_AGGREGATIONS.register("normalize_then_sum", "each function's rewards normalized within the group, "
+                                                    "(r − mean) / (std + 1e-4), then Σ weight × normalized reward, "
+                                                    "then the advantage stages with scale_rewards batch (TRL's; GDPO)",
+                              check=_batch_scaling)
+def normalize_then_sum(per_func: dict[str, list[float]], weights: list[float], num_generations: int):
+    """A function whose values vary little in a group weighs as much as one that varies a lot. Each
+    group's sum has mean 0 (up to rounding), so grpo's group-mean baseline is TRL's batch mean here."""
+    import torch
+
+    values = torch.tensor(list(per_func.values()), dtype=torch.float32).T  # (B, K)
+    grouped = values.view(-1, num_generations, values.shape[1])  # (num_groups, G, K)
+    normalized = (grouped - grouped.mean(dim=1, keepdim=True)) / (grouped.std(dim=1, keepdim=True) + 1e-4)
+    w = torch.tensor(weights or [1.0] * values.shape[1], dtype=torch.float32)  # (K,)
+    return (normalized.reshape(values.shape) * w).sum(dim=1)  # (B,)
 
 
 def compute_rewards(

@@ -33,7 +33,7 @@ from .loss import LossSettings, grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
 from .reward_pool import make_pool
-from .rewards import RewardFunc, combine_rewards, compute_rewards, resolve_reward, reward_names
+from .rewards import REWARD_AGGREGATIONS, RewardFunc, combine_rewards, compute_rewards, resolve_reward, reward_names
 from .run_metrics import completion_counts, summarize
 from .schedule import make_scheduler
 from .tasks import dataset_task, get_task, reward_funcs_of
@@ -83,8 +83,12 @@ class _Round:
             self.per_func, self.timeouts = per_func, timeouts
         return self.per_func, self.timeouts
 
-    def rewards(self, weights: list[float]) -> torch.Tensor:  # (B,) the whole round's
+    def rewards(self, weights: list[float]) -> torch.Tensor:  # (B,) the whole round's: Σ weight × reward
         return torch.tensor(combine_rewards(self.per_func, weights), dtype=torch.float32)
+
+    def trained_rewards(self, cfg: GRPOConfig) -> torch.Tensor:  # (B,) what the advantages start from
+        aggregate = REWARD_AGGREGATIONS.get(cfg.multi_objective_aggregation)
+        return aggregate(self.per_func, cfg.reward_weights, cfg.num_generations)
 
 
 def _pad_right(t: torch.Tensor, width: int, value: int) -> torch.Tensor:  # (n, T) -> (n, width)
@@ -330,11 +334,13 @@ class GRPOTrainer:
         # rewards are computed (in the worker pool, if any) while the log-prob forwards run
         old_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
         per_func, timeouts = batch.collect(self)  # resampled: the timeouts of every round
-        rewards = batch.rewards(cfg.reward_weights)  # (B,)
+        rewards = batch.rewards(cfg.reward_weights)  # (B,) the policy's reward, logged
+        trained = batch.trained_rewards(cfg)  # (B,) what the advantages start from (multi_objective_aggregation)
         trained_per_func = per_func
 
         # over the whole batch on every process (same noise stream everywhere), then this process's share
-        advantages, metrics = compute_advantages(rewards, self.advantage_settings, self.step + 1, self.noise_gen)
+        advantages, metrics = compute_advantages(trained, self.advantage_settings, self.step + 1, self.noise_gen,
+                                                 reward=rewards)
         if resampled:  # the policy's reward is the first round's (every prompt as drawn), not the kept groups'
             metrics["reward_trained"] = metrics["reward"]
             metrics.update(normalize_rewards(drawn.rewards(cfg.reward_weights), G, cfg.scale_rewards,
@@ -354,7 +360,7 @@ class GRPOTrainer:
         if cfg.mask_truncated_completions:  # TRL: a row that did not end in EOS leaves the loss
             loss_mask = loss_mask * ended_here.unsqueeze(1).to(loss_mask.dtype)
         if cfg.zero_variance_groups != "keep":  # [Claim C6] zero-std groups leave the loss and its normalizer
-            signal = signal_groups(rewards, G)  # (all groups,)
+            signal = signal_groups(trained, G)  # (all groups,)
             mine = signal.repeat_interleave(G)[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]
             loss_mask = loss_mask * mine.to(loss_mask.device).unsqueeze(1).to(loss_mask.dtype)
             live = float(signal.sum()) * G / self.num_processes  # DDP averages: ÷ P (loss.aggregate)
@@ -422,7 +428,7 @@ class GRPOTrainer:
         Returns the batch and the number of groups sampled."""
         cfg, G, n = self.cfg, self.cfg.num_generations, self.local_prompts
         rounds = [first]
-        signals = [signal_groups(first.rewards(cfg.reward_weights), G).tolist()]  # per round: (all groups,)
+        signals = [signal_groups(first.trained_rewards(cfg), G).tolist()]  # per round: (all groups,)
 
         def picks(p: int) -> tuple[list[tuple[int, int]], int]:  # process p's (round, group), its signal count
             with_signal = [(r, g) for r, s in enumerate(signals) for g in range(p * n, (p + 1) * n) if s[g]]
@@ -433,7 +439,7 @@ class GRPOTrainer:
             drawn = self._sample_round()
             drawn.collect(self)
             rounds.append(drawn)
-            signals.append(signal_groups(drawn.rewards(cfg.reward_weights), G).tolist())
+            signals.append(signal_groups(drawn.trained_rewards(cfg), G).tolist())
         chosen = [picks(p)[0] for p in range(self.num_processes)]
         mine = [(r, g - self.rank * n) for r, g in chosen[self.rank]]
         width = max(rounds[r].completion_ids.shape[1] for r, _ in mine)  # pad to the longest kept completion

@@ -135,3 +135,45 @@ def test_rloo_is_the_group_mean_baseline_scaled_by_g_over_g_minus_1(G):
         rloo, _ = normalize_rewards(r, G, scale, "rloo")
         grpo, _ = normalize_rewards(r, G, scale, "grpo")
         torch.testing.assert_close(rloo, grpo * G / (G - 1), atol=1e-6, rtol=1e-6)
+
+
+# ---- reward aggregation (grpo_core/rewards.py, REWARD_AGGREGATIONS) ---------------------------------
+
+def test_normalize_then_sum_by_hand():
+    # TRL's multi_objective_aggregation normalize_then_sum: each function's values normalized within the
+    # group with the unbiased std, (r − mean)/(std + 1e-4), then Σ weight × normalized value. G = 3.
+    from grpo_core.rewards import REWARD_AGGREGATIONS
+
+    per_func = {"a": [1.0, 0.0, 0.0, 5.0, 5.0, 5.0], "b": [0.0, 0.0, 10.0, 1.0, 2.0, 3.0]}
+    weights = [1.0, 2.0]
+
+    def normalized(xs):
+        m = sum(xs) / len(xs)
+        sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+        return [(x - m) / (sd + 1e-4) for x in xs]
+
+    want = []
+    for g in range(2):
+        a, b = normalized(per_func["a"][3 * g:3 * g + 3]), normalized(per_func["b"][3 * g:3 * g + 3])
+        want += [1.0 * x + 2.0 * y for x, y in zip(a, b)]
+    got = REWARD_AGGREGATIONS.get("normalize_then_sum")(per_func, weights, 3)
+    torch.testing.assert_close(got, torch.tensor(want), atol=1e-5, rtol=1e-6)
+    assert abs(got[3:].tolist()[0] - 2.0 * (-1 / 1.0001)) < 1e-5  # function a is constant in group 2: it adds 0
+    # a function that varies little weighs as much as one that varies a lot: scaling b by 100 changes nothing
+    # but the 1e-4 guard's share
+    scaled = REWARD_AGGREGATIONS.get("normalize_then_sum")({"a": per_func["a"], "b": [100 * x for x in per_func["b"]]},
+                                                           weights, 3)
+    torch.testing.assert_close(scaled, got, atol=3e-4, rtol=0)  # values of order 1: the guard moves them ≤ 2e-4
+    plain = REWARD_AGGREGATIONS.get("sum_then_normalize")(per_func, weights, 3)
+    assert plain.tolist() == [1.0 * x + 2.0 * y for x, y in zip(per_func["a"], per_func["b"])]
+
+
+def test_normalize_then_sum_needs_batch_scaling_as_trl_divides():
+    from conftest import make_cfg
+    from grpo_core.config import validate
+    from grpo_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="multi_objective_aggregation: got normalize_then_sum with scale_rewards "
+                                          "'group'; allowed: normalize_then_sum with scale_rewards batch"):
+        validate(make_cfg(multi_objective_aggregation="normalize_then_sum"))
+    validate(make_cfg(multi_objective_aggregation="normalize_then_sum", scale_rewards="batch"))
