@@ -58,6 +58,9 @@ AXES: tuple[Axis, ...] = (
          "advantages.signal_groups, trainer._resample, loss.aggregate (live_sequences)", "C6", ZERO_VARIANCE_GROUPS),
     Axis("truncation masking", ("mask_truncated_completions",), "tokens", "trainer.generate_batch (the loss mask)",
          note="rows that did not end in EOS leave the loss (TRL's)"),
+    Axis("entropy masking", ("top_entropy_quantile",), "tokens", "loss.high_entropy_mask (threshold: "
+         "trainer._entropy_threshold)", note="only the top q of each micro-batch's tokens by entropy keep their "
+         "policy loss (TRL's; arXiv 2506.01939); 1 = off"),
     Axis("importance ratio", ("importance_sampling_level",), "loss", "loss.IMPORTANCE_SAMPLING_LEVELS",
          registry=IMPORTANCE_SAMPLING_LEVELS),
     Axis("loss type", ("loss_type", "epsilon", "epsilon_high"), "loss", "loss.LOSS_TYPES (surrogate, normalizer)",

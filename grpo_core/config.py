@@ -130,6 +130,11 @@ class GRPOConfig:
     """Importance ratio of the policy loss: `token` (one per token, PPO and GRPO) or `sequence` (GSPO,
     arXiv 2507.18071: the mean token log-ratio of each sequence, clipped per sequence; TRL's knob of
     the same name). With `sequence`, loss_type `grpo` gives the paper's per-sequence objective."""
+    top_entropy_quantile: float = 1.0
+    """Train the policy loss only on this share of each micro-batch's completion tokens, those of the
+    highest entropy (TRL's name and default; "Beyond the 80/20 rule", arXiv 2506.01939, trains on the
+    top 0.2): a token below the (1 − q) quantile of the entropies keeps its KL term and its place in
+    the normalizer, but no policy loss. 1 = every token."""
     sapo_temperature_pos: float = 1.0
     """loss_type sapo: the temperature τ of its soft gate −(4/τ)·σ(τ(r − 1))·A where the advantage is
     positive (TRL's name and default; SAPO, arXiv 2511.20347). A larger τ fades the gradient sooner
@@ -430,6 +435,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
                 "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps", "sapo_temperature_pos",
                 "sapo_temperature_neg"):
         finite(key)
+    require(0 < cfg.top_entropy_quantile <= 1, "top_entropy_quantile", "a number in (0, 1] (1 = every token)")
     for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
         require(getattr(cfg, key) > 0, key, "a number > 0 (the soft gate's temperature)")
     require(cfg.learning_rate > 0, "learning_rate", "a number > 0")

@@ -48,6 +48,8 @@ class LossSettings:
     gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
     generation_batch_tokens: "Tensor | float | None" = None  # per step, dapo's normalizer (None: this micro-batch's)
     live_sequences: "Tensor | float | None" = None  # per step with dropped groups: grpo's and dr_grpo's sequence count
+    top_entropy_quantile: float = 1.0  # the share of completion tokens, by entropy, whose policy loss trains
+    entropy_threshold: "Tensor | float | None" = None  # per micro-batch: that share's lowest entropy (the trainer's)
 
     @property
     def clip_high(self) -> float:
@@ -250,22 +252,53 @@ LOSS_TYPES.add("sapo", LossType("sapo", _grpo), "SAPO's soft gate; per-sequence 
                                                 "sequences (as TRL)")
 
 
+def entropy_threshold(
+    entropies: Tensor,  # (N,) the entropies of every completion token of a micro-batch (every process's)
+    top_entropy_quantile: float,  # q in (0, 1]
+) -> Tensor:  # 0-d
+    """The (1 − q) quantile of the tokens' entropies (torch.quantile, linear interpolation, as TRL):
+    the tokens at or above it are the top q share."""
+    import torch
+
+    return torch.quantile(entropies.float(), 1 - top_entropy_quantile)
+
+
+def high_entropy_mask(
+    entropies: Tensor,  # (B, T)
+    completion_mask: Tensor,  # (B, T)
+    threshold: "Tensor | float",
+) -> Tensor:  # (B, T) bool
+    """[top_entropy_quantile; "Beyond the 80/20 rule", arXiv 2506.01939] The completion tokens whose
+    entropy is at least the threshold (TRL's get_high_entropy_mask)."""
+    return ((entropies * completion_mask.to(entropies.dtype)) >= threshold) & completion_mask.bool()
+
+
 def policy_loss(
     per_token_logps: Tensor,  # (B, T) with grad
     old_per_token_logps: Tensor,  # (B, T) detached
     advantages: Tensor,  # (B,)
     completion_mask: Tensor,  # (B, T)
     settings: LossSettings,
+    entropies: Tensor | None = None,  # (B, T) no grad; needed when top_entropy_quantile < 1
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The loss_type's surrogate at the importance_sampling_level's ratio, aggregated by the
     loss_type's normalizer. At sequence level every token of a sequence carries its sequence's loss
-    (loss_type grpo then gives GSPO's per-sequence objective; TRL's importance_sampling_level)."""
+    (loss_type grpo then gives GSPO's per-sequence objective; TRL's importance_sampling_level).
+    With top_entropy_quantile < 1 only the high-entropy tokens keep their policy loss; the
+    normalizer still counts every completion token (TRL)."""
     level = IMPORTANCE_SAMPLING_LEVELS.get(settings.importance_sampling_level)
     surrogate = SURROGATES.get(LOSS_TYPES.get(settings.loss_type).surrogate)
     log_ratio = level.log_ratio(per_token_logps, old_per_token_logps, completion_mask)  # (B, T) or (B, 1)
     per_token, flags = surrogate(log_ratio, per_token_logps, advantages.unsqueeze(1), settings)
-    return aggregate(per_token.expand_as(per_token_logps), completion_mask, settings), {
-        "clip_ratio": level.share(flags.float(), completion_mask)}
+    per_token = per_token.expand_as(per_token_logps)
+    metrics = {"clip_ratio": level.share(flags.float(), completion_mask)}
+    if settings.top_entropy_quantile < 1.0:
+        if entropies is None or settings.entropy_threshold is None:
+            raise ValueError("top_entropy_quantile < 1 needs the tokens' entropies and the micro-batch's threshold")
+        high = high_entropy_mask(entropies, completion_mask, settings.entropy_threshold)  # (B, T)
+        per_token = per_token * high.to(per_token.dtype)
+        metrics["entropy_mask_share"] = _masked_mean(high.float(), completion_mask)
+    return aggregate(per_token, completion_mask, settings), metrics
 
 
 def importance_weights(per_token_logps: Tensor, old_per_token_logps: Tensor, completion_mask: Tensor,
@@ -282,13 +315,15 @@ def grpo_loss(
     advantages: Tensor,  # (B,)
     completion_mask: Tensor,  # (B, T)
     settings: LossSettings,
+    entropies: Tensor | None = None,  # (B, T) no grad: for top_entropy_quantile < 1
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The GRPO loss of one micro-batch; loss = policy_loss + kl_loss exactly (same aggregation).
     `use_bias_correction_kl`: the KL term is weighted per token by the ratio π_θ/π_old (TRL's
     use_bias_correction_kl); its value is unchanged on-policy, its gradient becomes logp − ref."""
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
-    policy, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, settings)
+    policy, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, settings,
+                                  entropies)
     if settings.beta != 0.0:
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")

@@ -29,7 +29,7 @@ from .config import GRPOConfig
 from .cpu_math import check_process
 from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
-from .loss import LossSettings, grpo_loss
+from .loss import LossSettings, entropy_threshold, grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
 from .reward_pool import make_pool
@@ -483,6 +483,16 @@ class GRPOTrainer:
         G = self.cfg.num_generations
         return G if micro_batch_size % G == 0 else 1
 
+    def _entropy_threshold(self, entropy: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor | float:
+        """[top_entropy_quantile] The micro-batch's entropy threshold over every process's loss tokens
+        (TRL gathers them too), so P processes mask as one would."""
+        tokens = entropy[loss_mask.bool()].float()  # (N,)
+        if self.num_processes > 1:  # entropies are ≥ 0: a negative pad marks the padding
+            padded = self.accelerator.pad_across_processes(tokens, dim=0, pad_index=-1e9)
+            tokens = self.accelerator.gather(padded)
+            tokens = tokens[tokens != -1e9]
+        return entropy_threshold(tokens, self.cfg.top_entropy_quantile) if tokens.numel() else float("inf")
+
     # ---- one optimizer step ----------------------------------------------------------------
     def optimize(self, batch: GenerationBatch) -> dict:
         cfg = self.cfg
@@ -508,9 +518,11 @@ class GRPOTrainer:
                     logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
                                                       batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True,
                                                       group_size=self._group_size(size))
+                    micro = settings if cfg.top_entropy_quantile == 1.0 else dataclasses.replace(
+                        settings, entropy_threshold=self._entropy_threshold(entropy, loss_mask))
                     loss, m = grpo_loss(logps, None if batch.old_logps is None else batch.old_logps[sl],
                                         None if batch.ref_logps is None else batch.ref_logps[sl],
-                                        batch.advantages[sl], loss_mask, settings)
+                                        batch.advantages[sl], loss_mask, micro, entropy)
                 self.accelerator.backward(loss)
             sums["loss"] += loss.detach()
             for key, value in m.items():  # the loss parts add up over micro-batches; the rest is averaged

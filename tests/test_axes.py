@@ -71,6 +71,7 @@ def test_a_new_estimator_is_one_registered_function(monkeypatch):
 NEW_VALUES = [{"advantage_estimator": "rloo", "scale_rewards": "none"},
               {"loss_type": "cispo", "epsilon_high": 5.0},
               {"loss_type": "sapo"},
+              {"top_entropy_quantile": 0.2},
               {"multi_objective_aggregation": "normalize_then_sum", "scale_rewards": "batch",
                "reward_funcs": ["exact_match", "format_digits"]}]
 

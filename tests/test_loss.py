@@ -311,3 +311,37 @@ def test_sapo_temperatures_must_be_positive():
         for bad in (0.0, -1.0, float("inf")):
             with pytest.raises(ConfigError, match=key):
                 validate(make_cfg(**{key: bad}))
+
+
+# ---- top_entropy_quantile ------------------------------------------------------------------------------
+
+def test_top_entropy_quantile_by_hand():
+    # completion-token entropies 0.1, 0.9, 0.5 (row 0) and 0.3 (row 1; its other tokens are padding):
+    # the 0.5 quantile of [0.1, 0.3, 0.5, 0.9] is 0.4 (linear interpolation), so the tokens of 0.9 and
+    # 0.5 keep their policy loss. On-policy (ratio 1) each kept token's loss is −A; grpo's aggregation
+    # still divides row 0 by its 3 tokens: (−1 −1)/3 for row 0, 0 for row 1, mean −1/3.
+    from grpo_core.loss import entropy_threshold
+
+    logps = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -9.0, -9.0]], requires_grad=True)
+    entropies = torch.tensor([[0.1, 0.9, 0.5], [0.3, 7.0, 7.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    threshold = entropy_threshold(entropies[mask.bool()], 0.5)
+    assert threshold.item() == pytest.approx(0.4)
+    settings = S("grpo", max_completion_length=3, top_entropy_quantile=0.5, entropy_threshold=threshold)
+    loss, m = grpo_loss(logps, None, None, torch.tensor([1.0, -1.0]), mask, settings, entropies)
+    assert loss.item() == pytest.approx(-1 / 3)
+    assert m["entropy_mask_share"].item() == pytest.approx(0.5)
+    grad, = torch.autograd.grad(loss, logps)
+    assert grad[0, 0] == 0 and grad[1].abs().sum() == 0 and grad[0, 1] != 0  # masked tokens: no policy gradient
+    with pytest.raises(ValueError, match="needs the tokens' entropies"):
+        grpo_loss(logps, None, None, torch.tensor([1.0, -1.0]), mask, settings)
+
+
+def test_top_entropy_quantile_must_be_a_share():
+    from conftest import make_cfg
+    from grpo_core.config import validate
+    from grpo_core.errors import ConfigError
+
+    for bad in (0.0, -0.1, 1.5, float("nan")):
+        with pytest.raises(ConfigError, match=r"top_entropy_quantile: .*allowed: a number in \(0, 1\]"):
+            validate(make_cfg(top_entropy_quantile=bad))

@@ -100,3 +100,23 @@ def test_sapo_agrees_with_trl(beta, corrected, level, temperatures):
         agree(LossSettings("sapo", importance_sampling_level=level, beta=beta, max_completion_length=T,
                            use_bias_correction_kl=corrected, sapo_temperature_pos=pos, sapo_temperature_neg=neg),
               seed, rel=1e-6, importance_sampling_level=level, sapo_temperature_pos=pos, sapo_temperature_neg=neg)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "cispo"])
+@pytest.mark.parametrize("quantile", [0.2, 0.5])
+def test_top_entropy_quantile_agrees_with_trl(loss_type, quantile):
+    from grpo_core.loss import entropy_threshold
+
+    for seed in range(3):
+        logps, old, ref, adv, mask = _batch(seed)
+        entropies = torch.rand(B, T, generator=torch.Generator().manual_seed(100 + seed)) * 3
+        settings = LossSettings(loss_type, beta=0.04, max_completion_length=T, epsilon_high=5.0 if loss_type == "cispo"
+                                else 0.28, top_entropy_quantile=quantile,
+                                entropy_threshold=entropy_threshold(entropies[mask.bool()], quantile))
+        ours, _ = grpo_loss(logps, old, ref, adv, mask, settings, entropies)
+        theirs = trl_loss(logps, old, ref, adv, mask, loss_type=loss_type, beta=0.04, epsilon_high=settings.epsilon_high,
+                          max_completion_length=T, entropies=entropies, top_entropy_quantile=quantile)
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-6, abs=1e-7)
+        ours_grad, = torch.autograd.grad(ours, logps)
+        theirs_grad, = torch.autograd.grad(theirs, logps)
+        torch.testing.assert_close(ours_grad, theirs_grad, atol=1e-7, rtol=1e-6)

@@ -27,19 +27,23 @@ class _OneProcess:
     def reduce(self, x, reduction="sum"):
         return x
 
+    def pad_across_processes(self, x, dim=0, pad_index=0):
+        return x
+
 
 def trl_loss(per_token_logps, old_per_token_logps, ref_per_token_logps, advantages, completion_mask, *,
              loss_type, beta=0.0, epsilon=0.2, epsilon_high=None, importance_sampling_level="token",
              max_completion_length, num_items_in_batch=None, use_bias_correction_kl=False,
-             gradient_accumulation_steps=1, sapo_temperature_pos=1.0, sapo_temperature_neg=1.05) -> torch.Tensor:
+             gradient_accumulation_steps=1, sapo_temperature_pos=1.0, sapo_temperature_neg=1.05,
+             entropies=None, top_entropy_quantile=1.0) -> torch.Tensor:
     """TRL's loss of one micro-batch (B, T) of a generation batch split in gradient_accumulation_steps."""
     from trl import GRPOTrainer
 
     trainer = GRPOTrainer.__new__(GRPOTrainer)
-    entropies = torch.zeros_like(per_token_logps)
+    entropies = torch.zeros_like(per_token_logps) if entropies is None else entropies
     trainer._get_per_token_logps_and_entropies = lambda *a, **k: (per_token_logps, entropies, None)
     trainer.__dict__.update(
-        aux_loss_enabled=False, top_entropy_quantile=1.0, off_policy_mask_threshold=None,
+        aux_loss_enabled=False, top_entropy_quantile=top_entropy_quantile, off_policy_mask_threshold=None,
         importance_sampling_level=importance_sampling_level, beta=beta, loss_type=loss_type, epsilon_low=epsilon,
         epsilon_high=epsilon if epsilon_high is None else epsilon_high, use_vllm=False,
         vllm_importance_sampling_correction=False, model=types.SimpleNamespace(training=True),
