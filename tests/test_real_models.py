@@ -149,6 +149,29 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     assert steps[0]["kl"] == 0.0 or abs(steps[0]["kl"]) < 1e-6  # adapters start at zero: policy = reference
 
 
+def test_the_newer_axes_train_two_steps_of_smollm2(smollm2, tmp_path):
+    """The axes added through the table (RLOO, CISPO, SAPO, normalize_then_sum, top_entropy_quantile)
+    on the real model with LoRA: 2 steps each of two configs that cover them, finite and logged."""
+    from grpo_core.config import config_from_dict
+    from grpo_core.run import read_metrics, run_training
+
+    base = {"model": str(smollm2), "dataset": str(ROOT / "data" / "real" / "add_small.jsonl"), "use_peft": True,
+            "prompts_per_step": 2, "num_generations": 4, "max_completion_length": 8, "baseline_prompts": 2,
+            "max_steps": 2, "stl_window": 1, "stl_delta": 8, "num_threads": 1, "device": "cpu", "beta": 0.04,
+            "learning_rate": 5e-4}
+    configs = [{"advantage_estimator": "rloo", "scale_rewards": "none", "loss_type": "cispo", "epsilon_high": 5.0,
+                "reward_funcs": ["math_answer"]},
+               {"loss_type": "sapo", "top_entropy_quantile": 0.2, "multi_objective_aggregation": "normalize_then_sum",
+                "scale_rewards": "batch", "reward_funcs": ["math_answer", "format_digits"]}]
+    for i, values in enumerate(configs):
+        summary = run_training(config_from_dict({**base, **values}), tmp_path / f"run{i}", progress=False)
+        assert summary["status"] == "finished" and summary["steps_completed"] == 2
+        rows = read_metrics(tmp_path / f"run{i}" / "metrics.jsonl")
+        assert all(abs(r["loss"]) < 1e3 and r["kl"] >= 0 for r in rows)
+        if "top_entropy_quantile" in values:
+            assert all(0 < r["entropy_mask_share"] <= 0.5 for r in rows)  # about the top 0.2 of the tokens
+
+
 @pytest.mark.longest  # ~1 min beside the other worker
 def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2, tmp_path, monkeypatch):
     """experiments/real/*.yaml, trimmed to a CPU (2 × 2 completions of 8 tokens, 2 steps, 1 seed): every
