@@ -38,6 +38,23 @@ def leave_one_out_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num
     return group_rewards - others
 
 
+@ADVANTAGE_ESTIMATORS.register("reinforce_pp", "r − the mean of the whole batch: a global baseline "
+                                               "(REINFORCE++, arXiv 2501.03262; verl whitens over tokens, this over "
+                                               "completions); use with scale_rewards batch")
+def batch_mean_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_groups, G) -> (num_groups, G)
+    return group_rewards - group_rewards.mean()
+
+
+@ADVANTAGE_ESTIMATORS.register("grpo_passk", "only each group's best completion moves: r_max − r_second_max, the "
+                                             "rest 0 (Pass@k training, arXiv 2503.19595; verl's grpo_passk)")
+def passk_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_groups, G) -> (num_groups, G)
+    import torch
+
+    top2 = group_rewards.topk(2, dim=1).values  # (num_groups, 2)
+    best = group_rewards.argmax(dim=1, keepdim=True)  # (num_groups, 1) the first of tied bests
+    return torch.zeros_like(group_rewards).scatter(1, best, top2[:, :1] - top2[:, 1:])
+
+
 def _group_std(group_rewards: torch.Tensor) -> torch.Tensor:
     # group_rewards: (num_groups, G). Unbiased std as torch.std (and TRL) computes it.
     return group_rewards.std(dim=1, unbiased=True)

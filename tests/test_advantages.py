@@ -177,3 +177,13 @@ def test_normalize_then_sum_needs_batch_scaling_as_trl_divides():
                                           "'group'; allowed: normalize_then_sum with scale_rewards batch"):
         validate(make_cfg(multi_objective_aggregation="normalize_then_sum"))
     validate(make_cfg(multi_objective_aggregation="normalize_then_sum", scale_rewards="batch"))
+
+
+def test_reinforce_pp_and_passk_baselines_by_hand():
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0, 2.0, 2.0, 3.0, 0.5])
+    batch, _ = normalize_rewards(r, 4, "none", "reinforce_pp")  # mean of the batch 8.5 / 8
+    torch.testing.assert_close(batch, r - 8.5 / 8, atol=1e-6, rtol=0)
+    passk, _ = normalize_rewards(r, 4, "none", "grpo_passk")  # group 1: best 1, second 0; group 2: 3 vs 2
+    assert passk.tolist() == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    tied, _ = normalize_rewards(torch.tensor([1.0, 1.0, 0.0, 0.0]), 4, "none", "grpo_passk")
+    assert tied.tolist() == [0.0, 0.0, 0.0, 0.0]  # two bests: no margin, no signal
