@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .advantages import ADVANTAGE_ESTIMATORS, REWARD_SCALES, ZERO_VARIANCE_GROUPS
-from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, SURROGATES
+from .loss import IMPORTANCE_SAMPLING_LEVELS, KL_ESTIMATORS, LOSS_TYPES, SURROGATES
 from .registry import Registry
 from .rewards import REWARD_AGGREGATIONS
 from .schedule import SCHEDULERS
@@ -63,10 +63,11 @@ AXES: tuple[Axis, ...] = (
          "policy loss (TRL's; arXiv 2506.01939); 1 = off"),
     Axis("importance ratio", ("importance_sampling_level",), "loss", "loss.IMPORTANCE_SAMPLING_LEVELS",
          registry=IMPORTANCE_SAMPLING_LEVELS),
-    Axis("loss type", ("loss_type", "epsilon", "epsilon_high"), "loss", "loss.LOSS_TYPES (surrogate, normalizer)",
+    Axis("loss type", ("loss_type", "epsilon", "epsilon_high", "delta"), "loss", "loss.LOSS_TYPES (surrogate, normalizer)",
          "C5, C1", LOSS_TYPES, note="TRL's loss_type: each value names a surrogate and a normalizer"),
-    Axis("KL penalty", ("beta", "use_bias_correction_kl"), "loss", "loss.k3_kl", "C1",
-         note="β · k3 KL to the reference, aggregated as the policy loss; 0 = no reference model"),
+    Axis("KL penalty", ("kl_estimator", "beta", "use_bias_correction_kl"), "loss", "loss.KL_ESTIMATORS", "C1",
+         KL_ESTIMATORS, note="β · the KL estimate to the reference, aggregated as the policy loss; β 0 = no "
+                             "reference model"),
     Axis("warmup and schedule", ("lr_scheduler_type", "warmup_steps", "warmup_ratio"), "schedule",
          "schedule.SCHEDULERS", "C2", SCHEDULERS),
 )

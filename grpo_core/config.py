@@ -126,6 +126,10 @@ class GRPOConfig:
     """Lower clip range: ratio ≥ 1 − epsilon."""
     epsilon_high: Optional[float] = None
     """Upper clip range: ratio ≤ 1 + epsilon_high; None = epsilon (DAPO's clip-higher when larger)."""
+    delta: Optional[float] = None
+    """Two-sided clipping (TRL's name; INTELLECT-2, arXiv 2505.07291): the ratio in the unclipped term
+    of the clip surrogate is bounded by delta, so a negative advantage's loss is bounded by −delta·A
+    (verl's dual-clip, clip_ratio_c = delta). TRL recommends delta > 1 + epsilon_high. None = off."""
     importance_sampling_level: str = "token"
     """Importance ratio of the policy loss: `token` (one per token, PPO and GRPO) or `sequence` (GSPO,
     arXiv 2507.18071: the mean token log-ratio of each sequence, clipped per sequence; TRL's knob of
@@ -141,6 +145,9 @@ class GRPOConfig:
     as the ratio r leaves 1."""
     sapo_temperature_neg: float = 1.05
     """loss_type sapo: τ where the advantage is ≤ 0 (TRL's name and default)."""
+    kl_estimator: str = "k3"
+    """The per-token KL estimate the β term uses: `k3` (exp(d) − d − 1, TRL's GRPO, verl's low_var_kl),
+    `k1` (logp − ref, verl's kl) or `k2` ((logp − ref)²/2, verl's mse); docs: the variant axes."""
     use_bias_correction_kl: bool = False
     """Multiply the per-token KL by the ratio π_θ/π_old (TRL ≥ 1.x, `use_bias_correction_kl`, its
     default there is true): the KL gradient becomes the unbiased reverse-KL gradient (logp − ref
@@ -463,6 +470,9 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             f"a divisor of the generation batch prompts_per_step × num_generations = "
             f"{cfg.generation_batch_size} completions")
     require(0 < cfg.epsilon < 1, "epsilon", "a number in (0, 1)")
+    if cfg.delta is not None:
+        require(math.isfinite(cfg.delta) and cfg.delta > 1, "delta",
+                "a number > 1 (TRL recommends > 1 + epsilon_high), or null for no two-sided clip")
     if cfg.epsilon_high is not None:
         require(math.isfinite(cfg.epsilon_high) and cfg.epsilon_high > 0, "epsilon_high",
                 "a number > 0, or null for epsilon_high = epsilon")

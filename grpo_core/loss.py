@@ -41,6 +41,8 @@ class LossSettings:
     beta: float = 0.0
     epsilon: float = 0.2
     epsilon_high: Optional[float] = None  # None: epsilon
+    delta: Optional[float] = None  # the clip surrogate's upper bound on the unclipped ratio (None: off)
+    kl_estimator: str = "k3"  # a name in KL_ESTIMATORS
     max_completion_length: int = 8
     use_bias_correction_kl: bool = False
     sapo_temperature_pos: float = 1.0  # SAPO's gate temperature where A > 0
@@ -61,6 +63,12 @@ class LossSettings:
         return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls) if hasattr(cfg, f.name)})
 
 
+# kl_estimator -> the per-token estimate of KL(π_θ || π_ref) from the sampled tokens (Schulman's k1, k2, k3)
+KL_ESTIMATORS = Registry("kl_estimator")
+
+
+@KL_ESTIMATORS.register("k3", "exp(d) − d − 1, d = ref − logp: unbiased, ≥ 0, low variance (TRL's GRPO; verl's "
+                              "low_var_kl)")
 def k3_kl(
     per_token_logps: Tensor,  # (B, T) log π_θ(o_t)
     ref_per_token_logps: Tensor,  # (B, T) log π_ref(o_t)
@@ -68,6 +76,17 @@ def k3_kl(
     """k3 estimator of KL(π_θ || π_ref) per token: exp(d) − d − 1 with d = ref − logp (≥ 0)."""
     delta = ref_per_token_logps - per_token_logps
     return delta.exp() - delta - 1
+
+
+@KL_ESTIMATORS.register("k1", "logp − ref: unbiased, can be negative per token (verl's kl; TRL's RLOO in the reward)")
+def k1_kl(per_token_logps: Tensor, ref_per_token_logps: Tensor) -> Tensor:  # (B, T), (B, T) -> (B, T)
+    return per_token_logps - ref_per_token_logps
+
+
+@KL_ESTIMATORS.register("k2", "(logp − ref)² / 2: biased, ≥ 0; its gradient is that of the reverse KL on-policy "
+                              "(verl's mse)")
+def k2_kl(per_token_logps: Tensor, ref_per_token_logps: Tensor) -> Tensor:  # (B, T), (B, T) -> (B, T)
+    return 0.5 * (per_token_logps - ref_per_token_logps) ** 2
 
 
 def aggregate(
@@ -170,7 +189,8 @@ Surrogate = Callable[["Tensor", "Tensor", "Tensor", LossSettings], "tuple[Tensor
 SURROGATES = Registry("policy loss")
 
 
-@SURROGATES.register("clip", "−min(r·A, clip(r, 1−ε, 1+ε_high)·A) (PPO, GRPO)")
+@SURROGATES.register("clip", "−min(r·A, clip(r, 1−ε, 1+ε_high)·A) (PPO, GRPO); with `delta`, r bounded by delta "
+                              "in the first term (TRL's two-sided clip; verl's dual-clip)")
 def clipped_surrogate(
     log_ratio: Tensor,  # (B, T) or (B, 1): log π_θ/π_old
     per_token_logps: Tensor,  # (B, T) unused: the ratio carries the gradient
@@ -180,7 +200,9 @@ def clipped_surrogate(
     """Per-token policy loss −min(r·A, clip(r)·A) and where clipping is active."""
     epsilon, epsilon_high = settings.epsilon, settings.clip_high
     ratio = log_ratio.exp()
-    unclipped = ratio * advantages
+    # TRL's two-sided clip (INTELLECT-2): the unclipped ratio bounded by delta, which bounds the loss of a
+    # negative advantage at −delta·A (verl's dual-clip with clip_ratio_c = delta)
+    unclipped = (ratio if settings.delta is None else ratio.clamp(max=settings.delta)) * advantages
     clipped = ratio.clamp(1 - epsilon, 1 + epsilon_high) * advantages
     is_clipped = ((ratio < 1 - epsilon) & (advantages < 0)) | ((ratio > 1 + epsilon_high) & (advantages > 0))
     return -unclipped.minimum(clipped), is_clipped
@@ -327,7 +349,7 @@ def grpo_loss(
     if settings.beta != 0.0:
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")
-        kl = k3_kl(per_token_logps, ref_per_token_logps)  # (B, T)
+        kl = KL_ESTIMATORS.get(settings.kl_estimator)(per_token_logps, ref_per_token_logps)  # (B, T)
         weighted = (kl * importance_weights(per_token_logps, old_per_token_logps, completion_mask, settings)
                     if settings.use_bias_correction_kl else kl)  # (B, T)
         kl_loss = aggregate(settings.beta * weighted, completion_mask, settings)

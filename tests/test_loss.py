@@ -345,3 +345,45 @@ def test_top_entropy_quantile_must_be_a_share():
     for bad in (0.0, -0.1, 1.5, float("nan")):
         with pytest.raises(ConfigError, match=r"top_entropy_quantile: .*allowed: a (number in \(0, 1\]|finite number)"):
             validate(make_cfg(top_entropy_quantile=bad))
+
+
+# ---- the two-sided clip (delta) and the KL estimators -------------------------------------------------
+
+@pytest.mark.parametrize("log_ratio,adv,loss", [
+    (0.5, -1.0, math.exp(0.5)),   # A < 0, ratio 1.65 < delta 2: −min(−1.65, −1.2) = 1.65, as without delta
+    (1.0, -1.0, 2.0),             # ratio e > delta: −min(−e, −1.2) = e, bounded at delta · |A| = 2
+    (2.0, -1.0, 2.0),             # ratio e² = 7.4: still 2 (verl's dual-clip: −A·c)
+    (-1.0, -1.0, 0.8),            # ratio 1/e: the clipped side 0.8, as without delta
+    (1.0, 1.0, -1.2),             # A > 0: the clip at 1 + ε_high = 1.2 binds first
+])
+def test_two_sided_clip_by_hand(log_ratio, adv, loss):
+    per_token, _ = clipped_surrogate(torch.tensor([[log_ratio]]), None, torch.tensor([[adv]]),
+                                     S(epsilon=0.2, epsilon_high=0.2, delta=2.0))
+    assert per_token.item() == pytest.approx(loss, abs=1e-6)
+
+
+def test_kl_estimators_by_hand():
+    from grpo_core.loss import KL_ESTIMATORS
+
+    logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])  # d = ref − logp = −0.5, 1
+    torch.testing.assert_close(KL_ESTIMATORS.get("k1")(logp, ref), torch.tensor([[0.5, -1.0]]))
+    torch.testing.assert_close(KL_ESTIMATORS.get("k2")(logp, ref), torch.tensor([[0.125, 0.5]]))
+    torch.testing.assert_close(KL_ESTIMATORS.get("k3")(logp, ref),
+                               torch.tensor([[math.exp(-0.5) + 0.5 - 1, math.e - 1 - 1]]))
+    # each reaches the loss as β · the estimate, aggregated like the policy loss (grpo: per-sequence mean)
+    lp = logp.clone().requires_grad_(True)
+    for name, per_token in (("k1", [0.5, -1.0]), ("k2", [0.125, 0.5])):
+        loss, m = grpo_loss(lp, None, ref, torch.tensor([0.0]), torch.ones(1, 2), S(beta=0.1, kl_estimator=name))
+        assert m["kl_loss"].item() == pytest.approx(0.1 * sum(per_token) / 2)
+        assert m["kl"].item() == pytest.approx(sum(per_token) / 2)
+
+
+def test_delta_must_exceed_one():
+    from conftest import make_cfg
+    from grpo_core.config import validate
+    from grpo_core.errors import ConfigError
+
+    for bad in (1.0, 0.5, float("inf")):
+        with pytest.raises(ConfigError, match="delta: "):
+            validate(make_cfg(delta=bad))
+    validate(make_cfg(delta=1.5))

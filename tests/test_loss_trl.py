@@ -120,3 +120,11 @@ def test_top_entropy_quantile_agrees_with_trl(loss_type, quantile):
         ours_grad, = torch.autograd.grad(ours, logps)
         theirs_grad, = torch.autograd.grad(theirs, logps)
         torch.testing.assert_close(ours_grad, theirs_grad, atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+@pytest.mark.parametrize("delta", [1.05, 1.5])  # 1.05 < 1 + ε_high: the bound acts on the positive side too
+def test_two_sided_clip_agrees_with_trl(loss_type, delta):
+    for seed in range(3):
+        agree(LossSettings(loss_type, beta=0.04, max_completion_length=T, epsilon_high=0.28, delta=delta), seed,
+              delta=delta)
