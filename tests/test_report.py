@@ -319,8 +319,8 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
     assert report.count("**Verdict: ") == 4  # placebo 1, C1 1, C3 1 (its reward test needs the full run), C4 1
     assert "discovery seeds 0; replication seeds" in report  # --seeds 1: one seed of each set
     needs_full = [line for line in report.splitlines() if "**needs the full run**" in line]
-    assert {line.split(" | ")[0] for line in needs_full} == {"| calibration", "| C2", "| C3", "| C5", "| C6"}
-    assert len(needs_full) == 8  # placebo on repeat, C2 ×2, C3's reward test, C5 ×2, C6 ×2
+    assert {line.split(" | ")[0] for line in needs_full} == {"| calibration", "| C2", "| C3", "| C5", "| C6", "| C7"}
+    assert len(needs_full) == 10  # placebo on repeat, C2 ×2, C3's reward test, C5 ×2, C6 ×2, C7 ×2
     entry = committed_bases()["addition"]  # every base used is printed with its checksum (--quick: addition)
     assert f"| addition | tiny | `{entry['sha256'][:16]}` |" in report
     assert "**CPU math:** reproducible (ATEN_CPU_CAPABILITY=avx2" in report and "num_threads 1 per run" in report
