@@ -110,4 +110,4 @@ def test_config_and_the_axes_names_load_without_torch():
 
     code = "import sys, grpo_core.config as c; print('torch' in sys.modules, c.LOSS_TYPES, c.SCALE_REWARDS)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False ('grpo', 'bnpo', 'dapo', 'dr_grpo') ('group', 'batch', 'none')"
+    assert out.strip() == "False ('grpo', 'bnpo', 'dapo', 'dr_grpo', 'cispo', 'sapo') ('group', 'batch', 'none')"
