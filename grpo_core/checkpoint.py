@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from .batch import GenerationBatch
 from .config import CHECKPOINT_STATE, save_config
 from .errors import UserInputError
 from .files import staged_folder
@@ -77,7 +78,6 @@ def load_checkpoint(trainer, folder: str | Path) -> dict:
     """Restore a checkpoint written by save_checkpoint; returns its metric history. The file is
     read with `weights_only=True`: tensors and plain containers only, so a checkpoint cannot
     run code. A file that is not such a checkpoint is a one-line UserInputError."""
-    from .trainer import GenerationBatch  # the trainer imports this module
 
     path = Path(folder) / CHECKPOINT_STATE
     try:

@@ -24,6 +24,7 @@ import torch
 
 from .advantages import AdvantageSettings, compute_advantages, normalize_rewards, signal_groups
 from .baseline import baseline_reward
+from .batch import GenerationBatch
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .cpu_math import check_process
@@ -41,25 +42,6 @@ from .tasks import dataset_task, get_task, reward_funcs_of
 _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
 _RANK_SEED_OFFSET = 7_919_993  # process r > 0 of a data-parallel run samples with seed + r × this
 _LONGEST_PROMPT: dict[tuple, int] = {}  # (model folder, task or dataset, prompt column) -> tokens
-
-
-@dataclass
-class GenerationBatch:
-    prompt_ids: torch.Tensor  # (B, P)
-    prompt_mask: torch.Tensor  # (B, P)
-    completion_ids: torch.Tensor  # (B, T)
-    completion_mask: torch.Tensor  # (B, T)
-    advantages: torch.Tensor  # (B,)
-    old_logps: Optional[torch.Tensor]  # (B, T) when μ > 1
-    ref_logps: Optional[torch.Tensor]  # (B, T) when β > 0
-    metrics: dict  # reward, advantage and completion metrics of this batch
-    loss_mask: Optional[torch.Tensor] = None  # (B, T) completion_mask less dropped groups, masked truncated rows
-    live_sequences: Optional[float] = None  # sequences left in the loss (÷ P) when groups are dropped
-    completions: list = dataclasses.field(default_factory=list)  # the rows completions.jsonl keeps (log_completions)
-
-    def __post_init__(self):
-        if self.loss_mask is None:
-            self.loss_mask = self.completion_mask
 
 
 @dataclass
