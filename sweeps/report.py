@@ -310,9 +310,13 @@ def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: st
     if direction == "lower":
         worst = min(comparisons, key=lambda c: c.low)
         what = "a speed-up" if metric in CENSORED else f"a decrease of {metric}"
+        if worst.low >= 0:  # every interval starts at 0 or above: no effect in the claimed direction is allowed
+            return f"any {what[2:]} is ruled out (every 95% interval's lower end is ≥ 0)"
         return f"{what} of more than {-worst.low:.3g}{unit} is ruled out (largest allowed: {worst.label})"
     if direction == "higher":
         worst = max(comparisons, key=lambda c: c.high)
+        if worst.high <= 0:
+            return f"any increase of {metric} is ruled out (every 95% interval's upper end is ≤ 0)"
         return f"an increase of {metric} of more than {worst.high:.3g}{unit} is ruled out (largest allowed: {worst.label})"
     worst = max(comparisons, key=lambda c: max(-c.low, c.high))
     return f"a paired difference larger than {max(-worst.low, worst.high):.3g}{unit} is ruled out (largest allowed: {worst.label})"

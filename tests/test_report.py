@@ -115,6 +115,19 @@ def test_no_effect_states_the_largest_effect_still_allowed():
     assert "a speed-up of more than 1 steps is ruled out" in v.reason
 
 
+def test_no_effect_whose_interval_starts_at_zero_rules_out_any_speed_up():
+    # the real CPU report's C3 read "a speed-up of more than -0 steps": every difference ≥ 0, interval [+0, +1]
+    runs = []
+    for seed in range(6):
+        runs.append(_run({"advantage_noise_std": 0.0, "seed": seed}, stl=10))
+        runs.append(_run({"advantage_noise_std": 0.01, "seed": seed}, stl=10 + (seed == 0)))
+    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
+            "control": 0.0, "direction": "lower"}
+    v = check_paired(_spec({"advantage_noise_std": [0.0, 0.01]}), runs, test)
+    assert v.verdict == "no effect detected"
+    assert "any speed-up is ruled out (every 95% interval's lower end is ≥ 0)" in v.reason and "-0" not in v.reason
+
+
 def test_claimed_magnitude_is_tested():
     # noise makes no difference: paired differences −2..+2 → the PR's ~−85 is ruled out
     runs = []
