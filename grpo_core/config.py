@@ -386,6 +386,23 @@ def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(key, f"unknown value {_short(value)}; allowed: {', '.join(allowed)}")
 
 
+def batch_split_problem(cfg: GRPOConfig, num_processes: int) -> Optional[ConfigError]:
+    """The one rule for splitting a step's batch: P processes each sample prompts_per_step / P whole
+    groups, and gradient_accumulation_steps divides each process's completions into equal
+    micro-batches. The error naming the key that breaks it, or None. validate checks it for one
+    process, `grpo train --num-processes` before launching, the trainer for the processes it has."""
+    if cfg.prompts_per_step % num_processes:
+        return ConfigError("prompts_per_step", f"{cfg.prompts_per_step} does not split over {num_processes} processes; "
+                                               f"allowed: a multiple of {num_processes}")
+    local = cfg.prompts_per_step // num_processes * cfg.num_generations  # completions per process
+    if local % cfg.gradient_accumulation_steps:
+        where = "the generation batch prompts_per_step × num_generations" if num_processes == 1 else \
+            f"the completions of each of {num_processes} processes"
+        return ConfigError("gradient_accumulation_steps", f"got {cfg.gradient_accumulation_steps}; allowed: a divisor "
+                                                          f"of {where} = {local} completions")
+    return None
+
+
 def validate(cfg: GRPOConfig) -> GRPOConfig:
     """Check every value and combination; raise ConfigError naming the key and what is allowed.
     No I/O beyond checking that paths exist, and `cfg` is left as it is: returns the config with
@@ -465,10 +482,8 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             "an integer ≥ 2 (a group needs two completions to have a spread)")
     require(cfg.num_iterations >= 1, "num_iterations", "an integer ≥ 1")
     require(cfg.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "an integer ≥ 1")
-    require(cfg.generation_batch_size % cfg.gradient_accumulation_steps == 0,
-            "gradient_accumulation_steps",
-            f"a divisor of the generation batch prompts_per_step × num_generations = "
-            f"{cfg.generation_batch_size} completions")
+    if (problem := batch_split_problem(cfg, 1)) is not None:
+        raise problem
     require(0 < cfg.epsilon < 1, "epsilon", "a number in (0, 1)")
     if cfg.delta is not None:
         require(math.isfinite(cfg.delta) and cfg.delta > 1, "delta",

@@ -26,7 +26,7 @@ from .advantages import AdvantageSettings, compute_advantages, normalize_rewards
 from .baseline import baseline_reward
 from .batch import GenerationBatch
 from .checkpoint import load_checkpoint, save_checkpoint
-from .config import GRPOConfig
+from .config import GRPOConfig, batch_split_problem
 from .cpu_math import check_process
 from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
@@ -135,15 +135,10 @@ class GRPOTrainer:
         self.device = self.accelerator.device
         # data parallel (distributed.py): this process samples its share of each step's prompts
         self.num_processes, self.rank = self.accelerator.num_processes, self.accelerator.process_index
-        if cfg.prompts_per_step % self.num_processes:
-            raise ConfigError("prompts_per_step", f"{cfg.prompts_per_step} does not split over {self.num_processes} "
-                                                  f"processes; allowed: a multiple of {self.num_processes}")
+        if (problem := batch_split_problem(cfg, self.num_processes)) is not None:
+            raise problem
         self.local_prompts = cfg.prompts_per_step // self.num_processes
         self.local_batch = self.local_prompts * cfg.num_generations  # completions this process samples
-        if self.local_batch % cfg.gradient_accumulation_steps:
-            raise ConfigError("gradient_accumulation_steps",
-                              f"{cfg.gradient_accumulation_steps} does not divide the {self.local_batch} completions "
-                              f"of each of {self.num_processes} processes; allowed: a divisor of {self.local_batch}")
         seed_everything(cfg.seed)
 
         self.task = (dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column) if cfg.dataset

@@ -158,11 +158,10 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
     if n < 1 or world_size() > 1:
         raise UserInputError(f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
                              f"allowed: an integer ≥ 1, given to a plain `grpo train`")
-    if cfg.prompts_per_step % n or (cfg.generation_batch_size // n) % cfg.gradient_accumulation_steps:
-        raise UserInputError(f"--num-processes: {n} processes cannot share prompts_per_step = {cfg.prompts_per_step} "
-                             f"in whole groups with gradient_accumulation_steps = {cfg.gradient_accumulation_steps} "
-                             f"micro-batches each; allowed: N dividing prompts_per_step, with "
-                             f"gradient_accumulation_steps dividing the completions per process")
+    from grpo_core.config import batch_split_problem
+
+    if (problem := batch_split_problem(cfg, n)) is not None:
+        raise UserInputError(f"--num-processes: {n} processes cannot share the batch: {problem}")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not resuming_in_place)):
         raise UserInputError(f"--out {out}: {'is a file' if not out.is_dir() else 'folder exists and is not empty'}; "
                              f"allowed: a new or empty folder")

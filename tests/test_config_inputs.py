@@ -53,3 +53,21 @@ def test_a_sweep_checks_its_checkpoint_against_every_grid_point(tmp_path):
                                     "grid": {"learning_rate": [1e-4, 3e-4]}, "seeds": [0]}))
     with pytest.raises(ConfigError, match="checkpoint was written with learning_rate=0.0001"):
         load_spec(spec)
+
+
+def test_one_rule_splits_the_batch_for_one_process_and_for_several():
+    import dataclasses
+
+    from grpo_core.config import batch_split_problem
+
+    cfg = GRPOConfig(prompts_per_step=4, num_generations=4, gradient_accumulation_steps=4)  # 16 completions
+    # 1, 2 or 4 processes: 16, 8 or 4 completions each, in 4 equal micro-batches
+    assert all(batch_split_problem(cfg, p) is None for p in (1, 2, 4))
+    cfg = dataclasses.replace(cfg, gradient_accumulation_steps=16)  # one completion per micro-batch on one process
+    assert batch_split_problem(cfg, 1) is None
+    assert str(batch_split_problem(cfg, 2)) == ("gradient_accumulation_steps: got 16; allowed: a divisor of the "
+                                                "completions of each of 2 processes = 8 completions")
+    assert str(batch_split_problem(cfg, 3)) == "prompts_per_step: 4 does not split over 3 processes; allowed: a multiple of 3"
+    with pytest.raises(ConfigError, match="gradient_accumulation_steps: got 3; allowed: a divisor of the generation "
+                                          "batch prompts_per_step × num_generations = 16 completions"):
+        validate(dataclasses.replace(cfg, gradient_accumulation_steps=3))
