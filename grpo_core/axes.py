@@ -47,6 +47,9 @@ AXES: tuple[Axis, ...] = (
          note="one weight per reward function, Σ weight × reward (TRL's)"),
     Axis("reward aggregation", ("multi_objective_aggregation",), "rewards", "rewards.REWARD_AGGREGATIONS",
          registry=REWARD_AGGREGATIONS),
+    Axis("overlong penalty", ("overlong_buffer_len", "overlong_penalty_factor"), "rewards",
+         "rewards.overlong_penalty", note="DAPO's soft overlong punishment on the trained reward: 0 up to "
+         "max_completion_length − buffer, then down to −factor; 0 = off"),
     Axis("advantage estimator", ("advantage_estimator",), "advantages", "advantages.ADVANTAGE_ESTIMATORS",
          registry=ADVANTAGE_ESTIMATORS),
     Axis("std scaling", ("scale_rewards",), "advantages", "advantages.REWARD_SCALES", "C5", REWARD_SCALES),

@@ -186,6 +186,13 @@ class GRPOConfig:
     reward_weights: list[float] = field(default_factory=list)
     """One weight per reward function, in `reward_funcs` order (the task's defaults when that is
     empty): the reward is Σ weight × reward (TRL's reward_weights). Empty = every weight 1."""
+    overlong_buffer_len: int = 0
+    """DAPO's soft overlong punishment (verl's and OpenRLHF's names): a completion longer than
+    max_completion_length − overlong_buffer_len tokens loses up to overlong_penalty_factor of
+    reward, linearly, in the reward the advantages start from; the logged `reward` stays the
+    task's, the penalty is logged as rewards/overlong_penalty. 0 = off."""
+    overlong_penalty_factor: float = 1.0
+    """The overlong penalty at max_completion_length (DAPO: 1)."""
     multi_objective_aggregation: str = "sum_then_normalize"
     """How the reward functions' values become the reward the advantages start from (TRL's name and
     values): `sum_then_normalize` (Σ weight × reward, TRL's default) or `normalize_then_sum` (each
@@ -459,6 +466,10 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
                 "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps", "sapo_temperature_pos",
                 "sapo_temperature_neg"):
         finite(key)
+    require(0 <= cfg.overlong_buffer_len <= cfg.max_completion_length, "overlong_buffer_len",
+            f"an integer in [0, max_completion_length = {cfg.max_completion_length}] (0 = off)")
+    require(math.isfinite(cfg.overlong_penalty_factor) and cfg.overlong_penalty_factor >= 0,
+            "overlong_penalty_factor", "a finite number ≥ 0")
     require(0 < cfg.top_entropy_quantile <= 1, "top_entropy_quantile", "a number in (0, 1] (1 = every token)")
     for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
         require(getattr(cfg, key) > 0, key, "a number > 0 (the soft gate's temperature)")

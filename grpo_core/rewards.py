@@ -172,6 +172,15 @@ def normalize_then_sum(per_func: dict[str, list[float]], weights: list[float], n
     return (normalized.reshape(values.shape) * w).sum(dim=1)  # (B,)
 
 
+def overlong_penalty(lengths: list[int], max_completion_length: int, buffer_len: int, factor: float) -> list[float]:
+    """DAPO's soft overlong punishment (arXiv 2503.14476; verl's overlong_buffer, OpenRLHF's
+    overlong_buffer_len and overlong_penalty_factor): 0 up to max_completion_length − buffer_len
+    tokens, then falling linearly to −factor at max_completion_length, added to the reward the
+    advantages start from (beside mask_truncated_completions, which drops cut rows instead)."""
+    expected = max_completion_length - buffer_len
+    return [min(-(n - expected) / buffer_len * factor, 0.0) for n in lengths]
+
+
 def compute_rewards(
     funcs: dict[str, RewardFunc],
     completions: list[str],

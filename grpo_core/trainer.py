@@ -34,7 +34,8 @@ from .loss import LossSettings, entropy_threshold, grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
 from .reward_pool import make_pool
-from .rewards import REWARD_AGGREGATIONS, RewardFunc, combine_rewards, compute_rewards, resolve_reward, reward_names
+from .rewards import (REWARD_AGGREGATIONS, RewardFunc, combine_rewards, compute_rewards, overlong_penalty, resolve_reward,
+                      reward_names)
 from .run_metrics import completion_counts, summarize
 from .schedule import make_scheduler
 from .tasks import dataset_task, get_task, reward_funcs_of
@@ -56,6 +57,7 @@ class _Round:
     pending: Optional[Callable]  # waits for this process's rewards
     per_func: Optional[dict] = None
     timeouts: int = 0
+    overlong: Optional[torch.Tensor] = None  # (B,) DAPO's overlong penalty, once trained_rewards computed it
 
     def collect(self, trainer: "GRPOTrainer") -> tuple[dict[str, list[float]], int]:
         if self.per_func is None:
@@ -68,9 +70,18 @@ class _Round:
     def rewards(self, weights: list[float]) -> torch.Tensor:  # (B,) the whole round's: Σ weight × reward
         return torch.tensor(combine_rewards(self.per_func, weights), dtype=torch.float32)
 
-    def trained_rewards(self, cfg: GRPOConfig) -> torch.Tensor:  # (B,) what the advantages start from
-        aggregate = REWARD_AGGREGATIONS.get(cfg.multi_objective_aggregation)
-        return aggregate(self.per_func, cfg.reward_weights, cfg.num_generations)
+    def trained_rewards(self, trainer: "GRPOTrainer") -> torch.Tensor:  # (B,) what the advantages start from
+        """The aggregated reward (multi_objective_aggregation), plus DAPO's overlong penalty when on
+        (every process calls this at the same point: the lengths are gathered)."""
+        cfg = trainer.cfg
+        trained = REWARD_AGGREGATIONS.get(cfg.multi_objective_aggregation)(self.per_func, cfg.reward_weights,
+                                                                           cfg.num_generations)
+        if cfg.overlong_buffer_len:
+            lengths = trainer._gather(self.completion_mask.sum(dim=1)).tolist()
+            self.overlong = torch.tensor(overlong_penalty(lengths, cfg.max_completion_length, cfg.overlong_buffer_len,
+                                                          cfg.overlong_penalty_factor), dtype=torch.float32)  # (B,)
+            trained = trained + self.overlong
+        return trained
 
 
 def _pad_right(t: torch.Tensor, width: int, value: int) -> torch.Tensor:  # (n, T) -> (n, width)
@@ -312,7 +323,7 @@ class GRPOTrainer:
         old_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
         per_func, timeouts = batch.collect(self)  # resampled: the timeouts of every round
         rewards = batch.rewards(cfg.reward_weights)  # (B,) the policy's reward, logged
-        trained = batch.trained_rewards(cfg)  # (B,) what the advantages start from (multi_objective_aggregation)
+        trained = batch.trained_rewards(self)  # (B,) what the advantages start from (aggregation, overlong penalty)
         trained_per_func = per_func
 
         # over the whole batch on every process (same noise stream everywhere), then this process's share
@@ -327,6 +338,8 @@ class GRPOTrainer:
             metrics[f"rewards/{name}"] = sum(values) / len(values)
         if cfg.reward_timeout:
             metrics["rewards/timeouts"] = float(timeouts)
+        if cfg.overlong_buffer_len:  # the shaping the advantages saw; the logged reward is the task's
+            metrics["rewards/overlong_penalty"] = batch.overlong.mean()
         lengths = self._gather(completion_mask.sum(dim=1)).float()
         ended_here = (completion_ids == self.eos_id).any(dim=1)  # (B / P,)
         ended = self._gather(ended_here.to(torch.uint8)).bool()
@@ -405,7 +418,7 @@ class GRPOTrainer:
         Returns the batch and the number of groups sampled."""
         cfg, G, n = self.cfg, self.cfg.num_generations, self.local_prompts
         rounds = [first]
-        signals = [signal_groups(first.trained_rewards(cfg), G).tolist()]  # per round: (all groups,)
+        signals = [signal_groups(first.trained_rewards(self), G).tolist()]  # per round: (all groups,)
 
         def picks(p: int) -> tuple[list[tuple[int, int]], int]:  # process p's (round, group), its signal count
             with_signal = [(r, g) for r, s in enumerate(signals) for g in range(p * n, (p + 1) * n) if s[g]]
@@ -416,7 +429,7 @@ class GRPOTrainer:
             drawn = self._sample_round()
             drawn.collect(self)
             rounds.append(drawn)
-            signals.append(signal_groups(drawn.trained_rewards(cfg), G).tolist())
+            signals.append(signal_groups(drawn.trained_rewards(self), G).tolist())
         chosen = [picks(p)[0] for p in range(self.num_processes)]
         mine = [(r, g - self.rank * n) for r, g in chosen[self.rank]]
         width = max(rounds[r].completion_ids.shape[1] for r, _ in mine)  # pad to the longest kept completion

@@ -187,3 +187,26 @@ def test_reinforce_pp_and_passk_baselines_by_hand():
     assert passk.tolist() == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
     tied, _ = normalize_rewards(torch.tensor([1.0, 1.0, 0.0, 0.0]), 4, "none", "grpo_passk")
     assert tied.tolist() == [0.0, 0.0, 0.0, 0.0]  # two bests: no margin, no signal
+
+
+def test_overlong_penalty_by_hand():
+    # DAPO's soft overlong punishment: max 20 tokens, buffer 8 → 0 up to 12 tokens, −factor·(n − 12)/8 after
+    from grpo_core.rewards import overlong_penalty
+
+    assert overlong_penalty([5, 12, 13, 16, 20], 20, 8, 1.0) == [0.0, 0.0, -0.125, -0.5, -1.0]
+    assert overlong_penalty([16, 20], 20, 8, 0.5) == [-0.25, -0.5]
+
+
+def test_overlong_penalty_reaches_the_advantages_not_the_logged_reward(tmp_path):
+    from conftest import make_cfg
+    from grpo_core.run import read_metrics, run_training
+
+    cfg = make_cfg(max_steps=3, stl_window=1, overlong_buffer_len=4, log_completions_per_step=0)
+    run_training(cfg, tmp_path / "run", progress=False)
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    completions = [__import__("json").loads(l) for l in (tmp_path / "run" / "completions.jsonl").read_text().splitlines()]
+    assert all(r["rewards/overlong_penalty"] <= 0 for r in rows)
+    assert all(r["reward"] == pytest.approx(r["rewards/exact_match"], abs=1e-6) for r in rows)  # the task's reward
+    lengths = [c["length"] for c in completions if c["step"] == 1]
+    penalties = [min(-(n - (cfg.max_completion_length - 4)) / 4, 0.0) for n in lengths]
+    assert rows[0]["rewards/overlong_penalty"] == pytest.approx(sum(penalties) / len(penalties), abs=1e-6)
