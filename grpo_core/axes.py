@@ -68,6 +68,8 @@ AXES: tuple[Axis, ...] = (
          registry=IMPORTANCE_SAMPLING_LEVELS),
     Axis("loss type", ("loss_type", "epsilon", "epsilon_high", "delta"), "loss", "loss.LOSS_TYPES (surrogate, normalizer)",
          "C5, C1", LOSS_TYPES, note="TRL's loss_type: each value names a surrogate and a normalizer"),
+    Axis("entropy bonus", ("entropy_coef",), "loss", "loss.entropy_bonus",
+         note="− coef × the mean entropy of the trained tokens (TRL's); 0 = off"),
     Axis("KL penalty", ("kl_estimator", "beta", "use_bias_correction_kl"), "loss", "loss.KL_ESTIMATORS", "C1",
          KL_ESTIMATORS, note="β · the KL estimate to the reference, aggregated as the policy loss; β 0 = no "
                              "reference model"),

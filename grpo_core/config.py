@@ -139,6 +139,10 @@ class GRPOConfig:
     highest entropy (TRL's name and default; "Beyond the 80/20 rule", arXiv 2506.01939, trains on the
     top 0.2): a token below the (1 − q) quantile of the entropies keeps its KL term and its place in
     the normalizer, but no policy loss. 1 = every token."""
+    entropy_coef: float = 0.0
+    """An entropy bonus (TRL's name and default): the loss subtracts entropy_coef × the mean entropy of
+    the completion tokens the policy loss trains (per micro-batch); > 0 keeps the policy from
+    collapsing, < 0 sharpens it. 0 = off."""
     sapo_temperature_pos: float = 1.0
     """loss_type sapo: the temperature τ of its soft gate −(4/τ)·σ(τ(r − 1))·A where the advantage is
     positive (TRL's name and default; SAPO, arXiv 2511.20347). A larger τ fades the gradient sooner
@@ -464,7 +468,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
 
     for key in ("learning_rate", "beta", "advantage_noise_std", "advantage_scale", "weight_decay",
                 "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps", "sapo_temperature_pos",
-                "sapo_temperature_neg"):
+                "sapo_temperature_neg", "entropy_coef"):
         finite(key)
     require(0 <= cfg.overlong_buffer_len <= cfg.max_completion_length, "overlong_buffer_len",
             f"an integer in [0, max_completion_length = {cfg.max_completion_length}] (0 = off)")

@@ -216,8 +216,9 @@ def _upcast(x: Tensor) -> Tensor:  # bf16/fp16 logits -> float32; float32/float6
 class _TokenLogps(torch.autograd.Function):
     """log softmax(z)[token] and the entropy of softmax(z), z = logits / temperature, without
     materializing the log-softmax: the forward keeps the logits and a logsumexp, the backward
-    writes softmax(z)·(−g) into one buffer and adds g at the chosen tokens. The entropy has no
-    gradient (it is a metric)."""
+    writes softmax(z)·(−g) into one buffer and adds g at the chosen tokens. The entropy has a
+    gradient only where a loss uses it (entropy_coef): ∂H/∂z = −p·(z − Σ p·z), added in the same
+    buffer; otherwise the backward is the log-probs' alone."""
 
     @staticmethod
     def forward(ctx, logits, token_ids, temperature, with_entropy):  # (N, V), (N,) -> (N,), (N,)
@@ -232,19 +233,27 @@ class _TokenLogps(torch.autograd.Function):
             entropy = lse - torch.bmm(p.unsqueeze(1), z.unsqueeze(-1)).view(-1)
         ctx.save_for_backward(logits, token_ids, lse)
         ctx.temperature = temperature
+        ctx.set_materialize_grads(False)  # an unused output's gradient comes as None, not zeros
         if entropy is None:
             entropy = torch.zeros_like(lse)
-        ctx.mark_non_differentiable(entropy)
+            ctx.mark_non_differentiable(entropy)
         return logps, entropy
 
     @staticmethod
-    def backward(ctx, grad_logps, _grad_entropy):
+    def backward(ctx, grad_logps, grad_entropy):
         logits, token_ids, lse = ctx.saved_tensors
         t = ctx.temperature
         z = _upcast(logits) / t if t != 1.0 else _upcast(logits)
         grad = torch.exp(z - lse.unsqueeze(-1))  # softmax(z): the one (N, V) buffer
+        if grad_logps is None:
+            grad_logps = torch.zeros_like(lse)
+        if grad_entropy is not None:  # + g_H·∂H/∂z = −g_H·p·(z − Σ p·z), before p is scaled below
+            mean_z = torch.bmm(grad.unsqueeze(1), z.unsqueeze(-1)).view(-1)  # Σ p·z (N,)
+            entropy_part = grad * (z - mean_z.unsqueeze(-1)) * (-grad_entropy.unsqueeze(-1))
         grad.mul_(-grad_logps.unsqueeze(-1))  # d(−lse)/dz = −softmax(z)
         grad.scatter_add_(-1, token_ids.unsqueeze(-1), grad_logps.unsqueeze(-1))  # d(z[token])/dz
+        if grad_entropy is not None:
+            grad.add_(entropy_part)
         if t != 1.0:
             grad.div_(t)
         return grad.to(logits.dtype), None, None, None

@@ -51,6 +51,7 @@ class LossSettings:
     generation_batch_tokens: "Tensor | float | None" = None  # per step, dapo's normalizer (None: this micro-batch's)
     live_sequences: "Tensor | float | None" = None  # per step with dropped groups: grpo's and dr_grpo's sequence count
     top_entropy_quantile: float = 1.0  # the share of completion tokens, by entropy, whose policy loss trains
+    entropy_coef: float = 0.0  # the entropy bonus's weight: loss − entropy_coef · mean entropy
     entropy_threshold: "Tensor | float | None" = None  # per micro-batch: that share's lowest entropy (the trainer's)
 
     @property
@@ -317,7 +318,7 @@ def policy_loss(
     if settings.top_entropy_quantile < 1.0:
         if entropies is None or settings.entropy_threshold is None:
             raise ValueError("top_entropy_quantile < 1 needs the tokens' entropies and the micro-batch's threshold")
-        high = high_entropy_mask(entropies, completion_mask, settings.entropy_threshold)  # (B, T)
+        high = high_entropy_mask(entropies.detach(), completion_mask, settings.entropy_threshold)  # (B, T)
         per_token = per_token * high.to(per_token.dtype)
         metrics["entropy_mask_share"] = _masked_mean(high.float(), completion_mask)
     return aggregate(per_token, completion_mask, settings), metrics
@@ -339,9 +340,10 @@ def grpo_loss(
     settings: LossSettings,
     entropies: Tensor | None = None,  # (B, T) no grad: for top_entropy_quantile < 1
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The GRPO loss of one micro-batch; loss = policy_loss + kl_loss exactly (same aggregation).
-    `use_bias_correction_kl`: the KL term is weighted per token by the ratio π_θ/π_old (TRL's
-    use_bias_correction_kl); its value is unchanged on-policy, its gradient becomes logp − ref."""
+    """The GRPO loss of one micro-batch; loss = policy_loss + kl_loss − entropy_bonus exactly (the
+    bonus: 0 unless entropy_coef). `use_bias_correction_kl`: the KL term is weighted per token by
+    the ratio π_θ/π_old (TRL's use_bias_correction_kl); its value is unchanged on-policy, its
+    gradient becomes logp − ref."""
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
     policy, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, settings,
@@ -357,4 +359,25 @@ def grpo_loss(
     else:
         kl_loss = policy.new_zeros(())
         kl_mean = policy.new_zeros(())
-    return policy + kl_loss, {"policy_loss": policy.detach(), "kl_loss": kl_loss.detach(), "kl": kl_mean, **metrics}
+    loss = policy + kl_loss
+    if settings.entropy_coef != 0.0:
+        bonus = entropy_bonus(entropies, completion_mask, settings)
+        loss = loss - bonus / settings.gradient_accumulation_steps
+        metrics["entropy_bonus"] = bonus.detach()
+    return loss, {"policy_loss": policy.detach(), "kl_loss": kl_loss.detach(), "kl": kl_mean, **metrics}
+
+
+def entropy_bonus(
+    entropies: Tensor | None,  # (B, T) with grad
+    completion_mask: Tensor,  # (B, T)
+    settings: LossSettings,
+) -> Tensor:  # 0-d
+    """[entropy_coef, TRL's] entropy_coef × the mean entropy over the completion tokens the policy
+    loss trains (the top_entropy_quantile share when < 1), a mean per micro-batch whatever the
+    loss_type's normalizer; the loss subtracts it ÷ gradient_accumulation_steps, as TRL does."""
+    if entropies is None:
+        raise ValueError("entropy_coef ≠ 0 needs the tokens' entropies")
+    mask = completion_mask.to(entropies.dtype)
+    if settings.top_entropy_quantile < 1.0:
+        mask = mask * high_entropy_mask(entropies.detach(), completion_mask, settings.entropy_threshold).to(mask.dtype)
+    return settings.entropy_coef * (entropies * mask).sum() / mask.sum().clamp(min=1.0)

@@ -476,7 +476,7 @@ class GRPOTrainer:
     def _entropy_threshold(self, entropy: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor | float:
         """[top_entropy_quantile] The micro-batch's entropy threshold over every process's loss tokens
         (TRL gathers them too), so P processes mask as one would."""
-        tokens = entropy[loss_mask.bool()].float()  # (N,)
+        tokens = entropy.detach()[loss_mask.bool()].float()  # (N,)
         if self.num_processes > 1:  # entropies are ≥ 0: a negative pad marks the padding
             padded = self.accelerator.pad_across_processes(tokens, dim=0, pad_index=-1e9)
             tokens = self.accelerator.gather(padded)
@@ -521,7 +521,7 @@ class GRPOTrainer:
                 else:
                     means[key] = means.get(key, 0.0) + value / n_micro
             fmask = loss_mask.float()
-            means["entropy"] += (entropy * fmask).sum() / fmask.sum().clamp(min=1) / n_micro
+            means["entropy"] += (entropy.detach() * fmask).sum() / fmask.sum().clamp(min=1) / n_micro
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
         grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
         named = {**sums, **means, "grad_norm": grad_norm}

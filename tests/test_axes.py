@@ -69,7 +69,8 @@ def test_a_new_estimator_is_one_registered_function(monkeypatch):
 
 
 NEW_VALUES = [  # two runs cover every newer value (each run costs ~10 s)
-    {"advantage_estimator": "rloo", "scale_rewards": "none", "loss_type": "cispo", "epsilon_high": 5.0},
+    {"advantage_estimator": "rloo", "scale_rewards": "none", "loss_type": "cispo", "epsilon_high": 5.0,
+     "entropy_coef": 0.01, "overlong_buffer_len": 2, "delta": 1.5, "kl_estimator": "k2", "beta": 0.04},
     {"loss_type": "sapo", "top_entropy_quantile": 0.2, "multi_objective_aggregation": "normalize_then_sum",
      "scale_rewards": "batch", "reward_funcs": ["exact_match", "format_digits"]},
 ]
@@ -87,6 +88,8 @@ def test_the_newer_axes_train_on_the_tiny_model(values, tmp_path):
     assert all(abs(r["loss"]) < 1e3 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
     logged = __import__("yaml").safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert all(logged[k] == v for k, v in values.items())
+    if values.get("entropy_coef"):
+        assert all(r["entropy_bonus"] == pytest.approx(0.01 * r["entropy"], rel=1e-4) for r in rows)
     if len(values.get("reward_funcs", [])) == 2:  # the logged reward is the plain sum, whatever trains
         assert all(r["reward"] == pytest.approx(r["rewards/exact_match"] + r["rewards/format_digits"], abs=1e-6)
                    for r in rows)

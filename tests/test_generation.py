@@ -222,3 +222,26 @@ def test_sampler_with_prebuilt_boolean_masks_equals_hf_masks(monkeypatch):
     monkeypatch.setattr(generation, "shares_prompts", lambda *a: False)
     slow = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(2), **kwargs)
     assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_entropy_has_the_gradient_of_the_naive_entropy(temperature):
+    # entropy_coef puts H in the loss: the fused log-prob function's ∂H/∂logits = −p·(z − Σ p·z)/τ
+    # must be the gradient of −Σ softmax·log_softmax (float64; gradcheck too)
+    from grpo_core.generation import _TokenLogps
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 7, dtype=torch.float64, generator=gen, requires_grad=True)
+    ids = torch.randint(0, 7, (5,), generator=gen)
+    assert torch.autograd.gradcheck(lambda x: _TokenLogps.apply(x, ids, temperature, True), (logits,))
+    lp, H = _TokenLogps.apply(logits, ids, temperature, True)
+    z = logits / temperature
+    ref_lp = torch.log_softmax(z, -1).gather(-1, ids[:, None]).squeeze(-1)
+    ref_H = -(torch.softmax(z, -1) * torch.log_softmax(z, -1)).sum(-1)
+    w1, w2 = torch.randn(5, dtype=torch.float64, generator=gen), torch.randn(5, dtype=torch.float64, generator=gen)
+    g, = torch.autograd.grad((lp * w1).sum() + (H * w2).sum(), logits)
+    want, = torch.autograd.grad((ref_lp * w1).sum() + (ref_H * w2).sum(), logits, retain_graph=True)
+    torch.testing.assert_close(g, want, atol=1e-12, rtol=0)
+    only_lp, = torch.autograd.grad((_TokenLogps.apply(logits, ids, temperature, True)[0] * w1).sum(), logits)
+    want_lp, = torch.autograd.grad((ref_lp * w1).sum(), logits)
+    torch.testing.assert_close(only_lp, want_lp, atol=1e-12, rtol=0)  # an unused entropy adds nothing

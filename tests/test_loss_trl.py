@@ -128,3 +128,27 @@ def test_two_sided_clip_agrees_with_trl(loss_type, delta):
     for seed in range(3):
         agree(LossSettings(loss_type, beta=0.04, max_completion_length=T, epsilon_high=0.28, delta=delta), seed,
               delta=delta)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
+@pytest.mark.parametrize("quantile", [1.0, 0.5])
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_entropy_bonus_agrees_with_trl(loss_type, quantile, accumulation):
+    # value and gradient through the log-probs and the entropies (TRL: loss − coef · masked mean H ÷ accumulation)
+    from grpo_core.loss import entropy_threshold
+
+    for seed in range(3):
+        logps, old, ref, adv, mask = _batch(seed)
+        entropies = (torch.rand(B, T, generator=torch.Generator().manual_seed(200 + seed)) * 3).requires_grad_(True)
+        settings = LossSettings(loss_type, beta=0.04, max_completion_length=T, epsilon_high=0.28, entropy_coef=0.01,
+                                top_entropy_quantile=quantile, gradient_accumulation_steps=accumulation,
+                                entropy_threshold=entropy_threshold(entropies.detach()[mask.bool()], quantile))
+        ours, m = grpo_loss(logps, old, ref, adv, mask, settings, entropies)
+        theirs = trl_loss(logps, old, ref, adv, mask, loss_type=loss_type, beta=0.04, epsilon_high=0.28,
+                          max_completion_length=T, entropies=entropies, top_entropy_quantile=quantile,
+                          entropy_coef=0.01, gradient_accumulation_steps=accumulation)
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-6, abs=1e-7)
+        for wrt in (logps, entropies):
+            g_ours, = torch.autograd.grad(ours, wrt, retain_graph=True)
+            g_theirs, = torch.autograd.grad(theirs, wrt, retain_graph=True)
+            torch.testing.assert_close(g_ours, g_theirs, atol=1e-7, rtol=1e-6)

@@ -35,7 +35,7 @@ def trl_loss(per_token_logps, old_per_token_logps, ref_per_token_logps, advantag
              loss_type, beta=0.0, epsilon=0.2, epsilon_high=None, importance_sampling_level="token",
              max_completion_length, num_items_in_batch=None, use_bias_correction_kl=False,
              gradient_accumulation_steps=1, sapo_temperature_pos=1.0, sapo_temperature_neg=1.05,
-             entropies=None, top_entropy_quantile=1.0, delta=None) -> torch.Tensor:
+             entropies=None, top_entropy_quantile=1.0, delta=None, entropy_coef=0.0) -> torch.Tensor:
     """TRL's loss of one micro-batch (B, T) of a generation batch split in gradient_accumulation_steps."""
     from trl import GRPOTrainer
 
@@ -48,7 +48,8 @@ def trl_loss(per_token_logps, old_per_token_logps, ref_per_token_logps, advantag
         epsilon_high=epsilon if epsilon_high is None else epsilon_high, use_vllm=False,
         vllm_importance_sampling_correction=False, model=types.SimpleNamespace(training=True),
         current_gradient_accumulation_steps=gradient_accumulation_steps,
-        max_completion_length=max_completion_length, _entropy_bonus_enabled=False,
+        max_completion_length=max_completion_length, _entropy_bonus_enabled=entropy_coef != 0.0,
+        entropy_coef=entropy_coef, use_adaptive_entropy=False,
         _metrics={"train": collections.defaultdict(list), "eval": collections.defaultdict(list)},
         accelerator=_OneProcess(),
         args=types.SimpleNamespace(use_bias_correction_kl=use_bias_correction_kl, delta=delta,
