@@ -70,9 +70,10 @@ AXES: tuple[Axis, ...] = (
          "C5, C1", LOSS_TYPES, note="TRL's loss_type: each value names a surrogate and a normalizer"),
     Axis("entropy bonus", ("entropy_coef",), "loss", "loss.entropy_bonus",
          note="− coef × the mean entropy of the trained tokens (TRL's); 0 = off"),
-    Axis("KL penalty", ("kl_estimator", "beta", "use_bias_correction_kl"), "loss", "loss.KL_ESTIMATORS", "C1",
-         KL_ESTIMATORS, note="β · the KL estimate to the reference, aggregated as the policy loss; β 0 = no "
-                             "reference model"),
+    Axis("KL penalty", ("kl_estimator", "beta", "use_bias_correction_kl", "kl_in_reward"), "loss", "loss.KL_ESTIMATORS", "C1",
+         KL_ESTIMATORS, note="β · the KL estimate to the reference, aggregated as the policy loss (or, with "
+                             "kl_in_reward, summed per completion and taken from its reward); β 0 = no reference "
+                             "model"),
     Axis("warmup and schedule", ("lr_scheduler_type", "warmup_steps", "warmup_ratio"), "schedule",
          "schedule.SCHEDULERS", "C2", SCHEDULERS),
 )

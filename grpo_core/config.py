@@ -152,6 +152,12 @@ class GRPOConfig:
     kl_estimator: str = "k3"
     """The per-token KL estimate the β term uses: `k3` (exp(d) − d − 1, TRL's GRPO, verl's low_var_kl),
     `k1` (logp − ref, verl's kl) or `k2` ((logp − ref)²/2, verl's mse); docs: the variant axes."""
+    kl_in_reward: bool = False
+    """Put the KL in the reward instead of the loss (TRL's RLOOTrainer, verl's use_kl_in_reward): each
+    completion's reward, before its advantage, loses β × Σ_t KL_t (kl_estimator; TRL's RLOO and the
+    RLOO paper use k1), measured with the sampling policy; the loss then has no KL term (its `kl`
+    is still logged). Needs beta > 0; not with zero_variance_groups resample (which picks groups
+    before the log-probs exist)."""
     use_bias_correction_kl: bool = False
     """Multiply the per-token KL by the ratio π_θ/π_old (TRL ≥ 1.x, `use_bias_correction_kl`, its
     default there is true): the KL gradient becomes the unbiased reverse-KL gradient (logp − ref
@@ -474,6 +480,9 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             f"an integer in [0, max_completion_length = {cfg.max_completion_length}] (0 = off)")
     require(math.isfinite(cfg.overlong_penalty_factor) and cfg.overlong_penalty_factor >= 0,
             "overlong_penalty_factor", "a finite number ≥ 0")
+    require(not cfg.kl_in_reward or cfg.beta > 0, "kl_in_reward", "false unless beta > 0 (the KL's weight)")
+    require(not (cfg.kl_in_reward and cfg.zero_variance_groups == "resample"), "kl_in_reward",
+            "false with zero_variance_groups resample (it picks groups by reward before the KL is measured)")
     require(0 < cfg.top_entropy_quantile <= 1, "top_entropy_quantile", "a number in (0, 1] (1 = every token)")
     for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
         require(getattr(cfg, key) > 0, key, "a number > 0 (the soft gate's temperature)")

@@ -43,6 +43,7 @@ class LossSettings:
     epsilon_high: Optional[float] = None  # None: epsilon
     delta: Optional[float] = None  # the clip surrogate's upper bound on the unclipped ratio (None: off)
     kl_estimator: str = "k3"  # a name in KL_ESTIMATORS
+    kl_in_reward: bool = False  # the KL is in the reward (the trainer's): the loss only measures it
     max_completion_length: int = 8
     use_bias_correction_kl: bool = False
     sapo_temperature_pos: float = 1.0  # SAPO's gate temperature where A > 0
@@ -354,7 +355,8 @@ def grpo_loss(
         kl = KL_ESTIMATORS.get(settings.kl_estimator)(per_token_logps, ref_per_token_logps)  # (B, T)
         weighted = (kl * importance_weights(per_token_logps, old_per_token_logps, completion_mask, settings)
                     if settings.use_bias_correction_kl else kl)  # (B, T)
-        kl_loss = aggregate(settings.beta * weighted, completion_mask, settings)
+        kl_loss = (policy.new_zeros(()) if settings.kl_in_reward
+                   else aggregate(settings.beta * weighted, completion_mask, settings))
         kl_mean = _masked_mean(weighted.detach(), completion_mask)  # as TRL logs it (after the weighting)
     else:
         kl_loss = policy.new_zeros(())

@@ -30,7 +30,7 @@ from .config import GRPOConfig, batch_split_problem
 from .cpu_math import check_process
 from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
-from .loss import LossSettings, entropy_threshold, grpo_loss
+from .loss import KL_ESTIMATORS, LossSettings, entropy_threshold, grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
 from .reward_pool import make_pool
@@ -320,11 +320,16 @@ class GRPOTrainer:
         prompt_ids, prompt_mask = batch.prompt_ids, batch.prompt_mask
         completion_ids, completion_mask = batch.completion_ids, batch.completion_mask
         # rewards are computed (in the worker pool, if any) while the log-prob forwards run
-        old_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
+        sampling_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
+        old_logps = sampling_logps if cfg.num_iterations > 1 else None  # μ = 1: the loss's old is logp.detach()
         per_func, timeouts = batch.collect(self)  # resampled: the timeouts of every round
         rewards = batch.rewards(cfg.reward_weights)  # (B,) the policy's reward, logged
         trained = batch.trained_rewards(self)  # (B,) what the advantages start from (aggregation, overlong penalty)
         trained_per_func = per_func
+        if cfg.kl_in_reward:  # β · Σ_t KL_t per completion leaves the reward instead of entering the loss
+            kl = KL_ESTIMATORS.get(cfg.kl_estimator)(sampling_logps, ref_logps)  # (B / P, T)
+            kl_per_seq = self._gather((kl * completion_mask).sum(dim=1).float()).to(trained.device)  # (B,)
+            trained = trained - cfg.beta * kl_per_seq
 
         # over the whole batch on every process (same noise stream everywhere), then this process's share
         advantages, metrics = compute_advantages(trained, self.advantage_settings, self.step + 1, self.noise_gen,
@@ -338,6 +343,8 @@ class GRPOTrainer:
             metrics[f"rewards/{name}"] = sum(values) / len(values)
         if cfg.reward_timeout:
             metrics["rewards/timeouts"] = float(timeouts)
+        if cfg.kl_in_reward:
+            metrics["kl_in_reward"] = kl_per_seq.mean()  # the mean per-completion KL sum the reward lost (× β)
         if cfg.overlong_buffer_len:  # the shaping the advantages saw; the logged reward is the task's
             metrics["rewards/overlong_penalty"] = batch.overlong.mean()
         lengths = self._gather(completion_mask.sum(dim=1)).float()
@@ -398,7 +405,7 @@ class GRPOTrainer:
         old_logps = ref_logps = None
         if cfg.num_iterations > 1 or cfg.beta > 0:
             with self._autocast():
-                if cfg.num_iterations > 1:  # the sampling policy's log-probs, reused for μ steps
+                if cfg.num_iterations > 1 or cfg.kl_in_reward:  # the sampling policy's log-probs
                     old_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
                                                           completion_ids, completion_mask)
                 if cfg.beta > 0:  # LoRA: the reference is this network with its adapters off

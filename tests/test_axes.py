@@ -93,3 +93,14 @@ def test_the_newer_axes_train_on_the_tiny_model(values, tmp_path):
     if len(values.get("reward_funcs", [])) == 2:  # the logged reward is the plain sum, whatever trains
         assert all(r["reward"] == pytest.approx(r["rewards/exact_match"] + r["rewards/format_digits"], abs=1e-6)
                    for r in rows)
+
+
+def test_kl_in_reward_moves_the_kl_from_the_loss_to_the_reward(tmp_path):
+    from grpo_core.run import read_metrics, run_training
+
+    cfg = make_cfg(max_steps=4, stl_window=1, beta=0.04, kl_in_reward=True, kl_estimator="k1", learning_rate=1e-3)
+    run_training(cfg, tmp_path / "run", progress=False)
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert all(r["kl_loss"] == 0.0 for r in rows)
+    assert rows[0]["kl_in_reward"] == 0.0  # step 1: the policy is the reference, every log-ratio 0
+    assert any(r["kl_in_reward"] != 0.0 for r in rows[1:]) and any(r["kl"] != 0.0 for r in rows[1:])

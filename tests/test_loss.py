@@ -387,3 +387,22 @@ def test_delta_must_exceed_one():
         with pytest.raises(ConfigError, match="delta: "):
             validate(make_cfg(delta=bad))
     validate(make_cfg(delta=1.5))
+
+
+def test_kl_in_reward_leaves_the_loss_without_its_kl_term_but_measures_it():
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    ref = torch.tensor([[-1.5, -1.0]])
+    loss, m = grpo_loss(logp, None, ref, torch.tensor([1.0]), torch.ones(1, 2), S(beta=0.1, kl_in_reward=True))
+    assert m["kl_loss"].item() == 0.0 and loss.item() == pytest.approx(m["policy_loss"].item())
+    assert m["kl"].item() == pytest.approx((math.exp(-0.5) + 0.5 - 1 + math.e - 2) / 2)  # still logged (k3)
+
+
+def test_kl_in_reward_needs_a_kl_weight_and_no_resampling():
+    from conftest import make_cfg
+    from grpo_core.config import validate
+    from grpo_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="kl_in_reward: got True; allowed: false unless beta > 0"):
+        validate(make_cfg(kl_in_reward=True))
+    with pytest.raises(ConfigError, match="kl_in_reward: .*resample"):
+        validate(make_cfg(kl_in_reward=True, beta=0.04, zero_variance_groups="resample"))
