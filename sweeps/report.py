@@ -301,7 +301,8 @@ def _holm_outcomes(comparisons: list[Comparison], direction: Optional[str]) -> N
 def _fmt_num(v: float, metric: str) -> str:
     if math.isinf(v):
         return "unbounded" if v > 0 else "−unbounded"
-    return f"{v:+.0f}" if metric in CENSORED else f"{v:+.3f}"
+    digits = 0 if metric in CENSORED else 3
+    return f"{round(v, digits) + 0.0:+.{digits}f}"  # + 0.0: a value that rounds to −0 prints as +0
 
 
 def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: str) -> str:

@@ -468,3 +468,10 @@ def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tm
     assert "`s0 1.0/x ⏎ end`" in lines[4]  # a table cell: | and newlines made visible, not breaking it
     tiny = [dataclasses.replace(r, config={**r.config, "model": "tiny"}) for r in runs]
     assert completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), tiny) == []
+
+
+def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
+    from sweeps.report import _fmt_num
+
+    assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == ["+0", "+0", "+0", "-1"]
+    assert [_fmt_num(v, "final_reward") for v in (-0.0001, 0.0125, float("-inf"))] == ["+0.000", "+0.013", "−unbounded"]
