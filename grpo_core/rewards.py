@@ -76,10 +76,29 @@ def answer_format(completions: list[str], **kwargs) -> list[float]:
     return out
 
 
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def last_number(completions: list[str], answer: list[str], **kwargs) -> list[float]:
+    """1.0 when the last number written in the (extracted) answer equals the reference number. Stricter
+    than math_answer, which evaluates what it parses: a reply that restates the question's sum
+    (`15+13 =`, `2 + 18 is a classic problem`) scores 1 there and 0 here (results/real/cpu/: the
+    real model's climb on math_answer is partly that echo)."""
+    out = []
+    for completion, gold in zip(completions, answer):
+        numbers = _NUMBER.findall(extract_answer(completion))
+        try:
+            out.append(1.0 if numbers and float(numbers[-1]) == float(str(gold).strip()) else 0.0)
+        except ValueError:  # a reference that is not a plain number
+            out.append(0.0)
+    return out
+
+
 REWARD_FUNCS: dict[str, RewardFunc] = {
     "exact_match": exact_match,
     "format_digits": format_digits,
     "math_answer": math_answer,
+    "last_number": last_number,
     "think_answer_format": think_answer_format,
     "answer_format": answer_format,
 }

@@ -116,3 +116,15 @@ def test_reward_weights_by_hand():
     per_func = {"exact_match": [1.0, 0.0, 1.0], "format_digits": [0.5, 0.5, 0.0]}
     assert combine_rewards(per_func, []) == [1.5, 0.5, 1.0]
     assert combine_rewards(per_func, [2.0, -1.0]) == [1.5, -0.5, 2.0]
+
+
+def test_last_number_needs_the_number_where_math_answer_evaluates_an_echo():
+    # the real model's completions (results/real/cpu/REPORT.md): math-verify scores a restated sum as correct
+    from grpo_core.rewards import last_number, math_answer
+
+    completions = ["A fun math puzzle! 15+13 =", "15 + 13 = 28", "The sum is 28.", "28", "15 + 13 = 26 is the",
+                   "<think>15 + 13</think><answer>28</answer>", "2 + 18 is an interesting combination"]
+    answers = ["28"] * 6 + ["20"]
+    assert last_number(completions, answer=answers) == [0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0]
+    assert math_answer(completions[:1] + completions[-1:], answer=["28", "20"]) == [1.0, 1.0]  # the echo, evaluated
+    assert last_number(["x = 1.50"], answer=["1.5"]) == [1.0] and last_number(["5"], answer=["n/a"]) == [0.0]
