@@ -102,7 +102,7 @@ def report(prof, wall_s: float, steps: int, cuda: bool, top: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
-    from grpo_core.config import config_from_dict, parse_override
+    from grpo_core.config_loading import config_from_dict, parse_override
     from grpo_core.cpu_math import pin
     from sweeps.spec import load_spec
 

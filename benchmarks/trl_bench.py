@@ -134,7 +134,8 @@ def _mixed_precision(knobs: Knobs) -> str:
 
 
 def build_ours(setup: Setup, knobs: Knobs, path: str):
-    from grpo_core.config import GRPOConfig, validate
+    from grpo_core.config import GRPOConfig
+    from grpo_core.config_validation import validate
     from grpo_core.trainer import GRPOTrainer
 
     real = dict(dataset=str(REAL_DATA), reward_funcs=["math_answer"], use_peft=True, lora_r=LORA["r"],

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from .batch import GenerationBatch
-from .config import CHECKPOINT_STATE, save_config
+from .checkpoint_compat import CHECKPOINT_STATE
+from .config import save_config
 from .errors import UserInputError
 from .files import staged_folder
 

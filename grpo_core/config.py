@@ -1,8 +1,13 @@
-"""One flat, documented config for a GRPO run.
+"""One flat, documented config for a GRPO run: the schema.
 
 Every value a run uses comes from a `GRPOConfig`; `config.yaml` in the run folder and the
 MLflow params are written from the same object (`to_dict`). Names follow TRL's GRPOConfig
 where TRL has the knob. A YAML file may be partial: every key has a default.
+
+The config's other jobs live beside it, one module each: `config_values` turns YAML values into
+the declared types, `config_validation` checks values and combinations (`validate`,
+`check_inputs`), `checkpoint_compat` compares a checkpoint's config with a run's, and
+`config_loading` reads a YAML file and `--set key=value` overrides (`load_config`).
 """
 
 from __future__ import annotations
@@ -11,21 +16,16 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, get_args, get_origin, get_type_hints
+from typing import Any, Optional, get_type_hints
 
-import yaml
-
-from . import defaults
-from .errors import ConfigError, UserInputError
-from .yaml_files import dump_yaml, parse_yaml_value, read_yaml_mapping
+from . import axes, defaults
+from .yaml_files import dump_yaml
 
 TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stores: a file, a folder, a server
 
 # Allowed names of the string-valued switches: the variant axes' names are the names registered in
-# the modules that implement them (grpo_core/axes.py, checked there); the others are listed here.
-# Each error lists the allowed names.
-from . import axes  # noqa: E402
-from .cpu_math import MODES as CPU_MATH_MODES  # noqa: E402
+# the modules that implement them (grpo_core/axes.py, checked there); the others are listed here
+# (cpu_math's in grpo_core/cpu_math.py). Each error lists the allowed names.
 
 LOSS_TYPES = tuple(axes.LOSS_TYPES)  # the names, for the commands that take a loss type (grpo bench)
 SCALE_REWARDS = tuple(axes.REWARD_SCALES)
@@ -326,341 +326,9 @@ def field_type(key: str):
     return _HINTS[key]
 
 
-_INT_LIMIT = 2 ** 63
-
-
-def _short(value: Any) -> str:
-    """A value for an error line: its repr, cut to 60 characters (a 10 MB string stays one line)."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
-
-
-def _finite_number(key: str, value: Any) -> float:
-    number = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except OverflowError:  # an integer beyond float range
-            number = math.inf
-    elif isinstance(value, str):  # PyYAML reads 1e-4 (no dot) as a string
-        try:
-            number = float(value)
-        except ValueError:
-            pass
-    if number is None:
-        raise ConfigError(key, f"expected a number, got {_short(value)}")
-    if not math.isfinite(number):  # 1e400 reads as inf, 10**400 does not fit a float
-        raise ConfigError(key, f"got {_short(value)}, which is not a finite number; allowed: a finite number")
-    return number
-
-
-def coerce_value(key: str, value: Any) -> Any:
-    """Convert a YAML value to the field's type, or raise a ConfigError naming the type."""
-    hint = _HINTS[key]
-    optional = get_origin(hint) is not None and type(None) in get_args(hint)
-    if optional:
-        if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
-            return None
-        hint = next(a for a in get_args(hint) if a is not type(None))
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(key, f"expected true or false, got {_short(value)}")
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise ConfigError(key, f"expected an integer, got {_short(value)}")
-        if not -_INT_LIMIT <= value < _INT_LIMIT:  # torch, numpy and the OS take 64-bit integers
-            raise ConfigError(key, f"got {_short(value)}; allowed: an integer of magnitude below 2^63")
-        return value
-    if hint is float:
-        return _finite_number(key, value)
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(key, f"expected a string, got {_short(value)}")
-    if get_args(hint) == (float,):  # list[float]: YAML numbers, or a flow list in a string (grid values)
-        if isinstance(value, str):
-            value = parse_yaml_value(value) if value.strip().startswith("[") else [value]
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = [value]
-        if isinstance(value, list):
-            return [_finite_number(key, v) for v in value]
-        raise ConfigError(key, f"expected a list of numbers, got {_short(value)}")
-    if get_origin(hint) is list or hint is list:
-        if isinstance(value, str):
-            return [value]
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return list(value)
-        raise ConfigError(key, f"expected a list of strings, got {_short(value)}")
-    raise AssertionError(f"unhandled type for {key}: {hint}")
-
-
-def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(key, f"unknown value {_short(value)}; allowed: {', '.join(allowed)}")
-
-
-def batch_split_problem(cfg: GRPOConfig, num_processes: int) -> Optional[ConfigError]:
-    """The one rule for splitting a step's batch: P processes each sample prompts_per_step / P whole
-    groups, and gradient_accumulation_steps divides each process's completions into equal
-    micro-batches. The error naming the key that breaks it, or None. validate checks it for one
-    process, `grpo train --num-processes` before launching, the trainer for the processes it has."""
-    if cfg.prompts_per_step % num_processes:
-        return ConfigError("prompts_per_step", f"{cfg.prompts_per_step} does not split over {num_processes} processes; "
-                                               f"allowed: a multiple of {num_processes}")
-    local = cfg.prompts_per_step // num_processes * cfg.num_generations  # completions per process
-    if local % cfg.gradient_accumulation_steps:
-        where = "the generation batch prompts_per_step × num_generations" if num_processes == 1 else \
-            f"the completions of each of {num_processes} processes"
-        return ConfigError("gradient_accumulation_steps", f"got {cfg.gradient_accumulation_steps}; allowed: a divisor "
-                                                          f"of {where} = {local} completions")
-    return None
-
-
-def validate(cfg: GRPOConfig) -> GRPOConfig:
-    """Check every value and combination; raise ConfigError naming the key and what is allowed.
-    No I/O beyond checking that paths exist, and `cfg` is left as it is: returns the config with
-    the values that depend on others filled in (tiny_pretrain_steps: the task's). What needs
-    reading (a dataset's columns, a reward function's module, a checkpoint's config) is
-    check_inputs."""
-    from .models import check_model_name
-    from .rewards import check_reward_list
-    from .tasks import TASKS, check_dataset_source, reward_funcs_of
-
-    def require(cond: bool, key: str, allowed: str) -> None:
-        if not cond:
-            raise ConfigError(key, f"got {_short(getattr(cfg, key))}; allowed: {allowed}")
-
-    axes.check(cfg)  # every variant axis whose values are names: a registered name (grpo_core/axes.py)
-    _one_of("dtype", cfg.dtype, DTYPES)
-    require(cfg.lora_r >= 1, "lora_r", "an integer ≥ 1")
-    require(cfg.lora_alpha >= 1, "lora_alpha", "an integer ≥ 1")
-    require(0 <= cfg.lora_dropout < 1, "lora_dropout", "a number in [0, 1)")
-    require(all(isinstance(m, str) and m for m in cfg.lora_target_modules), "lora_target_modules",
-            "a list of module names, e.g. [q_proj, v_proj]")
-    if cfg.gguf_file is not None:
-        if not Path(cfg.model).expanduser().is_dir():
-            raise ConfigError("gguf_file", f"needs `model` to be a local directory holding it; model is {cfg.model!r}")
-        if not (Path(cfg.model).expanduser() / cfg.gguf_file).is_file():
-            raise ConfigError("gguf_file", f"no file {cfg.gguf_file!r} in {cfg.model}; allowed: a .gguf file "
-                                           f"in that directory")
-    if cfg.dataset is not None:
-        check_dataset_source(cfg.dataset)
-    require(cfg.max_num_gen_batches >= 1, "max_num_gen_batches", "an integer ≥ 1 (generation rounds per step)")
-    _one_of("decode", cfg.decode, DECODE_MODES)
-    require(cfg.eos_check_every >= 0, "eos_check_every", "an integer ≥ 0 (0 = auto)")
-    require(cfg.log_completions_per_step >= 0, "log_completions_per_step", "an integer ≥ 0 (0 = every completion)")
-    require(cfg.num_completions_to_print >= 0, "num_completions_to_print", "an integer ≥ 0 (0 = none)")
-    _one_of("mixed_precision", cfg.mixed_precision, MIXED_PRECISION)
-    _one_of("device", cfg.device, DEVICES)
-    _one_of("cpu_math", cfg.cpu_math, CPU_MATH_MODES)
-    _one_of("task", cfg.task, tuple(TASKS))
-    check_reward_list(cfg.reward_funcs)
-    rewards = reward_funcs_of(cfg)
-    require(not cfg.reward_weights or len(cfg.reward_weights) == len(rewards), "reward_weights",
-            f"one weight per reward function: {len(rewards)} ({', '.join(rewards)})")
-    require(cfg.reward_workers >= 0, "reward_workers", "an integer ≥ 0 (0 = in the training process)")
-    require(math.isfinite(cfg.reward_timeout) and cfg.reward_timeout >= 0, "reward_timeout",
-            "a number of seconds ≥ 0 (0 = no limit)")
-    require(cfg.reward_timeout == 0 or cfg.reward_workers >= 1, "reward_timeout",
-            "0 unless reward_workers ≥ 1 (a timeout needs a worker process that can be stopped)")
-    require(math.isfinite(cfg.reward_timeout_value), "reward_timeout_value", "a finite number")
-
-    def finite(key: str) -> None:
-        require(math.isfinite(getattr(cfg, key)), key, "a finite number")
-
-    for key in ("learning_rate", "beta", "advantage_noise_std", "advantage_scale", "weight_decay",
-                "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps", "sapo_temperature_pos",
-                "sapo_temperature_neg", "entropy_coef"):
-        finite(key)
-    require(0 <= cfg.overlong_buffer_len <= cfg.max_completion_length, "overlong_buffer_len",
-            f"an integer in [0, max_completion_length = {cfg.max_completion_length}] (0 = off)")
-    require(math.isfinite(cfg.overlong_penalty_factor) and cfg.overlong_penalty_factor >= 0,
-            "overlong_penalty_factor", "a finite number ≥ 0")
-    require(not cfg.kl_in_reward or cfg.beta > 0, "kl_in_reward", "false unless beta > 0 (the KL's weight)")
-    require(not (cfg.kl_in_reward and cfg.zero_variance_groups == "resample"), "kl_in_reward",
-            "false with zero_variance_groups resample (it picks groups by reward before the KL is measured)")
-    require(0 < cfg.top_entropy_quantile <= 1, "top_entropy_quantile", "a number in (0, 1] (1 = every token)")
-    for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
-        require(getattr(cfg, key) > 0, key, "a number > 0 (the soft gate's temperature)")
-    require(cfg.learning_rate > 0, "learning_rate", "a number > 0")
-    require(cfg.beta >= 0, "beta", "a number ≥ 0 (0 = no reference model)")
-    require(cfg.advantage_noise_std >= 0, "advantage_noise_std", "a number ≥ 0 (0 = off)")
-    require(cfg.advantage_noise_steps >= 0, "advantage_noise_steps", "an integer ≥ 0 (0 = every step)")
-    require(cfg.advantage_scale > 0, "advantage_scale", "a number > 0 (1 = off)")
-    require(cfg.weight_decay >= 0, "weight_decay", "a number ≥ 0")
-    require(0 <= cfg.adam_beta1 < 1, "adam_beta1", "a number in [0, 1)")
-    require(0 <= cfg.adam_beta2 < 1, "adam_beta2", "a number in [0, 1)")
-    require(0 < cfg.adam_epsilon < 1, "adam_epsilon", "a number in (0, 1)")  # larger: Adam barely moves a weight
-    require(cfg.max_grad_norm >= 0, "max_grad_norm", "a number ≥ 0 (0 = no clipping)")
-    require(cfg.max_steps >= 1, "max_steps", "an integer ≥ 1")
-    require(cfg.warmup_steps >= 0, "warmup_steps", "an integer ≥ 0 (0 = warmup off)")
-    require(0 <= cfg.warmup_ratio < 1, "warmup_ratio", "a number in [0, 1) (0 = warmup off)")
-    require(cfg.warmup_steps <= cfg.max_steps, "warmup_steps",
-            f"an integer ≤ max_steps ({cfg.max_steps}): warmup cannot be longer than the run")
-    require(cfg.prompts_per_step >= 1, "prompts_per_step", "an integer ≥ 1")
-    require(cfg.num_generations >= 2, "num_generations",
-            "an integer ≥ 2 (a group needs two completions to have a spread)")
-    require(cfg.num_iterations >= 1, "num_iterations", "an integer ≥ 1")
-    require(cfg.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "an integer ≥ 1")
-    if (problem := batch_split_problem(cfg, 1)) is not None:
-        raise problem
-    require(0 < cfg.epsilon < 1, "epsilon", "a number in (0, 1)")
-    if cfg.delta is not None:
-        require(math.isfinite(cfg.delta) and cfg.delta > 1, "delta",
-                "a number > 1 (TRL recommends > 1 + epsilon_high), or null for no two-sided clip")
-    if cfg.epsilon_high is not None:
-        require(math.isfinite(cfg.epsilon_high) and cfg.epsilon_high > 0, "epsilon_high",
-                "a number > 0, or null for epsilon_high = epsilon")
-    require(cfg.max_completion_length >= 1, "max_completion_length", "an integer ≥ 1")
-    require(cfg.temperature > 0, "temperature", "a number > 0")
-    require(0 < cfg.top_p <= 1, "top_p", "a number in (0, 1] (1 = off)")
-    require(cfg.top_k >= 0, "top_k", "an integer ≥ 0 (0 = off)")
-    require(cfg.baseline_prompts >= 1, "baseline_prompts", "an integer ≥ 1")
-    # any stl_window ≥ 1 trains: a run shorter than 2 windows records why it has no steps_to_learn
-    require(cfg.stl_window >= 1, "stl_window", "an integer ≥ 1")
-    require(cfg.stl_delta >= 0, "stl_delta", "a number ≥ 0")
-    require(cfg.loss_departure_eps > 0, "loss_departure_eps", "a number > 0")
-    require(cfg.eval_every >= 0, "eval_every", "an integer ≥ 0 (0 = eval off)")
-    require(cfg.eval_prompts >= 1, "eval_prompts", "an integer ≥ 1")
-    require(cfg.num_threads >= 0, "num_threads", "an integer ≥ 0 (0 = torch's default)")
-    require(0 <= cfg.seed < 2 ** 32, "seed", "an integer in [0, 2^32 − 1] (numpy's seed range)")
-    if cfg.device == "cuda" or cfg.mixed_precision in ("bf16", "fp16") or cfg.decode == "graph":
-        import torch
-
-        has_cuda = torch.cuda.is_available()
-        require(cfg.device != "cuda" or has_cuda, "device", "auto or cpu: no CUDA GPU is visible to torch here")
-        on_gpu = has_cuda and cfg.device != "cpu"
-        require(cfg.mixed_precision != "fp16" or on_gpu, "mixed_precision",
-                "auto, no or bf16 on a CPU (fp16 autocast and loss scaling need a CUDA GPU)")
-        require(cfg.decode != "graph" or on_gpu, "decode", "auto, dynamic or static on a CPU (graph needs CUDA)")
-    require(cfg.mlflow_tracking_uri.startswith(TRACKING_SCHEMES), "mlflow_tracking_uri",
-            f"a store URI starting with {', '.join(TRACKING_SCHEMES)}")
-    require(bool(cfg.mlflow_experiment.strip()), "mlflow_experiment", "a non-empty name")
-    require(cfg.save_steps >= 0, "save_steps", "an integer ≥ 0 (0 = no checkpoints)")
-    require(cfg.tiny_pretrain_steps is None or cfg.tiny_pretrain_steps >= 0, "tiny_pretrain_steps",
-            "an integer ≥ 0, or null for the task's value")
-    if cfg.resume_from_checkpoint is not None:
-        check_checkpoint_folder(cfg.resume_from_checkpoint)
-    check_model_name(cfg.model)
-    if cfg.model != "tiny" and cfg.gguf_file is None and Path(cfg.model).expanduser().is_dir() \
-            and not (Path(cfg.model).expanduser() / "config.json").is_file():
-        raise ConfigError("model", f"{cfg.model!r} holds no config.json; allowed: a transformers model folder "
-                                   f"(config.json, weights, tokenizer), or gguf_file naming a GGUF file in it")
-    if cfg.tiny_pretrain_steps is None:  # the value used is the value logged
-        cfg = dataclasses.replace(cfg, tiny_pretrain_steps=TASKS[cfg.task].tiny_pretrain_steps)
-    return cfg
-
-
-def check_inputs(cfg: GRPOConfig) -> None:
-    """What validate does not read: the dataset loads and has both columns, every reward function
-    imports, a checkpoint was written by a run with this config. One-line ConfigError otherwise.
-    `grpo train` calls it before anything is written; a sweep once per distinct input."""
-    from .rewards import check_reward_names
-
-    if cfg.dataset is not None:
-        from .tasks import load_dataset_rows
-
-        load_dataset_rows(cfg.dataset, cfg.prompt_column, cfg.answer_column)
-    check_reward_names(cfg.reward_funcs)
-    if cfg.resume_from_checkpoint is not None:
-        check_checkpoint(cfg)
-    if cfg.model == "tiny":  # a base pretrained here needs a cache it can write
-        from .files import check_writable_folder
-        from .models import committed_base, tiny_cache_dir
-
-        steps = cfg.tiny_pretrain_steps
-        if committed_base(cfg.task, steps) is None and not (tiny_cache_dir(cfg.cache_dir, cfg.task, steps)
-                                                             / "config.json").is_file():
-            try:
-                check_writable_folder(cfg.cache_dir, "cache_dir")
-            except UserInputError as exc:
-                raise ConfigError("cache_dir", f"{str(exc).split(': ', 1)[1]} (needed to pretrain "
-                                               f"tiny_pretrain_steps={steps})") from None
-
-
 def save_config(cfg: GRPOConfig, folder: Path) -> None:
     """`folder/config.yaml`: the resolved config, every key (a run folder and each checkpoint)."""
     from .files import write_text_atomic
 
     write_text_atomic(Path(folder) / "config.yaml", dump_yaml(cfg.to_dict()))
 
-
-CHECKPOINT_STATE = "trainer_state.pt"
-_RESUME_MAY_DIFFER = {"resume_from_checkpoint", "save_steps", "run_name", "mlflow_tracking_uri",
-                      "mlflow_experiment", "num_threads"}
-
-
-def check_checkpoint_folder(path: str) -> None:
-    """The folder holds a checkpoint's two files (existence only)."""
-    folder = Path(path)
-    if not (folder / CHECKPOINT_STATE).is_file() or not (folder / "config.yaml").is_file():
-        raise ConfigError("resume_from_checkpoint", f"{str(folder)!r} is not a checkpoint folder "
-                                                    f"(allowed: a <run folder>/checkpoint-<step> folder)")
-
-
-def check_checkpoint(cfg: GRPOConfig) -> None:
-    """The checkpoint folder exists and was written by a run with the same config."""
-    folder = Path(cfg.resume_from_checkpoint)
-    check_checkpoint_folder(cfg.resume_from_checkpoint)
-    saved = yaml.safe_load((folder / "config.yaml").read_text()) or {}
-    current = cfg.to_dict()
-    for key, value in saved.items():
-        if key in _RESUME_MAY_DIFFER:
-            continue
-        if key in current and current[key] != value:
-            raise ConfigError("resume_from_checkpoint", f"the checkpoint was written with {key}={value!r}, "
-                                                        f"this config has {current[key]!r}; allowed: the same config")
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """`key=value` with the value parsed as a YAML scalar."""
-    if "=" not in text:
-        raise UserInputError(f"--set {text!r}: expected key=value")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    try:
-        value = parse_yaml_value(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key, value
-
-
-def unknown_key(key: Any, source: str) -> ConfigError:
-    """'unknown key', with the closest known keys as a suggestion (the full list is in the README)."""
-    import difflib
-
-    close = difflib.get_close_matches(str(key), FIELD_NAMES, n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else \
-        "see `python -m grpo_core.config_doc` or the README's config reference for the allowed keys"
-    return ConfigError(str(key), f"unknown key in {source}; {hint}")
-
-
-def config_from_dict(values: dict[str, Any], source: str = "config") -> GRPOConfig:
-    unknown = sorted((k for k in values if k not in FIELD_NAMES), key=str)
-    if unknown:
-        raise unknown_key(unknown[0], source)
-    kwargs = {k: coerce_value(k, v) for k, v in values.items()}
-    return validate(GRPOConfig(**kwargs))
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> GRPOConfig:
-    """Defaults, then the YAML file (may be partial), then `--set key=value` overrides; validated,
-    and its inputs checked (check_inputs)."""
-    values: dict[str, Any] = read_yaml_mapping(path) if path is not None else {}
-    source = str(path) if path is not None else "config"
-    seen = set()
-    for text in overrides:
-        key, value = parse_override(text)
-        if key not in FIELD_NAMES:
-            raise unknown_key(key, "--set")
-        if key in seen:
-            raise UserInputError(f"--set {key}: given twice; allowed: each key once")
-        seen.add(key)
-        values[key] = value
-    cfg = config_from_dict(values, source)
-    check_inputs(cfg)
-    return cfg

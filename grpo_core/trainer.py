@@ -26,7 +26,8 @@ from .advantages import AdvantageSettings, compute_advantages, normalize_rewards
 from .baseline import baseline_reward
 from .batch import GenerationBatch
 from .checkpoint import load_checkpoint, save_checkpoint
-from .config import GRPOConfig, batch_split_problem
+from .config import GRPOConfig
+from .config_validation import batch_split_problem
 from .cpu_math import check_process
 from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions

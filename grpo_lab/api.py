@@ -34,7 +34,7 @@ __all__ = ["GRPOConfig", "Run", "Sweep", "config", "read_run", "report", "sweep"
 def config(path: Optional[str | Path] = None, **values: Any) -> GRPOConfig:
     """A validated config: the defaults, then the YAML file at `path` (any subset of the keys),
     then `values`. Unknown keys and bad values raise ConfigError naming the key and what is allowed."""
-    from grpo_core.config import config_from_dict
+    from grpo_core.config_loading import config_from_dict
     from grpo_core.yaml_files import read_yaml_mapping
 
     data = dict(read_yaml_mapping(path)) if path is not None else {}
@@ -94,7 +94,7 @@ def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] 
     (the defaults); `values` override keys of either. `mlflow`: also record it in
     cfg.mlflow_tracking_uri (as `grpo train` does unless --no-mlflow). A run resumed from a
     checkpoint (resume_from_checkpoint) goes on in the checkpoint's folder unless `out` says otherwise."""
-    from grpo_core.config import validate
+    from grpo_core.config_validation import validate
     from grpo_core.cpu_math import check_process
     from grpo_core.run import run_training
 

@@ -113,7 +113,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_train(args) -> int:
-    from grpo_core.config import load_config
+    from grpo_core.config_loading import load_config
 
     cfg = load_config(args.config, args.overrides)
     run_name = cfg.run_name or cfg.default_run_name()
@@ -158,7 +158,7 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
     if n < 1 or world_size() > 1:
         raise UserInputError(f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
                              f"allowed: an integer ≥ 1, given to a plain `grpo train`")
-    from grpo_core.config import batch_split_problem
+    from grpo_core.config_validation import batch_split_problem
 
     if (problem := batch_split_problem(cfg, n)) is not None:
         raise UserInputError(f"--num-processes: {n} processes cannot share the batch: {problem}")

@@ -36,7 +36,7 @@ SEEDS = (0, 1, 2)
 
 
 def base_config(dataset: str, **overrides):
-    from grpo_core.config import config_from_dict
+    from grpo_core.config_loading import config_from_dict
     from grpo_core.yaml_files import read_yaml_mapping
 
     base = dict(read_yaml_mapping(SPEC)["base"])

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from grpo_core.config import FIELD_NAMES, GRPOConfig, coerce_value, check_inputs, config_from_dict, field_type
+from grpo_core.config import FIELD_NAMES, GRPOConfig, field_type
+
+from grpo_core.config_loading import config_from_dict
+
+from grpo_core.config_validation import check_inputs
+
+from grpo_core.config_values import coerce_value
 from grpo_core.errors import ConfigError, UserInputError
 from grpo_core.run_metrics import CENSORED, censored_at
 from grpo_core.yaml_files import read_yaml_mapping

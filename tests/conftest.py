@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(items):
 
 
 def make_cfg(**overrides):
-    from grpo_core.config import config_from_dict
+    from grpo_core.config_loading import config_from_dict
 
     values = dict(cache_dir=str(CACHE), max_steps=4, baseline_prompts=16, eval_prompts=32)
     values.update(overrides)

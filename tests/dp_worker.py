@@ -64,7 +64,7 @@ def share(batch, rank: int, processes: int):
 
 def one_step(batch, loss_type: str, micro_batches: int, processes: int, rank: int, dropped: bool = False) -> dict:
     """Gradients (per parameter name) and metrics of one optimizer step on this process's share."""
-    from grpo_core.config import load_config
+    from grpo_core.config_loading import load_config
     from grpo_core.trainer import GRPOTrainer
 
     trainer = GRPOTrainer(load_config(None, settings(loss_type, micro_batches)))

@@ -170,7 +170,7 @@ def test_normalize_then_sum_by_hand():
 
 def test_normalize_then_sum_needs_batch_scaling_as_trl_divides():
     from conftest import make_cfg
-    from grpo_core.config import validate
+    from grpo_core.config_validation import validate
     from grpo_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="multi_objective_aggregation: got normalize_then_sum with scale_rewards "

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import make_cfg
 from grpo_core import axes
-from grpo_core.config import GRPOConfig, validate
+from grpo_core.config import GRPOConfig
+from grpo_core.config_validation import validate
 from grpo_core.errors import ConfigError
 
 

@@ -268,7 +268,7 @@ def test_cispo_by_hand_unequal_lengths_and_a_clipped_weight():
 
 def test_cispo_refuses_sequence_level_ratios_as_trl_does():
     from conftest import make_cfg
-    from grpo_core.config import validate
+    from grpo_core.config_validation import validate
     from grpo_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="loss_type: got cispo with importance_sampling_level 'sequence'"):
@@ -304,7 +304,7 @@ def test_sapo_by_hand_a_soft_gate_per_sign_of_the_advantage():
 
 def test_sapo_temperatures_must_be_positive():
     from conftest import make_cfg
-    from grpo_core.config import validate
+    from grpo_core.config_validation import validate
     from grpo_core.errors import ConfigError
 
     for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
@@ -339,7 +339,7 @@ def test_top_entropy_quantile_by_hand():
 
 def test_top_entropy_quantile_must_be_a_share():
     from conftest import make_cfg
-    from grpo_core.config import validate
+    from grpo_core.config_validation import validate
     from grpo_core.errors import ConfigError
 
     for bad in (0.0, -0.1, 1.5, float("nan")):
@@ -380,7 +380,7 @@ def test_kl_estimators_by_hand():
 
 def test_delta_must_exceed_one():
     from conftest import make_cfg
-    from grpo_core.config import validate
+    from grpo_core.config_validation import validate
     from grpo_core.errors import ConfigError
 
     for bad in (1.0, 0.5, float("inf")):
@@ -399,7 +399,7 @@ def test_kl_in_reward_leaves_the_loss_without_its_kl_term_but_measures_it():
 
 def test_kl_in_reward_needs_a_kl_weight_and_no_resampling():
     from conftest import make_cfg
-    from grpo_core.config import validate
+    from grpo_core.config_validation import validate
     from grpo_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="kl_in_reward: got True; allowed: false unless beta > 0"):

@@ -124,7 +124,7 @@ def test_bad_real_model_inputs_one_line_exit_2_nothing_written(tmp_path, capsys)
 
 
 def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
-    from grpo_core.config import config_from_dict
+    from grpo_core.config_loading import config_from_dict
     from grpo_core.yaml_files import read_yaml_mapping
 
     spec = read_yaml_mapping(ROOT / "experiments" / "smollm2_arith_warmup.yaml")
@@ -153,7 +153,7 @@ def test_the_newer_axes_train_two_steps_of_smollm2(smollm2, tmp_path):
     """The axes added through the table (RLOO, CISPO, SAPO, normalize_then_sum, top_entropy_quantile,
     the entropy bonus, the overlong penalty, k2) on the real model with LoRA: 2 steps each of two
     configs that cover them, finite and logged."""
-    from grpo_core.config import config_from_dict
+    from grpo_core.config_loading import config_from_dict
     from grpo_core.run import read_metrics, run_training
 
     base = {"model": str(smollm2), "dataset": str(ROOT / "data" / "real" / "add_small.jsonl"), "use_peft": True,

@@ -1,0 +1,37 @@
+"""Whether a checkpoint folder can resume a run: its two files exist, and the config it was written
+with is the run's config (but the keys a resumed run may change). No torch: validation uses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .config import GRPOConfig
+from .errors import ConfigError
+
+CHECKPOINT_STATE = "trainer_state.pt"
+_RESUME_MAY_DIFFER = {"resume_from_checkpoint", "save_steps", "run_name", "mlflow_tracking_uri",
+                      "mlflow_experiment", "num_threads"}
+
+
+def check_checkpoint_folder(path: str) -> None:
+    """The folder holds a checkpoint's two files (existence only)."""
+    folder = Path(path)
+    if not (folder / CHECKPOINT_STATE).is_file() or not (folder / "config.yaml").is_file():
+        raise ConfigError("resume_from_checkpoint", f"{str(folder)!r} is not a checkpoint folder "
+                                                    f"(allowed: a <run folder>/checkpoint-<step> folder)")
+
+
+def check_checkpoint(cfg: GRPOConfig) -> None:
+    """The checkpoint folder exists and was written by a run with the same config."""
+    folder = Path(cfg.resume_from_checkpoint)
+    check_checkpoint_folder(cfg.resume_from_checkpoint)
+    saved = yaml.safe_load((folder / "config.yaml").read_text()) or {}
+    current = cfg.to_dict()
+    for key, value in saved.items():
+        if key in _RESUME_MAY_DIFFER:
+            continue
+        if key in current and current[key] != value:
+            raise ConfigError("resume_from_checkpoint", f"the checkpoint was written with {key}={value!r}, "
+                                                        f"this config has {current[key]!r}; allowed: the same config")
