@@ -106,51 +106,15 @@ def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] 
     folder = Path(out) if out is not None else default_run_folder(cfg)
     resume_dir = Path(cfg.resume_from_checkpoint).parent if cfg.resume_from_checkpoint else None
     in_place = resume_dir is not None and folder.resolve() == resume_dir.resolve()
-    logger = None
-    if mlflow:  # the MLflow run is created only once training has started
-        from grpo_core.mlflow_logging import check_tracking_uri
+    if not mlflow:
+        run_training(cfg, folder, progress=progress, allow_existing=in_place)
+        return read_run(folder)
+    from grpo_core.logged_run import train_logged
+    from grpo_core.mlflow_logging import check_tracking_uri
 
-        check_tracking_uri(cfg.mlflow_tracking_uri, flag="mlflow_tracking_uri")
-        logger = LazyLogger(dict(tracking_uri=cfg.mlflow_tracking_uri, experiment=cfg.mlflow_experiment,
-                                 run_name=cfg.run_name or cfg.default_run_name(), params=cfg.to_dict(),
-                                 run_dir=folder))
-    run_training(cfg, folder, logger=logger, progress=progress, allow_existing=in_place)
+    check_tracking_uri(cfg.mlflow_tracking_uri, flag="mlflow_tracking_uri")
+    train_logged(cfg, folder, progress=progress, allow_existing=in_place)  # the MLflow run starts with training
     return read_run(folder)
-
-
-class LazyLogger:
-    """Creates the MLflow run at the first logged step, i.e. only once training really started. A
-    store that fails then (a server gone away) does not stop the run: the run folder is its record,
-    and the failure is reported when the run ends (grpo_core/run.py: RecordIncomplete)."""
-
-    def __init__(self, kwargs: dict):
-        self.kwargs, self.inner, self.error = kwargs, None, None
-
-    @property
-    def run_id(self):
-        """The MLflow run's id (creating it: the run folder records it when training starts)."""
-        inner = self._get()
-        return None if inner is None else inner.run_id
-
-    def _get(self):
-        if self.inner is None and self.error is None:
-            from grpo_core.mlflow_logging import MlflowRunLogger
-
-            try:
-                self.inner = MlflowRunLogger(**self.kwargs)
-            except Exception as exc:
-                self.error = exc
-        return self.inner
-
-    def log_step(self, metrics: dict) -> None:
-        if (inner := self._get()) is not None:
-            inner.log_step(metrics)
-
-    def end(self, summary: dict, status: str, run_dir) -> None:
-        if (inner := self._get()) is not None:
-            inner.end(summary, status, run_dir)
-        if self.error is not None:
-            raise self.error
 
 
 @dataclasses.dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 from grpo_core import defaults
@@ -116,13 +115,10 @@ def _cmd_train(args) -> int:
     from grpo_core.config_loading import load_config
 
     cfg = load_config(args.config, args.overrides)
-    run_name = cfg.run_name or cfg.default_run_name()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    from .api import default_run_folder
+
+    out = Path(args.out) if args.out else default_run_folder(cfg)  # a resumed run goes on in its own folder
     resume_dir = Path(cfg.resume_from_checkpoint).parent if cfg.resume_from_checkpoint else None
-    if args.out:
-        out = Path(args.out)
-    else:  # a resumed run goes on in its own folder
-        out = resume_dir or Path(defaults.RUNS) / f"{run_name}-{stamp}"
     resuming_in_place = resume_dir is not None and out.resolve() == resume_dir.resolve()
     if args.num_processes != 1:
         return _launch_processes(args, cfg, out, resuming_in_place)

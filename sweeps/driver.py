@@ -182,53 +182,37 @@ def _run_name(spec: SweepSpec, number: int, point: dict) -> str:
     return f"{spec.name}-t{number}-{','.join(parts)}{seed}"
 
 
-class _StepHook:
-    """The run's logger, plus a call after every step (the sweep's progress, when it trains here)."""
-
-    def __init__(self, inner, on_step):
-        self.inner, self.on_step = inner, on_step
-        self.run_id = inner.run_id
-
-    def log_step(self, metrics: dict) -> None:
-        self.inner.log_step(metrics)
-        self.on_step()
-
-    def end(self, summary: dict, status: str, run_dir) -> None:
-        self.inner.end(summary, status, run_dir)
-
-
 def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
                out_dir: Path, on_run=None, on_step=None) -> tuple[dict, str]:
-    """Train one config with its own MLflow run (child of `parent_run_id`); returns (summary, run id).
-    `on_run(run_id)` is called as soon as the run exists (the trial records it, so that the run
-    can be ended as KILLED if this process dies); `on_step()` after every step."""
+    """One trial's run, recorded as every run is (grpo_core/logged_run.py), as a child of
+    `parent_run_id` in the sweep's store and experiment, with its reward curve; returns (summary,
+    run id). The MLflow run exists before the model loads: `on_run(run_id)` records it in the trial,
+    so that the run can be ended as KILLED if this process dies. A run that trained to the end but
+    whose MLflow record failed stands, with `record_error` (the record is repaired later)."""
     from grpo_core.errors import RecordIncomplete
-    from grpo_core.run import read_metrics, run_training
+    from grpo_core.logged_run import train_logged
+    from grpo_core.run import read_metrics
 
     from .plots import reward_curve_png
 
-    logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, run_name, cfg.to_dict(), tags=tags,
-                             parent_run_id=parent_run_id, run_dir=out_dir)
-    if on_run is not None:
-        on_run(logger.run_id)
+    def figure(folder: Path, summary: dict) -> Path:
+        return reward_curve_png(read_metrics(folder / "metrics.jsonl"), summary.get("baseline_reward"),
+                                cfg.stl_window, folder / "reward_curve.png")
+
+    run_ids = []
+
+    def created(run_id: str) -> None:
+        run_ids.append(run_id)
+        if on_run is not None:
+            on_run(run_id)
+
     try:
-        summary = run_training(cfg, out_dir, logger=logger if on_step is None else _StepHook(logger, on_step),
-                               progress=False)
+        return train_logged(cfg, out_dir, tracking_uri=ctx.tracking_uri, experiment=spec.experiment,
+                            run_name=run_name, tags=tags, parent_run_id=parent_run_id, create_now=True,
+                            on_run=created, on_step=on_step, figure=figure)
     except RecordIncomplete as exc:  # trained to the end: the result stands; MLflow's record is repaired later
         print(f"grpo sweep: {exc}", file=sys.stderr, flush=True)
-        return {**exc.summary, "record_error": str(exc)}, logger.run_id
-    except BaseException as exc:
-        if not logger.ended:  # failed before training started (e.g. while loading the model)
-            status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
-            logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
-        raise
-    png = reward_curve_png(read_metrics(out_dir / "metrics.jsonl"), summary.get("baseline_reward"),
-                           cfg.stl_window, out_dir / "reward_curve.png")
-    try:
-        logger.client.log_artifact(logger.run_id, str(png))
-    except Exception as exc:  # the store went away after the run was recorded: the figure is in the run folder
-        summary = {**summary, "record_error": f"reward_curve.png not logged to MLflow: {type(exc).__name__}"}
-    return summary, logger.run_id
+        return {**exc.summary, "record_error": str(exc)}, run_ids[0]
 
 
 def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> float:
@@ -404,6 +388,7 @@ def _preload_for_fork(model_dirs: list[str]) -> None:
     import grpo_core.run  # noqa: F401
     import grpo_core.trainer  # noqa: F401
     import grpo_core.mlflow_logging  # noqa: F401
+    import grpo_core.logged_run  # noqa: F401
 
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
