@@ -245,7 +245,7 @@ def logps_check(ours) -> float:
 
     batch = ours.generate_batch()
     model = ours.policy
-    size = ours.cfg.generation_batch_size // ours.cfg.gradient_accumulation_steps
+    size = ours.cfg.completions_per_step // ours.cfg.gradient_accumulation_steps
     with torch.no_grad():
         used, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
                                    batch.completion_mask, ours.cfg.temperature, group_size=ours._group_size(size))

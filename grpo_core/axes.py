@@ -14,7 +14,7 @@ Stages, in a step's order (trainer.generate_batch, then trainer.optimize):
     groups       which groups enter the loss (zero-variance groups)
     tokens       which tokens enter the loss (the loss mask)
     loss         importance ratio -> surrogate -> aggregation (loss.grpo_loss)
-    schedule     the learning rate per optimizer step
+    schedule     the learning rate per optimizer step; how many steps one generation batch feeds
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ AXES: tuple[Axis, ...] = (
          KL_ESTIMATORS, note="β · the KL estimate to the reference, aggregated as the policy loss (or, with "
                              "kl_in_reward, summed per completion and taken from its reward); β 0 = no reference "
                              "model"),
+    Axis("generation reuse", ("num_iterations", "steps_per_generation"), "schedule",
+         "trainer.train_step (the generation batch's slices), trainer.optimize",
+         note="μ passes over each generation batch; TRL's steps_per_generation = k × gradient_accumulation_steps "
+              "splits one batch of k × prompts_per_step prompts over k optimizer steps (advantages over the whole "
+              "batch; the later steps off-policy, with stored old log-probs); 1 and null = one step per batch"),
     Axis("warmup and schedule", ("lr_scheduler_type", "warmup_steps", "warmup_ratio"), "schedule",
          "schedule.SCHEDULERS", "C2", SCHEDULERS),
 )

@@ -1,5 +1,5 @@
 """One generation batch as the optimizer steps consume it: what the trainer samples, scores and
-normalizes (trainer.generate_batch), and what a checkpoint saves mid-batch (num_iterations > 1).
+normalizes (trainer.generate_batch), and what a checkpoint saves mid-batch (k × μ > 1 steps per batch).
 A module of its own, so that the checkpoint and the trainer both import it and not each other."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ class GenerationBatch:
     completion_ids: torch.Tensor  # (B, T)
     completion_mask: torch.Tensor  # (B, T)
     advantages: torch.Tensor  # (B,)
-    old_logps: Optional[torch.Tensor]  # (B, T) when μ > 1
+    old_logps: Optional[torch.Tensor]  # (B, T) when k × μ > 1
     ref_logps: Optional[torch.Tensor]  # (B, T) when β > 0
     metrics: dict  # reward, advantage and completion metrics of this batch
     loss_mask: Optional[torch.Tensor] = None  # (B, T) completion_mask less dropped groups, masked truncated rows
-    live_sequences: Optional[float] = None  # sequences left in the loss (÷ P) when groups are dropped
+    live_sequences: Optional[list] = None  # per step's slice (k), sequences left in the loss (÷ P) when groups are dropped
     completions: list = dataclasses.field(default_factory=list)  # the rows completions.jsonl keeps (log_completions)
 
     def __post_init__(self):

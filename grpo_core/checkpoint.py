@@ -40,13 +40,13 @@ def _as_tuple(state):
 def save_checkpoint(trainer, run_dir: Path, history: dict) -> Optional[Path]:
     """Write `run_dir/checkpoint-<step>` (atomically: a temporary folder, then a rename) and
     remove older checkpoints. Holds everything the next step depends on: weights, optimizer
-    and schedule, the four random streams, the batch being reused (μ > 1), the history. On P
+    and schedule, the four random streams, the generation batch being consumed (k × μ > 1), the history. On P
     processes every process calls this (its sampling stream and batch are gathered) and
     process 0 writes; the others return None."""
     import shutil
 
     batch = None
-    if trainer._batch is not None and trainer.step % trainer.cfg.num_iterations != 0:
+    if trainer._batch is not None and trainer.step % trainer.cfg.reuse_steps != 0:
         batch = {f.name: getattr(trainer._batch, f.name) for f in dataclasses.fields(trainer._batch)}
     per_process = None
     if trainer.num_processes > 1:  # what differs between processes: the sampling stream and the batch

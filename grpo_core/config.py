@@ -118,8 +118,15 @@ class GRPOConfig:
     num_generations: int = 8
     """G: completions per prompt (a group). At least 2."""
     num_iterations: int = 1
-    """μ: optimizer steps per generation batch. μ > 1 reuses the batch with stored old
+    """μ: passes over each generation batch. μ > 1 reuses the batch with stored old
     log-probs, so the ratio departs from 1 and clipping acts."""
+    steps_per_generation: Optional[int] = None
+    """TRL's: micro-batches per generation batch, a multiple of gradient_accumulation_steps; null
+    = gradient_accumulation_steps (one optimizer step per generation). k = this ÷
+    gradient_accumulation_steps > 1 samples k × prompts_per_step prompts at once, computes their
+    advantages together and feeds them to k optimizer steps of prompts_per_step whole groups each,
+    in draw order (TRL shuffles rows first); the later steps are off-policy (stored old log-probs).
+    A new generation batch every k × num_iterations steps."""
     beta: float = 0.0
     """KL coefficient (k3 estimator against a frozen reference); 0 = no reference model."""
     epsilon: float = 0.2
@@ -292,9 +299,19 @@ class GRPOConfig:
 
     # ---- derived values ------------------------------------------------------------------
     @property
-    def generation_batch_size(self) -> int:
-        """Completions per generation batch."""
+    def completions_per_step(self) -> int:
+        """Completions per optimizer step (a generation batch holds steps_per_batch times as many)."""
         return self.prompts_per_step * self.num_generations
+
+    @property
+    def steps_per_batch(self) -> int:
+        """k: optimizer steps one generation batch's slices feed (steps_per_generation ÷ gradient_accumulation_steps)."""
+        return (self.steps_per_generation or self.gradient_accumulation_steps) // self.gradient_accumulation_steps
+
+    @property
+    def reuse_steps(self) -> int:
+        """Optimizer steps between two generation batches: k × μ. Above 1 the loss needs stored old log-probs."""
+        return self.steps_per_batch * self.num_iterations
 
     @property
     def effective_warmup_steps(self) -> int:

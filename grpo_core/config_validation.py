@@ -123,6 +123,10 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(cfg.num_generations >= 2, "num_generations",
             "an integer ≥ 2 (a group needs two completions to have a spread)")
     require(cfg.num_iterations >= 1, "num_iterations", "an integer ≥ 1")
+    if cfg.steps_per_generation is not None:
+        require(cfg.steps_per_generation >= 1 and cfg.steps_per_generation % cfg.gradient_accumulation_steps == 0,
+                "steps_per_generation", f"a multiple of gradient_accumulation_steps ({cfg.gradient_accumulation_steps}), "
+                                        f"or null for gradient_accumulation_steps")
     require(cfg.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "an integer ≥ 1")
     if (problem := batch_split_problem(cfg, 1)) is not None:
         raise problem

@@ -1,9 +1,11 @@
 """The GRPO training loop: sample G completions per prompt, score, compute advantages, and take
-μ optimizer steps per generation batch. The math lives in advantages.py and loss.py; this file
-only moves tensors, calls it, and gathers metrics.
+optimizer steps on them. The math lives in advantages.py and loss.py; this file only moves
+tensors, calls it, and gathers metrics.
 
-One optimizer step = one pass over the generation batch in `gradient_accumulation_steps`
-micro-batches. A new generation batch is sampled every `num_iterations` (μ) steps.
+One optimizer step = one slice of prompts_per_step whole groups, in `gradient_accumulation_steps`
+micro-batches. A generation batch holds k = steps_per_generation ÷ gradient_accumulation_steps
+slices (k = 1 by default: the step's own batch); it is sampled every k × num_iterations (μ) steps
+and its slices are passed over μ times.
 """
 
 from __future__ import annotations
@@ -150,7 +152,9 @@ class GRPOTrainer:
         if (problem := batch_split_problem(cfg, self.num_processes)) is not None:
             raise problem
         self.local_prompts = cfg.prompts_per_step // self.num_processes
-        self.local_batch = self.local_prompts * cfg.num_generations  # completions this process samples
+        self.local_batch = self.local_prompts * cfg.num_generations  # completions this process trains per step
+        self.gen_prompts = self.local_prompts * cfg.steps_per_batch  # prompts this process samples per generation
+        self.gen_batch = self.gen_prompts * cfg.num_generations  # completions this process samples per generation
         seed_everything(cfg.seed)
 
         self.task = (dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column) if cfg.dataset
@@ -190,7 +194,7 @@ class GRPOTrainer:
         self.loss_settings = LossSettings.from_config(cfg)  # what the loss reads, built once
         self.advantage_settings = AdvantageSettings.from_config(cfg)  # what the advantages read
         self.step = 0
-        self._batch: Optional[GenerationBatch] = None  # reused for μ steps
+        self._batch: Optional[GenerationBatch] = None  # its slices feed k × μ steps
         self.last_completions: list[dict] = []  # completions.jsonl rows of the last step (log_completions)
 
     def _make_decoder(self, use_cuda: bool):
@@ -322,7 +326,7 @@ class GRPOTrainer:
         completion_ids, completion_mask = batch.completion_ids, batch.completion_mask
         # rewards are computed (in the worker pool, if any) while the log-prob forwards run
         sampling_logps, ref_logps = self._old_and_ref_logps(prompt_ids, prompt_mask, completion_ids, completion_mask)
-        old_logps = sampling_logps if cfg.num_iterations > 1 else None  # μ = 1: the loss's old is logp.detach()
+        old_logps = sampling_logps if cfg.reuse_steps > 1 else None  # one step: the loss's old is logp.detach()
         per_func, timeouts = batch.collect(self)  # resampled: the timeouts of every round
         rewards = batch.rewards(cfg.reward_weights)  # (B,) the policy's reward, logged
         trained = batch.trained_rewards(self)  # (B,) what the advantages start from (aggregation, overlong penalty)
@@ -359,14 +363,16 @@ class GRPOTrainer:
             loss_mask = loss_mask * ended_here.unsqueeze(1).to(loss_mask.dtype)
         if cfg.zero_variance_groups != "keep":  # [Claim C6] zero-std groups leave the loss and its normalizer
             signal = signal_groups(trained, G)  # (all groups,)
-            mine = signal.repeat_interleave(G)[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]
+            mine = signal.repeat_interleave(G)[self.rank * self.gen_batch:(self.rank + 1) * self.gen_batch]
             loss_mask = loss_mask * mine.to(loss_mask.device).unsqueeze(1).to(loss_mask.dtype)
-            live = float(signal.sum()) * G / self.num_processes  # DDP averages: ÷ P (loss.aggregate)
-            metrics["groups/sampled"] = sampled
-            metrics["groups/dropped"] = sampled - float(signal.sum())
-            metrics["completions/generated"] = sampled * G
+            live = [float(part.sum()) * G / self.num_processes  # per step's slice; DDP averages: ÷ P (loss.aggregate)
+                    for part in self._slices(signal, self.local_prompts)]
+            k = cfg.steps_per_batch  # per optimizer step: the generation's counts ÷ k (k = 1: the step's own)
+            metrics["groups/sampled"] = sampled / k
+            metrics["groups/dropped"] = (sampled - float(signal.sum())) / k
+            metrics["completions/generated"] = sampled * G / k
         metrics = host_floats(metrics)  # the batch's tensor metrics to the host at once (one sync per device)
-        mine = advantages[self.rank * self.local_batch:(self.rank + 1) * self.local_batch]  # (B / P,)
+        mine = advantages[self.rank * self.gen_batch:(self.rank + 1) * self.gen_batch]  # (k · B / P,)
         records = (self._completion_records(batch, trained_per_func, rewards, advantages, ended_here)
                    if cfg.log_completions else [])
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask, mine.to(self.device),
@@ -379,7 +385,7 @@ class GRPOTrainer:
         was cut at max_completion_length. Reads what the step computed; draws nothing."""
         n, rows_here, G = self.cfg.log_completions_per_step, batch.completion_ids.shape[0], self.cfg.num_generations
         rows = list(range(rows_here)) if n == 0 or n >= rows_here else [i * rows_here // n for i in range(n)]
-        first = self.rank * self.local_batch  # this process's rows in the whole batch's rewards
+        first = self.rank * self.gen_batch  # this process's rows in the whole batch's rewards
         texts = self._decode(batch.completion_ids[rows])
         lengths = batch.completion_mask[rows].sum(dim=1).tolist()
         return [{"step": self.step + 1, "prompt": batch.prompts[i // G], "completion": text,
@@ -389,12 +395,12 @@ class GRPOTrainer:
                 for i, text, length in zip(rows, texts, lengths)]
 
     def _sample_round(self) -> "_Round":
-        """This process's share of prompts_per_step prompts, drawn from the one prompt stream, with
-        G completions each, their scoring started."""
+        """This process's share of the generation batch's k × prompts_per_step prompts, drawn from the
+        one prompt stream, with G completions each, their scoring started."""
         cfg, G = self.cfg, self.cfg.num_generations
-        # every process draws the step's prompts (one stream) and keeps its share of whole groups
-        idx = [self.prompt_rng.randrange(len(self.train_set)) for _ in range(cfg.prompts_per_step)]
-        unique = self.train_set[idx[self.rank * self.local_prompts:(self.rank + 1) * self.local_prompts]]
+        # every process draws the batch's prompts (one stream) and keeps its share of whole groups
+        idx = [self.prompt_rng.randrange(len(self.train_set)) for _ in range(cfg.prompts_per_step * cfg.steps_per_batch)]
+        unique = self.train_set[idx[self.rank * self.gen_prompts:(self.rank + 1) * self.gen_prompts]]
         rows = {k: [v for v in vals for _ in range(G)] for k, vals in unique.items()}  # groups contiguous
         prompt_ids, prompt_mask = self._encode(unique["prompt"], repeat=G)  # (B, P)
         completion_ids, completion_mask = self._sample(prompt_ids, prompt_mask, self.sample_gen, group_size=G)
@@ -404,9 +410,9 @@ class GRPOTrainer:
     def _old_and_ref_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
         cfg = self.cfg
         old_logps = ref_logps = None
-        if cfg.num_iterations > 1 or cfg.beta > 0:
+        if cfg.reuse_steps > 1 or cfg.beta > 0:
             with self._autocast():
-                if cfg.num_iterations > 1 or cfg.kl_in_reward:  # the sampling policy's log-probs
+                if cfg.reuse_steps > 1 or cfg.kl_in_reward:  # the sampling policy's log-probs
                     old_logps = self._micro_batched_logps(self.model, prompt_ids, prompt_mask,
                                                           completion_ids, completion_mask)
                 if cfg.beta > 0:  # LoRA: the reference is this network with its adapters off
@@ -418,13 +424,13 @@ class GRPOTrainer:
         return old_logps, ref_logps
 
     def _resample(self, first: "_Round") -> tuple["_Round", float]:
-        """[Claim C6] DAPO's dynamic sampling: more rounds of prompts_per_step prompts until every
-        process holds local_prompts groups whose rewards differ, at most max_num_gen_batches rounds.
+        """[Claim C6] DAPO's dynamic sampling: more rounds of the generation batch's prompts until every
+        process holds its share of groups whose rewards differ, at most max_num_gen_batches rounds.
         Each process keeps its first groups with signal, in draw order, filled with its first
         zero-std groups where short (the loss drops those). Every process has every round's
         rewards, so each computes every process's choice, and the batch's rewards, on its own.
         Returns the batch and the number of groups sampled."""
-        cfg, G, n = self.cfg, self.cfg.num_generations, self.local_prompts
+        cfg, G, n = self.cfg, self.cfg.num_generations, self.gen_prompts
         rounds = [first]
         signals = [signal_groups(first.trained_rewards(self), G).tolist()]  # per round: (all groups,)
 
@@ -450,7 +456,16 @@ class GRPOTrainer:
                            for v in rounds[r].per_func[name][g * G:(g + 1) * G]] for name in first.per_func}
         batch = _Round(prompts, prompt_ids, prompt_mask, completion_ids, completion_mask, None)
         batch.per_func, batch.timeouts = per_func, sum(r.timeouts for r in rounds)
-        return batch, float(len(rounds) * cfg.prompts_per_step)
+        return batch, float(len(rounds) * cfg.prompts_per_step * cfg.steps_per_batch)
+
+    def _slices(self, values: torch.Tensor, width: int) -> list[torch.Tensor]:
+        """(P · k · width,) in process order → the k optimizer steps' parts, each every process's
+        `width` values of that step (k = 1: the whole)."""
+        k = self.cfg.steps_per_batch
+        if k == 1:
+            return [values]
+        per_process = values.reshape(self.num_processes, k, width)
+        return [per_process[:, j].reshape(-1) for j in range(k)]
 
     def _gather(self, values: torch.Tensor) -> torch.Tensor:
         """(n, …) on each process → (P·n, …) in process order; itself on one process."""
@@ -464,7 +479,7 @@ class GRPOTrainer:
         names = list(per_func)
         local = torch.tensor([[*row, float(timeouts)] for row in zip(*per_func.values())], dtype=torch.float64)
         table = self._gather(local)  # (B, F + 1)
-        total_timeouts = int(table[::self.local_batch, -1].sum().item())  # each process's count, once
+        total_timeouts = int(table[::self.gen_batch, -1].sum().item())  # each process's count, once
         return {name: table[:, i].tolist() for i, name in enumerate(names)}, total_timeouts
 
     def _micro_batched_logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask):
@@ -492,22 +507,28 @@ class GRPOTrainer:
         return entropy_threshold(tokens, self.cfg.top_entropy_quantile) if tokens.numel() else float("inf")
 
     # ---- one optimizer step ----------------------------------------------------------------
-    def optimize(self, batch: GenerationBatch) -> dict:
+    def optimize(self, batch: GenerationBatch, part: int = 0) -> dict:
+        """One optimizer step on slice `part` (of k) of the generation batch."""
         cfg = self.cfg
         n_micro = cfg.gradient_accumulation_steps
         size = self.local_batch // n_micro
-        # dapo's normalizer: completion tokens of the whole generation batch; on P processes their
-        # sum over processes ÷ P, because DDP averages the P gradients (TRL: num_items_in_batch / P)
+        # dapo's normalizer: completion tokens of the whole generation batch (÷ k: one step's share,
+        # TRL's num_items_in_batch × gradient_accumulation_steps / steps_per_generation); on P
+        # processes their sum over processes ÷ P, because DDP averages the P gradients
         total_tokens = batch.loss_mask.sum().float()
         if self.num_processes > 1:
             total_tokens = self.accelerator.reduce(total_tokens, reduction="sum") / self.num_processes
+        if cfg.steps_per_batch > 1:
+            total_tokens = total_tokens / cfg.steps_per_batch
+        live = batch.live_sequences
         settings = dataclasses.replace(self.loss_settings, generation_batch_tokens=total_tokens,
-                                       live_sequences=batch.live_sequences)
+                                       live_sequences=live[part] if isinstance(live, list) else live)
+        rows = part * self.local_batch  # this step's slice of this process's rows
         self._set_training(True)
         sums = {"loss": 0.0, "policy_loss": 0.0, "kl_loss": 0.0}
         means = {"kl": 0.0, "clip_ratio": 0.0, "entropy": 0.0}
         for s in range(0, self.local_batch, size):
-            sl = slice(s, s + size)
+            sl = slice(rows + s, rows + s + size)
             mask, loss_mask = batch.completion_mask[sl], batch.loss_mask[sl]
             last = s + size >= self.local_batch  # DDP averages gradients once, after the last micro-batch
             sync = self.accelerator.no_sync(self.model) if self.num_processes > 1 and not last else contextlib.nullcontext()
@@ -553,17 +574,18 @@ class GRPOTrainer:
         """One optimizer step (sampling a new generation batch every μ steps); returns its metrics."""
         t0 = time.perf_counter()
         self._set_training(False)
-        fresh = self.step % self.cfg.num_iterations == 0
+        fresh = self.step % self.cfg.reuse_steps == 0
         if fresh:
             self._batch = self.generate_batch()
-        batch = self._batch
+        batch, part = self._batch, self.step % self.cfg.steps_per_batch
         self.last_completions = batch.completions if fresh else []  # logged once, at the step that sampled them
-        metrics = {"step": self.step + 1, **self.optimize(batch), **batch.metrics}
+        metrics = {"step": self.step + 1, **self.optimize(batch, part), **batch.metrics}
         self.step += 1
         elapsed = time.perf_counter() - t0
         metrics["step_time"] = elapsed
-        tokens = (float(batch.completion_mask.sum()) if self.num_processes == 1
-                  else batch.metrics["completions/mean_length"] * self.cfg.generation_batch_size)
+        rows = slice(part * self.local_batch, (part + 1) * self.local_batch)
+        tokens = (float(batch.completion_mask[rows].sum()) if self.num_processes == 1
+                  else batch.metrics["completions/mean_length"] * self.cfg.completions_per_step)
         metrics["tokens_per_second"] = tokens / elapsed  # all processes' completion tokens
         return metrics
 
@@ -591,7 +613,7 @@ class GRPOTrainer:
             history["rewards"].append(metrics["reward"])
             history["losses"].append(metrics["loss"])
             history.setdefault("completions", []).append(
-                metrics.get("completions/generated", float(cfg.generation_batch_size)))
+                metrics.get("completions/generated", float(cfg.completions_per_step)))
             if on_step is not None:
                 on_step(metrics)
             if cfg.save_steps and checkpoint_dir is not None and self.step % cfg.save_steps == 0:

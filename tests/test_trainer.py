@@ -171,7 +171,7 @@ def test_dropped_groups_leave_the_loss_mask_and_are_counted():
     assert torch.equal(batch.loss_mask[~rows], batch.completion_mask[~rows])
     assert batch.metrics["groups/dropped"] == int(zero.sum())
     assert batch.metrics["groups/sampled"] == trainer.cfg.prompts_per_step
-    assert batch.live_sequences == float((~rows).sum())
+    assert batch.live_sequences == [float((~rows).sum())]  # one per optimizer step the batch feeds
     _, kept, m_keep = first_step(seed=1)
     assert torch.equal(kept.completion_ids, batch.completion_ids)  # the same samples; only the loss differs
     # grpo: the live sequences' mean instead of the mean over all (the dropped ones add 0): ratio B / live
