@@ -58,8 +58,8 @@ AXES: tuple[Axis, ...] = (
     Axis("advantage scale", ("advantage_scale",), "advantages", "advantages.scale_advantages", "C4",
          note="× a constant after normalization and noise; 1 = off"),
     Axis("zero-variance groups", ("zero_variance_groups", "max_num_gen_batches"), "groups",
-         "advantages.signal_groups, trainer._resample, loss.aggregate (live_sequences)", "C6", ZERO_VARIANCE_GROUPS),
-    Axis("truncation masking", ("mask_truncated_completions",), "tokens", "trainer.generate_batch (the loss mask)",
+         "loss_masks.zero_variance_rows, trainer._resample, loss.aggregate (live_sequences)", "C6", ZERO_VARIANCE_GROUPS),
+    Axis("truncation masking", ("mask_truncated_completions",), "tokens", "loss_masks.truncated_rows",
          note="rows that did not end in EOS leave the loss (TRL's)"),
     Axis("entropy masking", ("top_entropy_quantile",), "tokens", "loss.high_entropy_mask (threshold: "
          "trainer._entropy_threshold)", note="only the top q of each micro-batch's tokens by entropy keep their "

@@ -33,6 +33,7 @@ from .config_validation import batch_split_problem
 from .cpu_math import check_process
 from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
+from .loss_masks import MaskInputs, loss_rows
 from .loss import KL_ESTIMATORS, LossSettings, entropy_threshold, grpo_loss
 from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
 from .provenance import run_record
@@ -358,21 +359,17 @@ class GRPOTrainer:
         metrics["completions/mean_length"] = lengths.mean()
         metrics["completions/clipped_ratio"] = (~ended).float().mean()
 
+        # which rows enter the loss: the mask stages in their declared order (grpo_core/loss_masks.py)
+        in_loss, counted, mask_metrics = loss_rows(cfg, MaskInputs(trained, ended.cpu(), G, sampled, cfg.steps_per_batch))
+        metrics.update(mask_metrics)
+        mine_rows = slice(self.rank * self.gen_batch, (self.rank + 1) * self.gen_batch)
         loss_mask, live = completion_mask, None  # what the loss sees of this process's rows
-        if cfg.mask_truncated_completions:  # TRL: a row that did not end in EOS leaves the loss
-            loss_mask = loss_mask * ended_here.unsqueeze(1).to(loss_mask.dtype)
-        if cfg.zero_variance_groups != "keep":  # [Claim C6] zero-std groups leave the loss and its normalizer
-            signal = signal_groups(trained, G)  # (all groups,)
-            mine = signal.repeat_interleave(G)[self.rank * self.gen_batch:(self.rank + 1) * self.gen_batch]
-            loss_mask = loss_mask * mine.to(loss_mask.device).unsqueeze(1).to(loss_mask.dtype)
-            live = [float(part.sum()) * G / self.num_processes  # per step's slice; DDP averages: ÷ P (loss.aggregate)
-                    for part in self._slices(signal, self.local_prompts)]
-            k = cfg.steps_per_batch  # per optimizer step: the generation's counts ÷ k (k = 1: the step's own)
-            metrics["groups/sampled"] = sampled / k
-            metrics["groups/dropped"] = (sampled - float(signal.sum())) / k
-            metrics["completions/generated"] = sampled * G / k
+        if in_loss is not None:
+            loss_mask = loss_mask * in_loss[mine_rows].to(loss_mask.device).unsqueeze(1).to(loss_mask.dtype)
+        if counted is not None:  # per step's slice, the sequences left in the normalizer; DDP averages: ÷ P
+            live = [float(part.sum()) / self.num_processes for part in self._slices(counted, self.local_batch)]
         metrics = host_floats(metrics)  # the batch's tensor metrics to the host at once (one sync per device)
-        mine = advantages[self.rank * self.gen_batch:(self.rank + 1) * self.gen_batch]  # (k · B / P,)
+        mine = advantages[mine_rows]  # (k · B / P,)
         records = (self._completion_records(batch, trained_per_func, rewards, advantages, ended_here)
                    if cfg.log_completions else [])
         return GenerationBatch(prompt_ids, prompt_mask, completion_ids, completion_mask, mine.to(self.device),
