@@ -22,20 +22,14 @@ SCHEDULERS.add("constant", ("constant_with_warmup", lambda p: 1.0), "warmup, the
 SCHEDULERS.add("linear", ("linear", lambda p: max(0.0, 1.0 - p)), "warmup, then linear decay to 0")
 SCHEDULERS.add("cosine", ("cosine", lambda p: max(0.0, 0.5 * (1.0 + math.cos(math.pi * p)))),
                "warmup, then cosine decay to 0")
-SCHEDULES = SCHEDULERS
-LR_SCHEDULERS = tuple(SCHEDULERS)
-
-
-def _check(scheduler: str) -> None:
-    SCHEDULERS.get(scheduler)  # ValueError naming the allowed names
 
 
 def lr_multiplier(step: int, warmup_steps: int, total_steps: int, scheduler: str) -> float:
     """Multiplier of the peak learning rate at 0-indexed optimizer step `step` (by hand)."""
-    _check(scheduler)
+    _, decay = SCHEDULERS.get(scheduler)  # ValueError naming the allowed names
     if step < warmup_steps:
         return step / max(1, warmup_steps)
-    return SCHEDULES[scheduler][1]((step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return decay((step - warmup_steps) / max(1, total_steps - warmup_steps))
 
 
 def make_scheduler(
@@ -43,6 +37,6 @@ def make_scheduler(
 ) -> torch.optim.lr_scheduler.LambdaLR:
     from transformers import get_scheduler
 
-    _check(scheduler)
-    return get_scheduler(SCHEDULES[scheduler][0], optimizer, num_warmup_steps=warmup_steps,
+    name, _ = SCHEDULERS.get(scheduler)
+    return get_scheduler(name, optimizer, num_warmup_steps=warmup_steps,
                          num_training_steps=total_steps)
