@@ -151,7 +151,7 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
 
 def test_the_newer_axes_train_two_steps_of_smollm2(smollm2, tmp_path):
     """The axes added through the table (RLOO, CISPO, SAPO, normalize_then_sum, top_entropy_quantile,
-    the entropy bonus, the overlong penalty, k2) on the real model with LoRA: 2 steps each of two
+    the entropy bonus, the overlong penalty, k2, steps_per_generation) on the real model with LoRA: 2 steps each of two
     configs that cover them, finite and logged."""
     from grpo_core.config_loading import config_from_dict
     from grpo_core.run import read_metrics, run_training
@@ -161,7 +161,8 @@ def test_the_newer_axes_train_two_steps_of_smollm2(smollm2, tmp_path):
             "max_steps": 2, "stl_window": 1, "stl_delta": 8, "num_threads": 1, "device": "cpu", "beta": 0.04,
             "learning_rate": 5e-4}
     configs = [{"advantage_estimator": "rloo", "scale_rewards": "none", "loss_type": "cispo", "epsilon_high": 5.0,
-                "reward_funcs": ["math_answer"], "entropy_coef": 0.01, "overlong_buffer_len": 4, "kl_estimator": "k2"},
+                "reward_funcs": ["math_answer"], "entropy_coef": 0.01, "overlong_buffer_len": 4, "kl_estimator": "k2",
+                "steps_per_generation": 2},  # k = 2: one generation batch feeds both steps
                {"loss_type": "sapo", "top_entropy_quantile": 0.2, "multi_objective_aggregation": "normalize_then_sum",
                 "scale_rewards": "batch", "reward_funcs": ["math_answer", "format_digits"]}]
     for i, values in enumerate(configs):
