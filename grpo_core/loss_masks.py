@@ -23,9 +23,7 @@ from .advantages import signal_groups
 class MaskInputs:
     trained: torch.Tensor  # (B,) the rewards the advantages start from, groups contiguous
     ended: torch.Tensor  # (B,) bool: the completion ended in EOS (not cut at max_completion_length)
-    num_generations: int  # G
     groups_sampled: float  # groups sampled for this batch (more than B / G with dynamic sampling)
-    steps_per_batch: int  # k: optimizer steps the batch feeds (its counts are logged per step, ÷ k)
 
 
 def truncated_rows(cfg, x: MaskInputs) -> tuple[Optional[torch.Tensor], dict]:  # (B,) bool or None
@@ -36,11 +34,11 @@ def truncated_rows(cfg, x: MaskInputs) -> tuple[Optional[torch.Tensor], dict]:  
 def zero_variance_rows(cfg, x: MaskInputs) -> tuple[Optional[torch.Tensor], dict]:  # (B,) bool or None
     """[Claim C6] zero_variance_groups drop or resample: groups whose rewards are all equal (after
     resampling, those still left) leave the loss. Logged per step: groups sampled and dropped, and
-    the completions generated (the batch's counts ÷ k)."""
+    the completions generated (the batch's counts ÷ k, the optimizer steps it feeds)."""
     if cfg.zero_variance_groups == "keep":
         return None, {}
-    signal = signal_groups(x.trained, x.num_generations)  # (groups,)
-    k, G = x.steps_per_batch, x.num_generations
+    k, G = cfg.steps_per_batch, cfg.num_generations
+    signal = signal_groups(x.trained, G)  # (groups,)
     metrics = {"groups/sampled": x.groups_sampled / k,
                "groups/dropped": (x.groups_sampled - float(signal.sum())) / k,
                "completions/generated": x.groups_sampled * G / k}

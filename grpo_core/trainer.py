@@ -360,7 +360,7 @@ class GRPOTrainer:
         metrics["completions/clipped_ratio"] = (~ended).float().mean()
 
         # which rows enter the loss: the mask stages in their declared order (grpo_core/loss_masks.py)
-        in_loss, counted, mask_metrics = loss_rows(cfg, MaskInputs(trained, ended.cpu(), G, sampled, cfg.steps_per_batch))
+        in_loss, counted, mask_metrics = loss_rows(cfg, MaskInputs(trained, ended.cpu(), sampled))
         metrics.update(mask_metrics)
         mine_rows = slice(self.rank * self.gen_batch, (self.rank + 1) * self.gen_batch)
         loss_mask, live = completion_mask, None  # what the loss sees of this process's rows
@@ -455,6 +455,10 @@ class GRPOTrainer:
         batch.per_func, batch.timeouts = per_func, sum(r.timeouts for r in rounds)
         return batch, float(len(rounds) * cfg.prompts_per_step * cfg.steps_per_batch)
 
+    def _step_rows(self, part: int) -> slice:
+        """Optimizer step `part`'s rows (of k) in this process's generation batch."""
+        return slice(part * self.local_batch, (part + 1) * self.local_batch)
+
     def _slices(self, values: torch.Tensor, width: int) -> list[torch.Tensor]:
         """(P · k · width,) in process order → the k optimizer steps' parts, each every process's
         `width` values of that step (k = 1: the whole)."""
@@ -517,15 +521,15 @@ class GRPOTrainer:
             total_tokens = self.accelerator.reduce(total_tokens, reduction="sum") / self.num_processes
         if cfg.steps_per_batch > 1:
             total_tokens = total_tokens / cfg.steps_per_batch
-        live = batch.live_sequences
+        live = batch.live_sequences  # per step's slice; a float in a checkpoint written before k existed
         settings = dataclasses.replace(self.loss_settings, generation_batch_tokens=total_tokens,
                                        live_sequences=live[part] if isinstance(live, list) else live)
-        rows = part * self.local_batch  # this step's slice of this process's rows
+        first = self._step_rows(part).start  # this step's slice of this process's rows
         self._set_training(True)
         sums = {"loss": 0.0, "policy_loss": 0.0, "kl_loss": 0.0}
         means = {"kl": 0.0, "clip_ratio": 0.0, "entropy": 0.0}
         for s in range(0, self.local_batch, size):
-            sl = slice(rows + s, rows + s + size)
+            sl = slice(first + s, first + s + size)
             mask, loss_mask = batch.completion_mask[sl], batch.loss_mask[sl]
             last = s + size >= self.local_batch  # DDP averages gradients once, after the last micro-batch
             sync = self.accelerator.no_sync(self.model) if self.num_processes > 1 and not last else contextlib.nullcontext()
@@ -580,8 +584,7 @@ class GRPOTrainer:
         self.step += 1
         elapsed = time.perf_counter() - t0
         metrics["step_time"] = elapsed
-        rows = slice(part * self.local_batch, (part + 1) * self.local_batch)
-        tokens = (float(batch.completion_mask[rows].sum()) if self.num_processes == 1
+        tokens = (float(batch.completion_mask[self._step_rows(part)].sum()) if self.num_processes == 1
                   else batch.metrics["completions/mean_length"] * self.cfg.completions_per_step)
         metrics["tokens_per_second"] = tokens / elapsed  # all processes' completion tokens
         return metrics

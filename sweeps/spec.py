@@ -11,11 +11,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grpo_core.config import FIELD_NAMES, GRPOConfig, field_type
-
 from grpo_core.config_loading import config_from_dict
-
 from grpo_core.config_validation import check_inputs
-
 from grpo_core.config_values import coerce_value
 from grpo_core.errors import ConfigError, UserInputError
 from grpo_core.run_metrics import CENSORED, censored_at

@@ -4,7 +4,6 @@ the config it is given; check_inputs reads what must be read (datasets, reward m
 import pytest
 
 from grpo_core.config import GRPOConfig
-
 from grpo_core.config_validation import check_inputs, validate
 from grpo_core.errors import ConfigError
 from grpo_core.tasks import dataset_task

@@ -12,8 +12,10 @@ TRAINED = torch.tensor([1., 1., 1., 1., 0., 0., 1., 0., 1., 0., 0., 1.])
 ENDED = torch.tensor([True, True, False, True, True, True, True, False, True, True, True, True])
 
 
-def _rows(sampled=3.0, k=1, **cfg):
-    return loss_rows(make_cfg(**cfg), MaskInputs(TRAINED, ENDED, G, sampled, k))
+def _rows(sampled=3.0, k=1, **cfg):  # k: the optimizer steps the batch feeds (steps_per_generation ÷ 1)
+    config = make_cfg(num_generations=G, prompts_per_step=3, steps_per_generation=k, **cfg)
+    assert config.steps_per_batch == k
+    return loss_rows(config, MaskInputs(TRAINED, ENDED, sampled))
 
 
 def test_both_stages_off_take_nothing_out():
