@@ -66,8 +66,12 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
     rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
     rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
-    rep.add_argument("--experiments", default=None, help=argparse.SUPPRESS)  # tests: another spec folder
-    rep.add_argument("--out", default=None, help=argparse.SUPPRESS)  # tests: another report folder
+    rep.add_argument("--experiments", default=None, metavar="DIR",
+                     help="the spec folder (default: experiments/, or experiments/real/cpu/ with --real-cpu, "
+                          "experiments/real/ with --real); e.g. a folder with some of the specs, to time part of a suite")
+    rep.add_argument("--out", default=None, metavar="DIR",
+                     help="train into DIR/runs and write the report there instead of the committed one "
+                          "(a fresh DIR: every run trains)")
     rep.add_argument("--max-steps", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
     rep.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
 
