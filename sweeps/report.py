@@ -306,21 +306,30 @@ def _fmt_num(v: float, metric: str) -> str:
 
 
 def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: str) -> str:
-    """The largest effect the 95% intervals still allow, in the claimed direction (or either)."""
-    unit = f" {_unit(metric)}" if metric in CENSORED else ""
+    """The largest effect the 95% intervals still allow, in the claimed direction (or either), and
+    which comparison allows it when there are several."""
+    def amount(v: float) -> str:
+        if metric not in CENSORED:
+            return f"{v:.3g}"
+        unit = _unit(metric)
+        return f"{v:.3g} {unit[:-1] if f'{v:.3g}' == '1' else unit}"
+
+    def which(worst: Comparison) -> str:
+        return f" (largest allowed: {worst.label})" if len(comparisons) > 1 else ""
+
     if direction == "lower":
         worst = min(comparisons, key=lambda c: c.low)
         what = "a speed-up" if metric in CENSORED else f"a decrease of {metric}"
         if worst.low >= 0:  # every interval starts at 0 or above: no effect in the claimed direction is allowed
             return f"any {what[2:]} is ruled out (every 95% interval's lower end is ≥ 0)"
-        return f"{what} of more than {-worst.low:.3g}{unit} is ruled out (largest allowed: {worst.label})"
+        return f"{what} of more than {amount(-worst.low)} is ruled out{which(worst)}"
     if direction == "higher":
         worst = max(comparisons, key=lambda c: c.high)
         if worst.high <= 0:
             return f"any increase of {metric} is ruled out (every 95% interval's upper end is ≤ 0)"
-        return f"an increase of {metric} of more than {worst.high:.3g}{unit} is ruled out (largest allowed: {worst.label})"
+        return f"an increase of {metric} of more than {amount(worst.high)} is ruled out{which(worst)}"
     worst = max(comparisons, key=lambda c: max(-c.low, c.high))
-    return f"a paired difference larger than {max(-worst.low, worst.high):.3g}{unit} is ruled out (largest allowed: {worst.label})"
+    return f"a paired difference larger than {amount(max(-worst.low, worst.high))} is ruled out{which(worst)}"
 
 
 def _verdict(statement: str, comparisons: list[Comparison], direction: Optional[str], metric: str,

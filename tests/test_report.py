@@ -112,7 +112,24 @@ def test_no_effect_states_the_largest_effect_still_allowed():
     v = check_paired(_spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [3e-4]}), runs, WARMUP)
     # differences alternate −1, +1: HL 0, exact interval [−1, 1] → a speed-up above 1 step is ruled out
     assert v.verdict == "no effect detected"
-    assert "a speed-up of more than 1 steps is ruled out" in v.reason
+    assert "a speed-up of more than 1 step is ruled out" in v.reason
+    assert "largest allowed" not in v.reason  # one comparison: nothing to name
+
+
+def test_the_largest_effect_allowed_names_its_comparison_among_several():
+    from sweeps.report import Comparison, _allowed
+
+    def comparison(label, low, high):
+        return Comparison(label=label, n_pairs=6, estimate=0.0, low=low, high=high, p=1.0, best_p=0.03,
+                          informative=True)
+
+    both = [comparison("lr 1e-4", -3.0, 2.0), comparison("lr 3e-4", -5.0, 1.0)]
+    assert _allowed(both, "lower", "steps_to_learn") == "a speed-up of more than 5 steps is ruled out (largest allowed: lr 3e-4)"
+    assert _allowed(both, "higher", "final_reward") == ("an increase of final_reward of more than 2 is ruled out "
+                                                        "(largest allowed: lr 1e-4)")
+    assert _allowed(both[:1], None, "completions_to_learn") == "a paired difference larger than 3 completions is ruled out"
+    assert _allowed([comparison("all runs", -1.0, 0.5)], None, "completions_to_learn") == \
+        "a paired difference larger than 1 completion is ruled out"
 
 
 def test_no_effect_whose_interval_starts_at_zero_rules_out_any_speed_up():
