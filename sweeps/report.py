@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from grpo_core import statistics as st
+from grpo_core.config_values import short_value
 from grpo_core.errors import UserInputError
 from grpo_core.run import read_metrics
 from grpo_core.run_metrics import CENSORED, first_crossing_step, trailing_average
@@ -51,11 +52,6 @@ SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_lear
                    "wall_time_s")  # the summary.json keys a test can compare
 
 
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "…"
-
-
 def validate_report(spec: SweepSpec) -> None:
     """Check a claim spec's `report` section before anything runs."""
     rep = spec.report
@@ -66,16 +62,16 @@ def validate_report(spec: SweepSpec) -> None:
     if not rep.get("tests"):
         raise UserInputError(f"{where}.tests: missing; a claim needs at least one test behind its verdict")
     if not isinstance(rep["tests"], list) or not all(isinstance(t, dict) for t in rep["tests"]):
-        raise UserInputError(f"{where}.tests: {_short(rep['tests'])}; allowed: a list of tests, each a mapping "
+        raise UserInputError(f"{where}.tests: {short_value(rep['tests'])}; allowed: a list of tests, each a mapping "
                              f"with a `kind` ({', '.join(TEST_KINDS)})")
     figures = rep.get("figures", [])
     if not isinstance(figures, list):
-        raise UserInputError(f"{where}.figures: {_short(figures)}; allowed: a list of {', '.join(FIGURE_KINDS)}")
+        raise UserInputError(f"{where}.figures: {short_value(figures)}; allowed: a list of {', '.join(FIGURE_KINDS)}")
     for fig in figures:
         if not isinstance(fig, str) or fig not in FIGURE_KINDS:
             raise UserInputError(f"{where}.figures: unknown figure {fig!r}; allowed: {', '.join(FIGURE_KINDS)}")
     if not isinstance(spec.quick or {}, dict):
-        raise UserInputError(f"{spec.path}: quick: {_short(spec.quick)}; allowed: a mapping")
+        raise UserInputError(f"{spec.path}: quick: {short_value(spec.quick)}; allowed: a mapping")
     for i, test in enumerate(rep["tests"]):
         kind = test.get("kind")
         if not isinstance(kind, str) or kind not in TEST_KINDS:
@@ -94,7 +90,7 @@ def validate_report(spec: SweepSpec) -> None:
             values = spec.grid[axis]
             treatment = test.get("treatment", [])
             if not isinstance(treatment, list) or not treatment:
-                raise UserInputError(f"{where}.tests[{i}].treatment: {_short(treatment)}; allowed: a non-empty list "
+                raise UserInputError(f"{where}.tests[{i}].treatment: {short_value(treatment)}; allowed: a non-empty list "
                                      f"of values of grid axis {axis} {values}")
             for v in [*treatment, test.get("control")]:
                 if v not in values:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from grpo_core.config import FIELD_NAMES, GRPOConfig, field_type
 from grpo_core.config_loading import config_from_dict
 from grpo_core.config_validation import check_inputs
-from grpo_core.config_values import coerce_value
+from grpo_core.config_values import coerce_value, short_value
 from grpo_core.errors import ConfigError, UserInputError
 from grpo_core.run_metrics import CENSORED, censored_at
 from grpo_core.yaml_files import read_yaml_mapping
@@ -178,8 +178,7 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     name = data.get("name") or Path(path).stem
     if not isinstance(name, str) or not name[:1].isalnum() or not all(c.isalnum() or c in "-_." for c in name) \
             or len(name) > MAX_NAME:
-        shown = name if not isinstance(name, str) or len(name) <= 60 else f"{name[:40]}… ({len(name)} characters)"
-        raise _err(path, "name", f"{shown!r}; allowed: letters, digits, '-', '_' and '.', starting with a letter or "
+        raise _err(path, "name", f"{short_value(name)}; allowed: letters, digits, '-', '_' and '.', starting with a letter or "
                                  f"digit, at most {MAX_NAME} characters")
 
     base = data.get("base") or {}
