@@ -19,6 +19,7 @@ from typing import Optional
 from . import defaults
 from .config import TRACKING_SCHEMES
 from .errors import mask_secrets
+from .files import check_sqlite_writable
 from .provenance import owner_alive, owner_id
 from .run_metrics import CENSORED, censored_at
 
@@ -146,34 +147,7 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
             raise UserInputError(f"{flag} {uri!r}: no such MLflow database {path}")
         if not must_exist and not path.parent.exists() and uri != defaults.TRACKING_URI:
             raise UserInputError(f"{flag} {uri!r}: folder {path.parent} does not exist")
-        _check_sqlite_writable(path, f"{flag} {uri!r}")
-
-
-def _check_sqlite_writable(path: Path, where: str) -> None:
-    """Before anything trains: the SQLite store is a SQLite file (or not there yet) that this
-    process can write, in a folder where SQLite can keep its journal. Found only at the end, a
-    store that cannot be written costs a run's MLflow record, after MLflow's retries."""
-    import tempfile
-
-    from .errors import UserInputError
-
-    if path.is_dir():
-        raise UserInputError(f"{where}: {path} is a folder; allowed: a SQLite database file")
-    if path.is_file() and path.stat().st_size:
-        with open(path, "rb") as f:
-            if f.read(16) != b"SQLite format 3\x00":
-                raise UserInputError(f"{where}: {path} is not a SQLite database; allowed: an MLflow SQLite file or a "
-                                     f"new path")
-    folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
-    try:  # a probe file (os.access says yes to root on a read-only filesystem)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-        if path.is_file():
-            with open(path, "ab"):
-                pass
-    except OSError as exc:
-        raise UserInputError(f"{where}: cannot write there ({exc.strerror or exc}); allowed: a SQLite file in a "
-                             f"writable folder") from None
+        check_sqlite_writable(path, f"{flag} {uri!r}")
 
 
 def artifact_root_for(tracking_uri: str) -> Optional[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from grpo_core import defaults
 from grpo_core.errors import UserInputError, mask_secrets
+from grpo_core.files import check_sqlite_writable
 
 
 _RDB_SCHEMES = ("postgresql://", "postgresql+psycopg2://", "mysql://", "sqlite:///")
@@ -66,6 +67,8 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
                 if f.read(16) != SQLITE_MAGIC:
                     raise UserInputError(f"--storage {url!r}: {path} is not a SQLite database; allowed: a SQLite file "
                                          f"(or a new one), or journal:///{path} if it is an Optuna journal")
+        if not must_exist:  # a folder, or a place this process cannot write: Optuna's traceback otherwise
+            check_sqlite_writable(path, f"--storage {url!r}")
         return
     import sqlalchemy
 

@@ -301,6 +301,9 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
         (["sweep", "ok.yaml", "--workers", "0"], "--workers"),
         (["sweep", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/README.md"], "is not a SQLite database"),
         (["trials", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/README.md"], "is not a SQLite database"),
+        # a folder, and a place nobody can write: Optuna's 40-line traceback before
+        (["sweep", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/results"], "is a folder; allowed: a SQLite"),
+        (["sweep", "ok.yaml", "--storage", "sqlite:////proc/grpo.db"], "allowed: a SQLite file in a writable folder"),
     ]
     (tmp_path / "results" / "local").mkdir(parents=True)
     (tmp_path / "results" / "local" / "optuna-journal.log").write_text("")  # `trials` needs a machine that ran sweeps
