@@ -117,9 +117,11 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
         except (OSError, ValueError) as exc:
             left_out.append(f"{folder.name} (damaged: summary.json {_why(exc)})")
             continue
-        if not isinstance(summary, dict) or summary.get("status") != "finished":
-            status = summary.get("status") if isinstance(summary, dict) else None
-            left_out.append(f"{folder.name} ({status or 'not finished'})")
+        if not isinstance(summary, dict):
+            left_out.append(f"{folder.name} (damaged: summary.json not a mapping)")
+            continue
+        if summary.get("status") != "finished":
+            left_out.append(f"{folder.name} ({summary.get('status') or 'not finished'})")
             continue
         try:
             config = yaml.safe_load((folder / "config.yaml").read_text())
@@ -820,19 +822,42 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
 SHOWN_PER_STEP = 2  # completions shown per variant at its first and at its last step
 
 
+def _logged_completions(path: Path) -> tuple[list[dict], int]:
+    """The well-formed records of a completions.jsonl (a mapping with an integer step, prompt and
+    completion strings and a numeric reward), and how many non-empty lines were not: a line cut by
+    a kill, or a file edited by hand, is left out rather than stopping the report."""
+    try:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        return [], 1
+    rows = []
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and type(r.get("step")) is int and isinstance(r.get("prompt"), str) \
+                and isinstance(r.get("completion"), str) and type(r.get("reward")) in (int, float):
+            rows.append(r)
+    return rows, len(lines) - len(rows)
+
+
 def completions_table(spec: SweepSpec, runs: list[Run]) -> list[str]:
     """What the model wrote, for a real model: per variant, the lowest seed's run, SHOWN_PER_STEP
     logged completions (completions.jsonl) at step 1 and at its last step. [] when no run logged any
     or the model is the built-in tiny one."""
-    from grpo_core.run import COMPLETIONS, read_metrics_lenient
+    from grpo_core.run import COMPLETIONS
 
-    rows = []
+    rows, notes = [], []
     for key, group in _group(spec, runs).items():
         run = min(group, key=lambda r: r.point["seed"])
         path = run.folder / COMPLETIONS if run.folder is not None else None
         if run.config.get("model") == "tiny" or path is None or not path.is_file():
             continue
-        logged = read_metrics_lenient(path)
+        logged, bad = _logged_completions(path)
+        if bad:
+            notes.append(f"{run.folder.name}/{COMPLETIONS}: {bad} line(s) left out (cut, unreadable or not a "
+                         f"completion record)")
         if not logged:
             continue
         last = max(r["step"] for r in logged)
@@ -841,7 +866,8 @@ def completions_table(spec: SweepSpec, runs: list[Run]) -> list[str]:
                 text = r["completion"].replace("|", "/").replace("\n", " ⏎ ")
                 rows.append(f"| {_label(key) or '–'} | {run.point['seed']} | {step} | {r['prompt'][:60].replace('|', '/')} "
                             f"| `{text[:80]}` | {r['reward']:g} |")
-    if not rows:
+    if not rows and not notes:
         return []
-    return ["What the model wrote (completions.jsonl; per variant its lowest seed, at step 1 and at its last step):",
-            "", "| variant | seed | step | prompt | completion | reward |", "|---|---|---|---|---|---|", *rows, ""]
+    table = ["What the model wrote (completions.jsonl; per variant its lowest seed, at step 1 and at its last step):",
+             "", "| variant | seed | step | prompt | completion | reward |", "|---|---|---|---|---|---|", *rows, ""]
+    return (table if rows else []) + [f"- {n}" for n in notes] + ([""] if notes else [])

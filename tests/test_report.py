@@ -422,6 +422,17 @@ def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path
     assert "grpo reproduce --report-only" in report
 
 
+def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_its_status(tmp_path):
+    from sweeps.report import collect_runs
+
+    spec = _spec({"learning_rate": [1e-4]}, seeds=3)
+    for i, summary in enumerate(('[1, 2]', '{"status": "killed"}', '{}')):
+        (tmp_path / "t" / f"trial-000{i}").mkdir(parents=True)
+        (tmp_path / "t" / f"trial-000{i}" / "summary.json").write_text(summary)
+    runs, left_out = collect_runs(tmp_path, spec)
+    assert runs == [] and left_out == ["trial-0000 (damaged: summary.json not a mapping)", "trial-0001 (killed)",
+                                       "trial-0002 (not finished)"]
+
 def _bad_reports():
     tests = [{"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "advantage_scale",
               "treatment": [10.0], "control": 1.0, "direction": "lower"}]
@@ -485,6 +496,20 @@ def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tm
     assert "`s0 1.0/x ⏎ end`" in lines[4]  # a table cell: | and newlines made visible, not breaking it
     tiny = [dataclasses.replace(r, config={**r.config, "model": "tiny"}) for r in runs]
     assert completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), tiny) == []
+    # damaged lines (a cut tail, a record of another shape, a completion that is not text) are left
+    # out and counted under the table; a file with nothing usable left gives only that note
+    with open(runs[1].folder / "completions.jsonl", "a") as f:
+        f.write('{"x": 1}\n[1]\n{"step": 3, "prompt": "p", "completion": null, "reward": 1}\n{"step": 3, "pro')
+    lines = completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), runs)
+    assert len([line for line in lines if line.startswith("| warmup_ratio")]) == 8
+    assert f"- {runs[1].folder.name}/completions.jsonl: 4 line(s) left out (cut, unreadable or not a completion " \
+           f"record)" in lines
+    (runs[1].folder / "completions.jsonl").write_bytes(b"\xff\xfe not text")
+    (runs[3].folder / "completions.jsonl").write_text("[1]\n")
+    assert completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), runs) == [
+        f"- {runs[1].folder.name}/completions.jsonl: 1 line(s) left out (cut, unreadable or not a completion record)",
+        f"- {runs[3].folder.name}/completions.jsonl: 1 line(s) left out (cut, unreadable or not a completion record)",
+        ""]
 
 
 def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
