@@ -113,20 +113,28 @@ def repair_journal_tail(url: str | None) -> int:
 
 
 def _check_journal_readable(path: Path, url: str | None) -> None:
-    """Every line of an Optuna journal is one JSON object; a line that is not (a truncated or
-    foreign file) makes Optuna fail later with a traceback, so it is refused here. The last line
-    may be cut off by a writer that died mid-write: Optuna skips it, and so does this check."""
+    """Every line of an Optuna journal is one JSON object with an `op_code`; a line that is not (a
+    truncated or foreign file) makes Optuna fail later with a traceback, so it is refused here. The
+    last line may be cut off by a writer that died mid-write: Optuna skips it, and `grpo sweep`
+    cuts it off (repair_journal_tail), so it must look like the start of a record: text that opens
+    with `{`. Anything else (a binary file, another program's log) is refused, never cut."""
     import json
 
     try:
         lines = path.read_bytes().split(b"\n")
     except OSError as exc:
         raise UserInputError(f"--storage {describe_storage(url)!r}: cannot read {path}: {exc.strerror}") from None
-    for number, line in enumerate(lines[:-1], start=1):
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
-            if line.strip() and not isinstance(json.loads(line), dict):
+            if number == len(lines):  # the tail after the last newline: a record cut mid-write
+                if not line.lstrip().startswith(b"{"):
+                    raise ValueError
+                line.decode("utf-8", errors="strict")
+            elif not isinstance(record := json.loads(line), dict) or "op_code" not in record:
                 raise ValueError
-        except ValueError:
+        except ValueError:  # UnicodeDecodeError is one
             raise UserInputError(f"--storage {describe_storage(url)!r}: {path} line {number} is not an Optuna journal "
                                  f"record; allowed: a journal file written by Optuna (move this one aside)") from None
 

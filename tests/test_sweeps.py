@@ -291,11 +291,16 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
     (tmp_path / "README.md").write_text("a file")
     corrupt = tmp_path / "corrupt.log"
     corrupt.write_bytes(b'{"op_code": 0}\n\x00\xff not json\n{"op_code": 1}\n')
+    # another program's JSON log, and a binary file with no newline: refused, never cut back as a journal's cut tail
+    (tmp_path / "foreign.log").write_text('{"level": "info", "msg": "hi"}\n')
+    (tmp_path / "binary.log").write_bytes(b"\x00\x01\xff\xfe")
     cases = [
         (["sweep", "binary.yaml"], "not a text file"),
         (["sweep", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
         (["trials", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
         (["sweep", "ok.yaml", "--storage", "journal:///no/such/folder/j.log"], "does not exist"),
+        (["sweep", "ok.yaml", "--storage", f"journal://{tmp_path}/foreign.log"], "line 1 is not an Optuna journal"),
+        (["sweep", "ok.yaml", "--storage", f"journal://{tmp_path}/binary.log"], "line 1 is not an Optuna journal"),
         (["sweep", "ok.yaml", "--out-root", "README.md"], "is a file"),
         (["trials", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/none.db"], "no such database file"),
         (["sweep", "ok.yaml", "--workers", "0"], "--workers"),
@@ -314,6 +319,7 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
         assert "Traceback" not in res.stderr
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
     assert corrupt.read_bytes().startswith(b'{"op_code": 0}')
+    assert (tmp_path / "binary.log").read_bytes() == b"\x00\x01\xff\xfe"
 
 
 def test_trials_show_never_learned_runs_as_not_learned(tmp_path):
