@@ -75,6 +75,31 @@ def cpu_capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
+# MKL's CNR branch codes (mkl_cbwr_get(MKL_CBWR_BRANCH)), as Intel's reference names them
+MKL_BRANCHES = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
+                10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+
+
+def mkl_branch() -> str:
+    """The code branch MKL computes with in this process, as MKL reports it: `AVX2` where
+    MKL_CBWR=AVX2 took effect; `AUTO` where MKL refused it, which Intel documents for non-Intel CPUs
+    (on an AMD EPYC, 2026-11-25: the variable gives AUTO, and setting AVX2 by call returns
+    MKL_CBWR_ERR_UNSUPPORTED_BRANCH); `OFF` without the variable; `no MKL` where torch was built
+    without it. AUTO is reproducible between runs on one machine, not between CPU vendors."""
+    import ctypes
+
+    import torch
+
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        get = lib.mkl_serv_cbwr_get  # MKL is linked into torch's x86-64 CPU library
+    except (OSError, AttributeError):
+        return "no MKL"
+    get.restype, get.argtypes = ctypes.c_int, [ctypes.c_int]
+    code = get(1)  # MKL_CBWR_BRANCH
+    return MKL_BRANCHES.get(code, str(code))
+
+
 def check_process(mode: str) -> None:
     """A run's `cpu_math` must be what this process computes with (the logged value is the value
     used). Raises a one-line ConfigError otherwise."""

@@ -74,12 +74,12 @@ def run_record(device: str, base_sha256: str) -> dict[str, str]:
     weights (string values: MLflow tags)."""
     import torch
 
-    from .cpu_math import cpu_capability, process_mode
+    from .cpu_math import cpu_capability, mkl_branch, process_mode
 
     return {"base_model_sha256": base_sha256,
             "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name(),
             "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
-            "cpu_math": process_mode(), "cpu_capability": cpu_capability()}
+            "cpu_math": process_mode(), "cpu_capability": cpu_capability(), "mkl_branch": mkl_branch()}
 
 
 # ---- the process that owns a run: `host:pid:start time`, to tell later whether it is gone ----------

@@ -114,13 +114,16 @@ def cpu_math_line(runs: list) -> str:
     modes = sorted({str(r.config.get("cpu_math", "not recorded")) for r in runs})
     threads = sorted({r.config.get("num_threads") for r in runs}, key=str)
     kernels = sorted({str(r.summary.get("cpu_capability", "not recorded")) for r in runs})
+    branches = sorted({str(r.summary["mkl_branch"]) for r in runs if "mkl_branch" in r.summary})
     described = "; ".join(describe(m) if m in ("reproducible", "native") else m for m in modes)
     cpus = sorted({str(r.summary.get("device_name", "not recorded")) for r in runs})
+    mkl = f"; MKL branch: {', '.join(branches)}" if branches else ""  # recorded since 2026-11-25
     return (f"**CPU math:** {described} in {'every run' if len(modes) == 1 else 'these runs'} (ATen kernels used: "
-            f"{', '.join(kernels)}); num_threads {', '.join(map(str, threads))} per run; made on: {'; '.join(cpus)}. "
-            f"Another x86-64 machine with a CPU of the same vendor, the same versions, `cpu_math: reproducible` "
-            f"and the same num_threads trains the same runs bit for bit; between AMD and Intel CPUs MKL's products "
-            f"part in the last bits even so (`tests/test_cross_machine.py` checks references per vendor).")
+            f"{', '.join(kernels)}{mkl}); num_threads {', '.join(map(str, threads))} per run; made on: "
+            f"{'; '.join(cpus)}. Another x86-64 machine with a CPU of the same vendor, the same versions, "
+            f"`cpu_math: reproducible` and the same num_threads trains the same runs bit for bit; between AMD and "
+            f"Intel CPUs MKL's products part in the last bits even so: MKL takes MKL_CBWR=AVX2 on Intel CPUs only "
+            f"and runs its AUTO branch on others (`tests/test_cross_machine.py` checks references per vendor).")
 
 
 def _pending(spec_path: Path, runs_root: Path) -> bool:
@@ -165,7 +168,7 @@ def _real_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str
     runs_root = REAL_RESULTS / "runs"
     if not runs_root.is_dir():
         names = ", ".join(f"`{p.name}`" for p in paths)
-        sections = [f"## Real model (SmolLM2-135M-Instruct) — not run yet on a GPU", "",
+        sections = ["## Real model (SmolLM2-135M-Instruct) — not run yet on a GPU", "",
                     f"The specs ({names} in `experiments/real/`) are ready and tested for 2 steps on a CPU; they "
                     f"need a GPU: `grpo fetch-model && grpo reproduce --real` on a GPU machine trains them into "
                     f"`{runs_root}` (committed), and every later `grpo reproduce` rebuilds these sections from there.", ""]

@@ -74,6 +74,13 @@ def test_cpu_math_is_recorded_and_native_is_an_opt_out(tmp_path):
         summary = json.loads((out / "summary.json").read_text())
         assert summary["cpu_math"] == mode and summary["cpu_capability"]
         assert f"cpu_math: {mode}" in (out / "config.yaml").read_text()
+        # the branch MKL computed with: MKL_CBWR=AVX2 holds on Intel CPUs only (Intel's CNR docs); AMD gets AUTO
+        vendor = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                       if line.startswith("vendor_id")), "")
+        wanted = "OFF" if mode == "native" else {"GenuineIntel": "AVX2", "AuthenticAMD": "AUTO"}.get(vendor)
+        if wanted is not None:
+            assert summary["mkl_branch"] == wanted, (vendor, summary["mkl_branch"])
+        assert summary["mkl_branch"] in ("OFF", "AUTO", "AVX2", "no MKL")
 
 
 def test_a_config_whose_cpu_math_differs_from_the_process_is_refused(cfg_factory):
