@@ -36,6 +36,7 @@ from grpo_core.files import check_writable_folder
 
 from .adopt import adopt_run_folders, free_folder, has_adopted
 from .progress import SweepProgress
+from .report import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
 from .spec import SweepSpec, grid_point_of, grid_space, load_spec, point_key
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
@@ -467,6 +468,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     if heartbeat_interval < 1:
         raise UserInputError(f"--heartbeat-interval: got {heartbeat_interval}; allowed: an integer ≥ 1 (seconds)")
     spec = load_spec(spec_path)
+    validate_report(spec, claim=False)
     check_process(spec.config_for({}).cpu_math)  # the workers compute with this process's CPU math
     tracking_uri = tracking_uri or defaults.TRACKING_URI
     # MLflow's documented setting: no pooled SQL connections in this process, so none is open when

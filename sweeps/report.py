@@ -52,17 +52,20 @@ SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_lear
                    "wall_time_s")  # the summary.json keys a test can compare
 
 
-def validate_report(spec: SweepSpec) -> None:
-    """Check a claim spec's `report` section before anything runs."""
+def validate_report(spec: SweepSpec, claim: bool = True) -> None:
+    """Check a claim spec's `report` section before anything runs. claim=False (`grpo sweep`): a
+    sweep needs no report, but what its spec's report section holds is checked all the same, so a
+    mistake in it shows before the sweep trains rather than at `grpo reproduce` after."""
     rep = spec.report
     where = f"{spec.path}: report"
-    if not spec.replication_seeds:
+    if claim and not spec.replication_seeds:
         raise UserInputError(f"{spec.path}: replication_seeds: missing; a claim spec needs a second seed set, "
                              f"disjoint from `seeds` (every verdict must hold on both)")
-    if not rep.get("tests"):
+    if claim and not rep.get("tests"):
         raise UserInputError(f"{where}.tests: missing; a claim needs at least one test behind its verdict")
-    if not isinstance(rep["tests"], list) or not all(isinstance(t, dict) for t in rep["tests"]):
-        raise UserInputError(f"{where}.tests: {short_value(rep['tests'])}; allowed: a list of tests, each a mapping "
+    tests = rep.get("tests") or []
+    if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
+        raise UserInputError(f"{where}.tests: {short_value(tests)}; allowed: a list of tests, each a mapping "
                              f"with a `kind` ({', '.join(TEST_KINDS)})")
     figures = rep.get("figures", [])
     if not isinstance(figures, list):
@@ -72,7 +75,7 @@ def validate_report(spec: SweepSpec) -> None:
             raise UserInputError(f"{where}.figures: unknown figure {fig!r}; allowed: {', '.join(FIGURE_KINDS)}")
     if not isinstance(spec.quick or {}, dict):
         raise UserInputError(f"{spec.path}: quick: {short_value(spec.quick)}; allowed: a mapping")
-    for i, test in enumerate(rep["tests"]):
+    for i, test in enumerate(tests):
         kind = test.get("kind")
         if not isinstance(kind, str) or kind not in TEST_KINDS:
             raise UserInputError(f"{where}.tests[{i}].kind: {kind!r}; allowed: {', '.join(TEST_KINDS)}")

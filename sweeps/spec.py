@@ -167,6 +167,19 @@ def _search_entry(path: str, key: str, entry: Any) -> dict:
     return {"low": low, "high": high, "log": log, "type": kind}
 
 
+def _check_seeds(path: str, key: str, seeds) -> None:
+    """A list of distinct integers in numpy's seed range (the config's rule for `seed`, named here by
+    the spec's key)."""
+    allowed = "a list of distinct integers in [0, 2^32 − 1] (numpy's seed range)"
+    if not isinstance(seeds, list):
+        raise _err(path, key, f"{short_value(seeds)}; allowed: {allowed}")
+    for s in seeds:
+        if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2 ** 32:
+            raise _err(path, key, f"{short_value(s)} in {short_value(seeds)}; allowed: {allowed}")
+    if len(set(seeds)) != len(seeds):
+        raise _err(path, key, f"{short_value(seeds)} repeats a seed; allowed: {allowed}")
+
+
 def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     """The spec, every grid point built into a config first (check_points=False: not, for
     rebuilding a report from committed run folders on a machine without the spec's model)."""
@@ -175,7 +188,7 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     unknown = sorted(set(data) - set(SPEC_KEYS))
     if unknown:
         raise _err(path, unknown[0], f"unknown key; allowed: {', '.join(SPEC_KEYS)}")
-    name = data.get("name") or Path(path).stem
+    name = data["name"] if "name" in data else Path(path).stem  # `name: ""` is a bad name, not a missing one
     if not isinstance(name, str) or not name[:1].isalnum() or not all(c.isalnum() or c in "-_." for c in name) \
             or len(name) > MAX_NAME:
         raise _err(path, "name", f"{short_value(name)}; allowed: letters, digits, '-', '_' and '.', starting with a letter or "
@@ -198,15 +211,11 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
             for axis, values in grid.items()}
 
     seeds = data.get("seeds")
-    if not isinstance(seeds, list) or not seeds:
+    if seeds is None or seeds == []:
         raise _err(path, "seeds", "empty or missing; give a non-empty list of integer seeds")
-    if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
-        raise _err(path, "seeds", f"expected distinct integers, got {seeds}")
-
+    _check_seeds(path, "seeds", seeds)
     replication = data.get("replication_seeds") or []
-    if not isinstance(replication, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in replication) \
-            or len(set(replication)) != len(replication):
-        raise _err(path, "replication_seeds", f"expected distinct integers, got {replication!r}")
+    _check_seeds(path, "replication_seeds", replication)
     if set(replication) & set(seeds):
         raise _err(path, "replication_seeds", f"{sorted(set(replication) & set(seeds))} also in seeds; allowed: "
                                               f"seeds disjoint from `seeds` (an independent replication)")

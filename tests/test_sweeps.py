@@ -1,6 +1,7 @@
 """`grpo sweep` end to end on the tiny model: grids with parallel workers, resume, search with
 seeds inside the objective, failing trials, separate stores, bad input."""
 
+import signal
 import os
 import subprocess
 import sys
@@ -174,6 +175,18 @@ def _bad_specs():
         ({**ok, "search": {"max_steps": {"low": 4, "high": 4.5, "type": "int"}}, "n_trials": 2}, "two integers"),
         ({**ok, "grid": {"learning_rate": [i * 1e-6 + 1e-6 for i in range(1000)],
                          "beta": [i * 1e-3 for i in range(1000)]}}, "allowed: at most 10,000"),
+        # a later review's cases: a name given empty, seeds named by the spec's own key, and the report
+        # section of a plain sweep checked before it trains (not at `grpo reproduce`, after)
+        ({**ok, "name": ""}, "name: ''; allowed"),
+        ({**ok, "seeds": "0"}, "seeds: '0'; allowed: a list of distinct integers"),
+        ({**ok, "seeds": [-1]}, "seeds: -1 in [-1]; allowed"),
+        ({**ok, "seeds": [2 ** 40]}, "seeds: 1099511627776 in"),
+        ({**ok, "seeds": [0, True]}, "seeds: True in"),
+        ({**ok, "replication_seeds": [1.5]}, "replication_seeds: 1.5 in"),
+        ({**ok, "replication_seeds": [1, 1]}, "replication_seeds: [1, 1] repeats a seed"),
+        ({**ok, "report": {"tests": [{"kind": "nonsense"}]}}, "report.tests[0].kind: 'nonsense'; allowed: paired"),
+        ({**ok, "report": {"figures": ["nonsense"]}}, "report.figures: unknown figure 'nonsense'"),
+        ({**ok, "report": {"tests": [{"kind": "paired", "axis": "beta"}]}}, "report.tests[0].axis: 'beta' is not a grid"),
     ]
 
 
@@ -238,8 +251,12 @@ def _start_ui(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # as a terminal's foreground job: SIGINT not ignored, even where pytest itself was started in the
+    # background by a shell without job control (its children would inherit SIG_IGN, and Ctrl-C then
+    # never reaches grpo ui, by design of the shell, not of grpo ui)
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -265,8 +282,6 @@ def _port_closes(port, within_s=30.0) -> bool:
 
 @pytest.mark.parametrize("how", ["SIGKILL", "Ctrl-C"])
 def test_the_ui_server_dies_with_grpo_ui_and_stops_quietly(tmp_path, how):
-    import signal
-
     proc, port = _start_ui(tmp_path)
     try:
         if how == "SIGKILL":  # grpo ui alone: its server must not keep serving the port
