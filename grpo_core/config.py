@@ -323,7 +323,7 @@ class GRPOConfig:
         return dataclasses.asdict(self)
 
     def default_run_name(self) -> str:
-        parts = [self.task, self.loss_type, f"lr{self.learning_rate:g}", f"wu{self.effective_warmup_steps}"]
+        parts = [_dataset_label(self.dataset) if self.dataset else self.task, self.loss_type, f"lr{self.learning_rate:g}", f"wu{self.effective_warmup_steps}"]
         if self.advantage_noise_std:
             parts.append(f"noise{self.advantage_noise_std:g}")
         if self.advantage_scale != 1.0:
@@ -336,6 +336,13 @@ class GRPOConfig:
 
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(GRPOConfig))
 _HINTS = get_type_hints(GRPOConfig)
+
+
+def _dataset_label(dataset: str) -> str:
+    """A run name's first part for a run on your own data: the file's name without its suffix (or a
+    hub id's last part), in letters, digits, '-', '_' and '.' only."""
+    stem = Path(dataset.rstrip("/")).stem or "dataset"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
 
 
 def field_type(key: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from datasets import Dataset
@@ -103,7 +104,6 @@ def _read_rows(source: str) -> list[dict]:
     an answer `007` into `7.0`); a .json file holds a list of rows or {"data": [rows]}."""
     if source in _LOADED:
         return _LOADED[source]
-    from pathlib import Path
 
     from datasets import Features, Value, load_dataset
     from datasets.utils.logging import disable_progress_bar
@@ -141,11 +141,18 @@ def _first_character(path) -> str:
     return ""
 
 
+def _blank(path) -> bool:
+    """Whether a file holds nothing but white space (read as bytes: a .parquet file is binary)."""
+    with open(path, "rb") as f:
+        while chunk := f.read(4096):
+            if chunk.strip():
+                return False
+    return True
+
+
 def check_dataset_source(source: str) -> None:
     """Without reading it: a local data file (by its suffix) exists; anything else is taken for a
     hub dataset id, which loads (or fails with one line) when the run starts."""
-    from pathlib import Path
-
     from .errors import ConfigError
 
     path = Path(source).expanduser()
@@ -158,6 +165,9 @@ def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> li
     """The rows, or a one-line ConfigError unless the dataset loads and every row has both columns."""
     from .errors import ConfigError
 
+    path = Path(source).expanduser()
+    if path.suffix in DATASET_SUFFIXES and path.is_file() and _blank(path):
+        raise ConfigError("dataset", f"{source!r} is empty; allowed: a file with one row per prompt (two rows or more)")
     try:
         rows = _read_rows(source)
     except Exception as exc:  # a missing file, malformed JSON, an unreachable hub
@@ -172,7 +182,14 @@ def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> li
         missing = next((i for i, r in enumerate(rows) if r.get(column) is None), None)
         if missing is not None:
             raise ConfigError(key, f"row {missing + 1} of {source!r} has no {column!r}; allowed: every row with a "
-                                   f"{column!r} value")
+                                   f"value for {column!r}")
+    blank = next((i for i, r in enumerate(rows) if not str(r[prompt_column]).strip()), None)
+    if blank is not None:  # an empty prompt is no input at all for a model without a chat template
+        raise ConfigError("prompt_column", f"row {blank + 1} of {source!r} has an empty {prompt_column!r}; allowed: "
+                                           f"a prompt in every row")
+    if len(rows) < 2:  # a run holds rows out for its evaluation and trains on the others
+        raise ConfigError("dataset", f"{source!r} has {len(rows)} row; allowed: two rows or more (one is held out "
+                                     f"for evaluation, the others are trained on)")
     return rows
 
 

@@ -72,3 +72,28 @@ def test_one_rule_splits_the_batch_for_one_process_and_for_several():
     with pytest.raises(ConfigError, match="gradient_accumulation_steps: got 3; allowed: a divisor of the generation "
                                           "batch prompts_per_step × num_generations = 16 completions"):
         validate(dataclasses.replace(cfg, gradient_accumulation_steps=3))
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("", "dataset: '{path}' is empty; allowed: a file with one row per prompt"),
+    ("\n  \n", "dataset: '{path}' is empty"),
+    ('{"prompt": "1+1=", "answer": 2}\n', "dataset: '{path}' has 1 row; allowed: two rows or more"),
+    ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "  ", "answer": 4}\n',
+     "prompt_column: row 2 of '{path}' has an empty 'prompt'; allowed: a prompt in every row"),
+    ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2="}\n',
+     "answer_column: row 2 of '{path}' has no 'answer'; allowed: every row with a value for 'answer'"),
+])
+def test_a_dataset_that_cannot_train_is_refused_by_check_inputs(tmp_path, text, needle):
+    """Before a run starts (and before a sweep creates anything): each of these crashed mid-run
+    (an empty range in the sampler, a zero-length input in the model) or named a library's error."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        check_inputs(validate(GRPOConfig(dataset=str(data))))
+    assert str(info.value) == needle.format(path=data) or str(info.value).startswith(needle.format(path=data))
+
+
+def test_a_run_on_your_own_data_is_named_after_the_data_not_the_default_task():
+    assert GRPOConfig(dataset="data/real/add_small.jsonl", seed=3).default_run_name().startswith("add_small-grpo-")
+    assert GRPOConfig(dataset="org/my data").default_run_name().startswith("my_data-grpo-")
+    assert GRPOConfig(task="reverse").default_run_name().startswith("reverse-grpo-")
