@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any, Optional
 
 import yaml
 
@@ -57,16 +58,27 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
 
 
 def _same_run(spec: SweepSpec, point: dict, config: dict) -> bool:
-    """The folder's config is the spec's for the point. A key the folder's config lacks (the run
-    predates it) matches its default: a new key's default is what runs did before it existed."""
+    return config_difference(spec, point, config) is None
+
+
+def config_difference(spec: SweepSpec, point: dict, config: dict,
+                      absent_ok: bool = False) -> Optional[tuple[str, Any, Any]]:
+    """The first key (key, the folder's value, the spec's) where a folder's config is not the
+    spec's for the point, or None. A key the folder's config lacks (the run predates it) matches its
+    default: a new key's default is what runs did before it existed (absent_ok: it is not compared)."""
     import dataclasses
 
     from grpo_core.config import GRPOConfig
 
     defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
                 for f in dataclasses.fields(GRPOConfig)}
-    want = spec.config_for(point).to_dict()
-    return all(config[k] == v if k in config else v == defaults[k] for k, v in want.items() if k not in IGNORED)
+    for key, want in spec.config_for(point).to_dict().items():
+        if absent_ok and key not in config:
+            continue
+        have = config[key] if key in config else defaults[key]
+        if key not in IGNORED and have != want:
+            return key, have, want
+    return None
 
 
 def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:

@@ -52,6 +52,11 @@ SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_lear
                    "wall_time_s")  # the summary.json keys a test can compare
 
 
+def compared_metric(test: dict) -> str:
+    """The metric a paired or differ test compares: its `metric`, steps_to_learn where it names none."""
+    return test.get("metric", "steps_to_learn")
+
+
 def validate_report(spec: SweepSpec, claim: bool = True) -> None:
     """Check a claim spec's `report` section before anything runs. claim=False (`grpo sweep`): a
     sweep needs no report, but what its spec's report section holds is checked all the same, so a
@@ -79,12 +84,15 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
         kind = test.get("kind")
         if not isinstance(kind, str) or kind not in TEST_KINDS:
             raise UserInputError(f"{where}.tests[{i}].kind: {kind!r}; allowed: {', '.join(TEST_KINDS)}")
+        if not isinstance(test.get("statement"), str) or not test["statement"].strip():
+            raise UserInputError(f"{where}.tests[{i}].statement: {short_value(test.get('statement'))}; allowed: the "
+                                 f"question the test answers, as text (the report's verdict row reads it)")
         if kind in ("zero_loss_step1", "placebo"):
             continue
         axis = test.get("axis")
         if not isinstance(axis, str) or axis not in spec.grid:
             raise UserInputError(f"{where}.tests[{i}].axis: {axis!r} is not a grid axis ({', '.join(spec.grid)})")
-        metric = test.get("metric", "steps_to_learn")
+        metric = compared_metric(test)
         if not (isinstance(metric, str) and (metric in SUMMARY_METRICS
                                              or (metric.startswith("final:") and len(metric) > len("final:")))):
             raise UserInputError(f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, or "
@@ -107,9 +115,47 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
                                      f"difference treatment − control the source claims)")
 
 
+def _summary_fault(summary: dict) -> Optional[str]:
+    """What makes a finished run's summary.json unusable for a report: a value a test reads that is
+    not a number (or null), or a step count that is not an integer."""
+    steps = summary.get("steps_completed")
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)):
+        return f"steps_completed is {short_value(steps)}, not an integer"
+    for key in SUMMARY_METRICS:
+        value = summary.get(key)
+        if value is not None and not isinstance(value, (int, float)):
+            return f"{key} is {short_value(value)}, not a number"
+    return None
+
+
 def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]]:
     """Finished runs of a sweep, and the trial folders left out, each named with why: not finished
-    (killed, failed, still running) or damaged (a file missing, cut or unreadable)."""
+    (killed, failed, still running), damaged (a file missing, cut or unreadable), not this spec's
+    (a point outside its grid, or a config that differs from its base), or a second finished run
+    of one point (the later folder is kept, as a resumed sweep does)."""
+    from grpo_core.config_values import coerce_value
+
+    from .adopt import IGNORED, config_difference
+    from .spec import point_key
+
+    wanted = {point_key(p) for p in spec.grid_points()}
+    try:
+        declared = {k: coerce_value(k, v) for k, v in spec.base.items() if k not in IGNORED}
+    except (UserInputError, ValueError):
+        declared = dict(spec.base)
+
+    def difference(point: dict, config: dict) -> Optional[tuple]:
+        """Where the folder's config is not the spec's at its point: the spec's own base keys, then
+        every other key the folder records, as `grpo sweep` compares folders it adopts (skipped where
+        the point's config cannot be built here: a model or data file this machine does not have,
+        for a report rebuilt from committed run folders)."""
+        key = next((k for k, v in declared.items() if config.get(k) != v), None)
+        if key is not None:
+            return key, config.get(key), declared[key]
+        try:
+            return config_difference(spec, point, config, absent_ok=True)
+        except UserInputError:
+            return None
     runs, left_out = [], []
     for folder in sorted((runs_root / spec.name).glob("trial-*")):
         try:
@@ -125,6 +171,9 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
             continue
         if summary.get("status") != "finished":
             left_out.append(f"{folder.name} ({summary.get('status') or 'not finished'})")
+            continue
+        if (fault := _summary_fault(summary)):
+            left_out.append(f"{folder.name} (damaged: summary.json {fault})")
             continue
         try:
             config = yaml.safe_load((folder / "config.yaml").read_text())
@@ -142,9 +191,22 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
             left_out.append(f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} of "
                             f"{summary.get('steps_completed')} steps)")
             continue
+        if point_key(point) not in wanted:
+            left_out.append(f"{folder.name} (not a point of this spec's grid: {_label(point.items())})")
+            continue
+        if (differ := difference(point, config)) is not None:
+            key, have, want = differ
+            left_out.append(f"{folder.name} (another config: {key} {short_value(have)}, the spec's {short_value(want)})")
+            continue
         runs.append(Run(point, config, summary, metrics, folder))
-    # a grid point can have a failed trial and, after a rerun, a finished one: keep one per point
-    unique = {tuple(sorted(r.point.items())): r for r in runs}
+    # a grid point can have a failed trial and, after a rerun, a finished one (left out above as not
+    # finished); two finished folders of one point: the later is kept, the earlier named
+    unique: dict[tuple, Run] = {}
+    for r in runs:
+        key = point_key(r.point)
+        if key in unique:
+            left_out.append(f"{unique[key].folder.name} (a second finished run of its point: {r.folder.name} is used)")
+        unique[key] = r
     return list(unique.values()), left_out
 
 
@@ -444,7 +506,7 @@ def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     """Each treatment against the control on the seeds both ran, in every stratum of the other
     axes: two-sided Wilcoxon signed-rank test, Hodges-Lehmann paired difference with its exact
     95% interval, Holm across the test's comparisons."""
-    axis, metric, direction = test["axis"], test["metric"], test.get("direction")
+    axis, metric, direction = test["axis"], compared_metric(test), test.get("direction")
     max_steps = runs[0].config["max_steps"] if runs else 0
     comparisons, medians = [], []
     for stratum, group in _group(spec, runs, exclude=(axis,)).items():
@@ -475,7 +537,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     """The levels of `axis` on the seeds that ran them all, in every stratum: Friedman's test
     (seeds as blocks; two levels: signed-rank), Holm across strata; each level's paired
     difference to the first level with its 95% interval."""
-    axis, metric = test["axis"], test["metric"]
+    axis, metric = test["axis"], compared_metric(test)
     levels = spec.grid[axis]
     max_steps = runs[0].config["max_steps"] if runs else 0
     comparisons, rows = [], []
@@ -537,7 +599,9 @@ def check_placebo(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
 
 def rests_on_steps_to_learn(test: dict) -> bool:
     """Whether a test's verdict reads steps_to_learn, the metric the placebo calibrates."""
-    return test.get("metric") == "steps_to_learn" or (test["kind"] == "zero_loss_step1" and not test.get("step1_only"))
+    if test["kind"] in ("paired", "differ"):
+        return compared_metric(test) == "steps_to_learn"
+    return test["kind"] == "zero_loss_step1" and not test.get("step1_only")
 
 
 def withheld(v: Verdict, untrusted: str) -> Verdict:
@@ -675,7 +739,7 @@ def _seed_list(seeds: list) -> str:
 def replication_table(test: dict, found: list[SetResult]) -> str:
     """Each comparison on both seed sets: pairs, paired difference with its 95% interval, Holm p,
     outcome; and the replicated outcome."""
-    metric = test.get("metric", "")
+    metric = compared_metric(test) if test["kind"] in ("paired", "differ") else ""
     by_label = {}
     for which, f in enumerate(found):
         for c in f.verdict.comparisons:

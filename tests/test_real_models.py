@@ -174,6 +174,26 @@ def test_the_newer_axes_train_two_steps_of_smollm2(smollm2, tmp_path):
             assert all(0 < r["entropy_mask_share"] <= 0.5 for r in rows)  # about the top 0.2 of the tokens
 
 
+def _model_where_a_clone_fetches_it(smollm2, tmp_path, monkeypatch) -> str:
+    """The model at the relative path the committed specs name (`grpo fetch-model` puts it there), in
+    a working folder of the test's own, so that removing it leaves a clone that has not fetched it."""
+    model = "results/local/models/SmolLM2-135M-Instruct"
+    (tmp_path / model).parent.mkdir(parents=True)
+    (tmp_path / model).symlink_to(smollm2)
+    monkeypatch.chdir(tmp_path)
+    return model
+
+
+def _quick_specs(exp, folder):
+    """The quick specs `grpo reproduce --quick` derived from the specs in exp and trained: the ones
+    its run folders belong to."""
+    import sweeps.reproduce as reproduce
+
+    for src in exp.glob("*.yaml"):
+        reproduce.derive_spec(src, True, None, None, folder)
+    return folder
+
+
 @pytest.mark.longest  # ~1 min beside the other worker
 def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2, tmp_path, monkeypatch):
     """experiments/real/*.yaml, trimmed to a CPU (2 × 2 completions of 8 tokens, 2 steps, 1 seed): every
@@ -189,9 +209,10 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
 
     exp, checked = tmp_path / "experiments", tmp_path / "checked"
     exp.mkdir()
+    model = _model_where_a_clone_fetches_it(smollm2, tmp_path, monkeypatch)
     for src in sorted((ROOT / "experiments" / "real").glob("*.yaml")):
         data = yaml.safe_load(src.read_text())
-        data["base"].update(model=str(smollm2), dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
+        data["base"].update(model=model, dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
                             num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
                             reward_timeout=0, stl_delta=8,  # the baseline stops at 2 prompts (not up to 32)
                             num_threads=1)  # the other test worker has the other core: 2 threads took 2.6× as long
@@ -209,15 +230,13 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
     for summary in (out / "runs").glob("*/trial-*/summary.json"):
         s = __import__("json").loads(summary.read_text())
         assert s["status"] == "finished" and s["base_model_sha256"] and s["device_name"]
-    # without a GPU or the model: the sections come back from the committed folders
-    monkeypatch.setattr(reproduce, "REAL_EXPERIMENTS", exp)
+    # without a GPU or the model: the sections come back from the committed folders (which hold the
+    # quick sweeps here: the specs they were trained from)
+    quick = _quick_specs(exp, tmp_path / "rebuilt")
+    (tmp_path / model).unlink()  # a clone that has not fetched the model
+    monkeypatch.setattr(reproduce, "REAL_EXPERIMENTS", quick)
     monkeypatch.setattr(reproduce, "REAL_RESULTS", out)
     monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", out / "cpu")  # none here: the GPU specs' sections alone
-    for src in exp.glob("*.yaml"):  # the committed folders hold the quick sweeps: point the specs at them
-        data = yaml.safe_load(src.read_text())
-        data["name"] += "-quick"
-        data["base"]["model"] = "results/local/models/not-fetched-here"
-        src.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     sections, rows, runs = reproduce._real_sections(tmp_path / "figures", tmp_path)
     assert len(runs) == 4 and len(rows) == 3 and all("real model · C" in r for r in rows)
 
@@ -237,9 +256,10 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
 
     exp, checked = tmp_path / "experiments", tmp_path / "checked"
     exp.mkdir()
+    model = _model_where_a_clone_fetches_it(smollm2, tmp_path, monkeypatch)
     for src in sorted((ROOT / "experiments" / "real" / "cpu").glob("*.yaml")):
         data = yaml.safe_load(src.read_text())
-        data["base"].update(model=str(smollm2), dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
+        data["base"].update(model=model, dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
                             num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
                             reward_timeout=0, stl_delta=8, gradient_accumulation_steps=1)  # baseline: 2 prompts
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
@@ -263,12 +283,9 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     assert again.returncode == 0 and again.stdout.count("nothing to run") == 2, again.stdout[-2000:]
     assert sorted((out / "runs").glob("*/trial-*/summary.json")) == summaries
     # without the model: the sections come back from the run folders
-    for src in exp.glob("*.yaml"):
-        data = yaml.safe_load(src.read_text())
-        data["name"] += "-quick"
-        data["base"]["model"] = "results/local/models/not-fetched-here"
-        src.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    monkeypatch.setattr(reproduce, "REAL_CPU_EXPERIMENTS", exp)
+    quick = _quick_specs(exp, tmp_path / "rebuilt")
+    (tmp_path / model).unlink()
+    monkeypatch.setattr(reproduce, "REAL_CPU_EXPERIMENTS", quick)
     monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", out)
     sections, rows, runs = reproduce._real_cpu_sections(tmp_path / "figures", tmp_path)
     assert len(runs) == 5 and len(sections) == 2 and all(r.startswith("| real model, CPU · C") for r in rows)

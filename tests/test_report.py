@@ -255,7 +255,7 @@ def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_pat
     for i, (loss_type, seed) in enumerate((t, s) for t in ("grpo", "bnpo") for s in range(5)):
         folder = runs / f"trial-{i:04d}"
         folder.mkdir(parents=True)
-        config = {**spec["base"], "loss_type": loss_type, "seed": seed, "num_iterations": 1, "stl_delta": 0.05, "task": "addition"}
+        config = {**spec["base"], "loss_type": loss_type, "seed": seed, "num_iterations": 1, "task": "addition"}
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         loss = 0.0 if loss_type == "grpo" else 0.013 * (seed + 1)
         (folder / "metrics.jsonl").write_text("".join(
@@ -433,6 +433,55 @@ def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_it
     assert runs == [] and left_out == ["trial-0000 (damaged: summary.json not a mapping)", "trial-0001 (killed)",
                                        "trial-0002 (not finished)"]
 
+def test_a_test_that_names_no_metric_compares_steps_to_learn():
+    """`metric` is optional (steps_to_learn); a spec without it trained every run and then crashed on
+    a KeyError where the verdict was computed."""
+    from sweeps.report import rests_on_steps_to_learn, verdicts
+
+    runs = [_run({"warmup_ratio": w, "seed": s}, stl=10 + s + (6 if w else 0)) for w in (0.0, 0.25) for s in range(10)]
+    without = {k: v for k, v in WARMUP.items() if k != "metric"}
+    named, unnamed = (verdicts(_spec({"warmup_ratio": [0.0, 0.25]}, tests=[t]), runs)[0] for t in (WARMUP, without))
+    assert named.verdict == unnamed.verdict == "supported" and named.reason == unnamed.reason
+    assert rests_on_steps_to_learn(without) and not rests_on_steps_to_learn({**WARMUP, "metric": "final_reward"})
+
+
+def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path):
+    """A report counts a folder only as the run its spec trains at that point: a folder whose values
+    are of the wrong type, outside the grid, from another config, or a second run of one point is
+    left out and named (each was counted in silence, or crashed the report)."""
+    from sweeps.report import collect_runs
+
+    spec = SweepSpec(name="t", base={"max_steps": 2}, grid={"beta": [0.0, 0.04]}, seeds=[0, 1], replication_seeds=[2],
+                     report={"tests": []})
+
+    def folder(name, beta, seed, summary=None, **config):
+        path = tmp_path / "t" / name
+        path.mkdir(parents=True)
+        (path / "config.yaml").write_text(yaml.safe_dump({**spec.config_for({"beta": beta, "seed": seed}).to_dict(),
+                                                          **config}))
+        (path / "summary.json").write_text(json.dumps({"status": "finished", "steps_completed": 2, "steps_to_learn": None,
+                                                       "final_reward": 0.5, **(summary or {})}))
+        (path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.5}\n')
+
+    folder("trial-0000", 0.0, 0)
+    folder("trial-0001", 0.04, 0, summary={"steps_to_learn": "abc"})
+    folder("trial-0002", 0.04, 1, summary={"steps_completed": "2"})
+    folder("trial-0003", 0.5, 1)  # a beta the grid does not have
+    folder("trial-0004", 0.0, 1, learning_rate=0.5)  # another base: not this spec's run
+    folder("trial-0005", 0.0, 2)
+    folder("trial-0006", 0.0, 2)  # the same point again: the later is used
+    folder("trial-0007", 0.04, 2, num_threads=7, run_name="x")  # where and how fast it ran: the same run
+    runs, left_out = collect_runs(tmp_path, spec)
+    assert sorted(r.folder.name for r in runs) == ["trial-0000", "trial-0006", "trial-0007"]
+    assert left_out == [
+        "trial-0001 (damaged: summary.json steps_to_learn is 'abc', not a number)",
+        "trial-0002 (damaged: summary.json steps_completed is '2', not an integer)",
+        "trial-0003 (not a point of this spec's grid: beta=0.5, seed=1)",
+        "trial-0004 (another config: learning_rate 0.5, the spec's 0.0001)",
+        "trial-0005 (a second finished run of its point: trial-0006 is used)",
+    ]
+
+
 def _bad_reports():
     tests = [{"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "advantage_scale",
               "treatment": [10.0], "control": 1.0, "direction": "lower"}]
@@ -445,6 +494,8 @@ def _bad_reports():
         ({"tests": [{**tests[0], "axis": ["advantage_scale"]}]}, "axis"),
         ({"tests": tests, "figures": "reward"}, "figures"),
         ({"tests": [{**tests[0], "kind": ["paired"]}]}, "kind"),
+        ({"tests": [{k: v for k, v in tests[0].items() if k != "statement"}]}, "tests[0].statement: None; allowed"),
+        ({"tests": [{**tests[0], "statement": " "}]}, "tests[0].statement: ' '; allowed"),
     ]
 
 

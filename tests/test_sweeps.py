@@ -186,7 +186,7 @@ def _bad_specs():
         ({**ok, "replication_seeds": [1, 1]}, "replication_seeds: [1, 1] repeats a seed"),
         ({**ok, "report": {"tests": [{"kind": "nonsense"}]}}, "report.tests[0].kind: 'nonsense'; allowed: paired"),
         ({**ok, "report": {"figures": ["nonsense"]}}, "report.figures: unknown figure 'nonsense'"),
-        ({**ok, "report": {"tests": [{"kind": "paired", "axis": "beta"}]}}, "report.tests[0].axis: 'beta' is not a grid"),
+        ({**ok, "report": {"tests": [{"kind": "paired", "axis": "beta", "statement": "s"}]}}, "report.tests[0].axis: 'beta' is not a grid"),
     ]
 
 
