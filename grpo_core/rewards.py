@@ -210,7 +210,9 @@ def compute_rewards(
     for name, func in funcs.items():
         try:
             with _process_exit_raises():
-                raw = list(func(completions, **columns))
+                # copies: a reward that changes its arguments in place (clear(), sort()) must not change
+                # what the next reward function, the advantages and the log see
+                raw = list(func(list(completions), **{k: list(v) for k, v in columns.items()}))
         except ProcessExitCalled as exc:  # os._exit() would end the process with no record of the run
             raise RunFailure(f"reward function {name} called os._exit({exc.code}); allowed: a reward returns its "
                              f"values (it must not end the training process)") from None

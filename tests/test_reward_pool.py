@@ -128,3 +128,23 @@ def test_last_number_needs_the_number_where_math_answer_evaluates_an_echo():
     assert last_number(completions, answer=answers) == [0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0]
     assert math_answer(completions[:1] + completions[-1:], answer=["28", "20"]) == [1.0, 1.0]  # the echo, evaluated
     assert last_number(["x = 1.50"], answer=["1.5"]) == [1.0] and last_number(["5"], answer=["n/a"]) == [0.0]
+
+
+def test_a_reward_that_changes_its_arguments_changes_nothing_the_next_one_sees():
+    """In the training process (reward_workers 0) each function gets copies: a reward that cleared
+    `completions` left the baseline dividing by zero (a traceback), and a sort would have scored the
+    next function's completions against the wrong answers."""
+    from grpo_core.rewards import compute_rewards
+
+    def clears(completions, answer, **_):
+        completions.clear()
+        answer.sort()
+        return [0.0, 0.0]
+
+    def matches(completions, answer, **_):
+        return [float(c == a) for c, a in zip(completions, answer)]
+
+    completions, columns = ["2", "1"], {"answer": ["2", "1"]}
+    out = compute_rewards({"clears": clears, "matches": matches}, completions, columns)
+    assert out == {"clears": [0.0, 0.0], "matches": [1.0, 1.0]}
+    assert completions == ["2", "1"] and columns == {"answer": ["2", "1"]}
