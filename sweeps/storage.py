@@ -120,6 +120,9 @@ def _check_journal_readable(path: Path, url: str | None) -> None:
     with `{`. Anything else (a binary file, another program's log) is refused, never cut."""
     import json
 
+    from optuna.storages.journal._storage import JournalOperation
+
+    operations = {int(op) for op in JournalOperation}
     try:
         lines = path.read_bytes().split(b"\n")
     except OSError as exc:
@@ -132,8 +135,8 @@ def _check_journal_readable(path: Path, url: str | None) -> None:
                 if not line.lstrip().startswith(b"{"):
                     raise ValueError
                 line.decode("utf-8", errors="strict")
-            elif not isinstance(record := json.loads(line), dict) or "op_code" not in record:
-                raise ValueError
+            elif not isinstance(record := json.loads(line), dict) or record.get("op_code") not in operations:
+                raise ValueError  # an op_code Optuna does not know stops its replay on an assert
         except ValueError:  # UnicodeDecodeError is one
             raise UserInputError(f"--storage {describe_storage(url)!r}: {path} line {number} is not an Optuna journal "
                                  f"record; allowed: a journal file written by Optuna (move this one aside)") from None
@@ -148,8 +151,13 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
     path = journal_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.JournalStorage(
-            JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path) + ".lock")))
+        try:  # the storage replays every record now: one Optuna cannot apply (a field missing) fails here
+            return optuna.storages.JournalStorage(
+                JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path) + ".lock")))
+        except (KeyError, TypeError, ValueError, IndexError, AssertionError) as exc:
+            raise UserInputError(f"--storage {describe_storage(url)!r}: {path} holds a record Optuna cannot replay "
+                                 f"({type(exc).__name__}: {str(exc)[:80]}); allowed: a journal file written by "
+                                 f"Optuna (move this one aside)") from None
     import inspect
     import warnings
 

@@ -309,7 +309,15 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
     # another program's JSON log, and a binary file with no newline: refused, never cut back as a journal's cut tail
     (tmp_path / "foreign.log").write_text('{"level": "info", "msg": "hi"}\n')
     (tmp_path / "binary.log").write_bytes(b"\x00\x01\xff\xfe")
+    # records Optuna cannot replay: an op_code it does not know (its replay asserts), a record that
+    # lacks a field (a KeyError): each ended in a traceback
+    (tmp_path / "op99.log").write_text('{"op_code": 99}\n')
+    (tmp_path / "opname.log").write_text('{"op_code": "create_study"}\n')
+    (tmp_path / "nofield.log").write_text('{"op_code": 0}\n')
     cases = [
+        (["sweep", "ok.yaml", "--storage", f"journal://{tmp_path}/op99.log"], "line 1 is not an Optuna journal record"),
+        (["trials", "ok.yaml", "--storage", f"journal://{tmp_path}/opname.log"], "line 1 is not an Optuna journal"),
+        (["sweep", "ok.yaml", "--storage", f"journal://{tmp_path}/nofield.log"], "a record Optuna cannot replay (KeyError"),
         (["sweep", "binary.yaml"], "not a text file"),
         (["sweep", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
         (["trials", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
