@@ -39,7 +39,10 @@ def claim_specs(experiments: Path) -> list[Path]:
     paths = sorted((p for p, d in specs.items() if {"claim", "report"} <= set(d)),
                    key=lambda p: (specs[p]["claim"] != "calibration", p.name))
     if not paths:
-        raise UserInputError(f"{experiments}: no claim specs (YAML files with `claim` and `report`)")
+        what = ("is a file" if experiments.is_file() else "no such folder" if not experiments.exists()
+                else "no claim specs in it")
+        raise UserInputError(f"--experiments {experiments}: {what}; allowed: a folder of claim specs (YAML files "
+                             f"with `claim` and `report`)")
     return paths
 
 

@@ -366,6 +366,8 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--workers", "0"], "--workers"), (["--seeds", "0"], "--seeds"), (["--max-steps", "0"], "--max-steps"),
     (["--storage", "redis://x"], "unknown storage"), (["--tracking-uri", "ftp://x"], "unknown tracking store"),
+    (["--experiments", str(ROOT / "README.md")], "README.md: is a file; allowed: a folder of claim specs"),
+    (["--experiments", "/no/such/folder"], "--experiments /no/such/folder: no such folder; allowed"),
 ])
 def test_reproduce_bad_input_writes_nothing(tmp_path, args, needle):
     res = run_grpo_here("reproduce", "--quick", "--out", str(tmp_path / "report"), *args, cwd=tmp_path)
