@@ -499,4 +499,6 @@ def recover_runs(tracking_uri: str) -> tuple[list[tuple[str, str, int, str]], li
                 ended.append((run.info.run_id, name, steps, status))
             elif alive is None:
                 left.append((run.info.run_id, f"{name}: owner {owner or 'not recorded'} cannot be checked from this host"))
+            else:  # its process is alive: a run in progress, never ended by recover
+                left.append((run.info.run_id, f"{name}: still running (pid {owner.rsplit(':', 2)[1]} on this host)"))
     return ended, left

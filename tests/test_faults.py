@@ -526,3 +526,19 @@ def test_recover_after_a_sigkilled_sweep_ends_its_parent_run_too(tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("s").experiment_id])
     assert sorted(r.data.tags.get("sweep_role", "trial") for r in runs) == ["parent", "trial"]
     assert all(r.info.status == "KILLED" for r in runs)
+
+
+def test_recover_names_a_run_whose_process_is_alive_and_leaves_it_running(tmp_path):
+    """A run in progress is never ended; `grpo recover` says it saw it (it said "0 left alone")."""
+    from mlflow.tracking import MlflowClient
+
+    from grpo_core.provenance import owner_id
+
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    client = MlflowClient(tracking_uri=db)
+    exp = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
+    run = client.create_run(exp, run_name="live", tags={"owner": owner_id(), "run_dir": str(tmp_path)}).info.run_id
+    res = grpo_here("recover", "--tracking-uri", db)
+    assert res.returncode == 0, res.stderr
+    assert f"left RUNNING: live: still running (pid {os.getpid()} on this host)" in res.stdout
+    assert "0 run(s) ended, 1 left alone" in res.stdout and client.get_run(run).info.status == "RUNNING"
