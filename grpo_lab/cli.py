@@ -311,6 +311,10 @@ def _cmd_ui(args) -> int:
     # MLflow's server also starts a job runner (GenAI scorers, trace roll-ups) that a store of training
     # runs never uses: off unless set, the UI answers sooner (results/benchmarks/README.md)
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    # MLflow's server imports a Starlette module Starlette has deprecated: two lines of a warning
+    # meant for MLflow's developers on every start, not for the user of the UI
+    quiet = "ignore:starlette.middleware.wsgi is deprecated:Warning"
+    os.environ["PYTHONWARNINGS"] = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), quiet) if w)
     from .server_process import serve
 
     return serve(cmd)
