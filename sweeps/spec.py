@@ -8,7 +8,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, get_args
 
 from grpo_core.config import FIELD_NAMES, GRPOConfig, field_type
 from grpo_core.config_loading import config_from_dict
@@ -143,13 +143,22 @@ def _search_entry(path: str, key: str, entry: Any) -> dict:
     if unknown:
         raise _err(path, where, f"unknown field {unknown[0]!r}; allowed: {', '.join(SEARCH_KEYS)}")
     if "choices" in entry:
+        if set(entry) - {"choices"}:
+            raise _err(path, where, f"choices and {', '.join(sorted(set(entry) - {'choices'}))} together; allowed: "
+                                    f"either {{choices: [...]}} or a range {{low, high[, log, type]}}")
         choices = entry["choices"]
         if not isinstance(choices, list) or not choices:
             raise _err(path, where, "choices must be a non-empty list")
         return {"choices": _distinct(path, where, [_grid_value(path, key, c, where) for c in choices])}
-    kind = entry.get("type", "int" if field_type(key) is int else "float")
+    declared = field_type(key)
+    declared = next((a for a in get_args(declared) if a is not type(None)), declared)  # Optional[float]: float
+    if declared not in (int, float):  # a range is drawn from numbers: a string or a switch is chosen from a list
+        raise _err(path, where, "a range for a key that is not a number; allowed: {choices: [...]} of its values")
+    kind = entry.get("type", "int" if declared is int else "float")
     if kind not in ("float", "int"):
         raise _err(path, where, f"type {kind!r}; allowed: float, int")
+    if declared is int and kind == "float":  # every trial would fail on its first non-integer value
+        raise _err(path, where, "type float for an integer key; allowed: type int (or leave type out)")
     try:
         low, high = float(entry["low"]), float(entry["high"])
     except (KeyError, TypeError, ValueError):
@@ -258,6 +267,10 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
             raise _err(path, "n_trials", f"a search needs a budget: an integer ≥ 1, got {n_trials!r}")
         if replication:
             raise _err(path, "replication_seeds", "only for a grid; a search keeps its seeds inside the objective")
+        runs = n_trials * len(seeds) * math.prod(len(v) for v in grid.values())
+        if runs > MAX_GRID_POINTS:
+            raise _err(path, "n_trials", f"{n_trials:,} trials × {runs // n_trials:,} run(s) each = {runs:,} runs; allowed: at "
+                                         f"most {MAX_GRID_POINTS:,} runs per sweep")
     elif n_trials is not None:
         raise _err(path, "n_trials", "only for a search; a grid runs each of its points once")
     experiment = data.get("mlflow_experiment", "") or ""

@@ -186,6 +186,15 @@ def _bad_specs():
         ({**ok, "replication_seeds": [1, 1]}, "replication_seeds: [1, 1] repeats a seed"),
         ({**ok, "report": {"tests": [{"kind": "nonsense"}]}}, "report.tests[0].kind: 'nonsense'; allowed: paired"),
         ({**ok, "report": {"figures": ["nonsense"]}}, "report.figures: unknown figure 'nonsense'"),
+        # searches: a range where only choices make sense, both at once, a float draw for an integer key
+        # (every trial failed at its first non-integer value), and a budget no machine finishes
+        ({**ok, "search": {"use_peft": {"low": 0, "high": 1}}, "n_trials": 2}, "search.use_peft: a range for a key that"),
+        ({**ok, "search": {"loss_type": {"low": 0, "high": 1}}, "n_trials": 2}, "search.loss_type: a range for a key"),
+        ({**ok, "search": {"learning_rate": {"choices": [1e-4], "low": 1e-5, "high": 1e-3}}, "n_trials": 2},
+         "choices and high, low together"),
+        ({**ok, "search": {"max_steps": {"low": 2, "high": 9, "type": "float"}}, "n_trials": 2}, "type float for an integer"),
+        ({**ok, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 10 ** 11},
+         "n_trials: 100,000,000,000 trials × 1 run(s) each"),
         ({**ok, "report": {"tests": [{"kind": "paired", "axis": "beta", "statement": "s"}]}}, "report.tests[0].axis: 'beta' is not a grid"),
     ]
 
