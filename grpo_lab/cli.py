@@ -135,6 +135,10 @@ def _cmd_train(args) -> int:
         return 0
     from .api import train
 
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cfg.num_threads > cpus:  # allowed (a run recorded on a larger machine is reproduced with its threads)
+        print(f"grpo: note: num_threads {cfg.num_threads} is more than the {cpus} CPU(s) this process may use: "
+              f"the same numbers, more slowly", file=sys.stderr)
     summary = train(cfg, out, mlflow=not args.no_mlflow, progress=not args.no_progress).summary
     if 2 * cfg.stl_window > cfg.max_steps:  # a short run trains; it says once why it has no steps_to_learn
         print(f"grpo: note: steps_to_learn {summary.get('steps_to_learn_reason', '')}", file=sys.stderr)

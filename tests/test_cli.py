@@ -312,3 +312,18 @@ def test_an_interrupt_before_any_run_started_says_nothing_was_recorded(tmp_path,
     monkeypatch.setattr(grpo_core.run, "runs_started", 0)
     res = grpo_here("sweep", "s.yaml", cwd=tmp_path)
     assert res.returncode == 143 and "nothing was recorded" in res.stderr and "recorded as killed" not in res.stderr
+
+
+def test_more_threads_than_cpus_trains_and_says_so(tmp_path, capsys):
+    """num_threads is part of a run's numbers, so a run recorded on a larger machine keeps its
+    threads here (allowed), with one note that it will be slower."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0))
+    out = tmp_path / "run"
+    assert main(["train", "--set", "max_steps=2", "--set", "stl_window=1", "--set", f"num_threads={cpus + 2}",
+                 "--set", f"cache_dir={CACHE}", "--no-mlflow", "--no-progress", "--out", str(out)]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("grpo: note:")]
+    assert notes == [f"grpo: note: num_threads {cpus + 2} is more than the {cpus} CPU(s) this process may use: "
+                     f"the same numbers, more slowly"]
+    assert json.loads((out / "summary.json").read_text())["status"] == "finished"
