@@ -523,7 +523,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
             context = mp.get_context(method)
             procs = [context.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}",
                                    args=(replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None),))
-                     for i in range(workers)]
+                     for i in range(min(workers, _most_trials(spec)))]
             for p in procs:
                 p.start()
             progress.start_thread()  # after the forks: no thread of this process crosses one
@@ -550,10 +550,22 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     print(trials_table(study, spec))
     failed = [t for t in study.get_trials(deepcopy=False)
               if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation]
-    print(f"sweep {spec.name}: {workers} worker(s), {wall:.1f}s wall; "
+    started_workers = len(procs) or 1
+    print(f"sweep {spec.name}: {started_workers} worker(s)"
+          + (f" (of --workers {workers}: no more trials to share; {base_ctx.num_threads} thread(s) each, as for "
+             f"{workers})" if started_workers < workers else "") + f", {wall:.1f}s wall; "
           f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))
     print(ui_line(tracking_uri, parent_run_id, spec.name))
     return 1 if failed else 0
+
+
+def _most_trials(spec: SweepSpec) -> int:
+    """The most trials a sweep can run at once: its grid's runs, or a search's budget (times its grid
+    points). A worker beyond them would never get one; the thread count per run still comes from
+    --workers (it is part of a run's numbers)."""
+    if spec.mode == "grid":
+        return len(spec.grid_points())
+    return spec.n_trials * math.prod(len(v) for v in spec.grid.values())
 
 
 def ui_line(tracking_uri: str, parent_run_id: str, name: str) -> str:

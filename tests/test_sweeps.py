@@ -529,3 +529,18 @@ def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appe
     second = grpo_here("trials", "second.yaml", "--storage", f"journal:///{journal}", cwd=tmp_path)
     assert first.returncode == 0 and "RUNNING  grpo" in first.stdout, first.stderr
     assert second.returncode == 0 and "COMPLETE  bnpo" in second.stdout, second.stderr
+
+
+def test_workers_beyond_the_sweeps_runs_are_not_started_and_threads_follow_the_flag(tmp_path):
+    """--workers 1000 on a one-run grid forked 1000 processes (24 s for a 1-step run). Only as many
+    start as there are runs; each run's num_threads, part of its numbers, is still the one the
+    flag gives (cores ÷ --workers), so a resumed sweep trains its last point as it would have."""
+    from grpo_core import defaults
+
+    write_spec(tmp_path, "one", grid={"loss_type": ["grpo"]}, seeds=[0])
+    res = grpo("sweep", "one.yaml", "--workers", "6", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    threads = max(1, len(os.sched_getaffinity(0)) // 6)
+    assert f"sweep one: 1 worker(s) (of --workers 6: no more trials to share; {threads} thread(s) each" in res.stdout
+    (config,) = (tmp_path / defaults.SWEEPS / "one").glob("trial-*/config.yaml")
+    assert yaml.safe_load(config.read_text())["num_threads"] == threads
