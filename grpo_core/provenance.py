@@ -53,12 +53,17 @@ def versions(names: tuple[str, ...] = VERSIONED) -> dict[str, str]:
     return out
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or taskset's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def machine() -> str:
     """One line: CPU, cores, memory, OS, and the GPU when there is one."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
+    cores = usable_cpus()
     mem = ""
     try:
         kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])

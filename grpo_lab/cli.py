@@ -135,7 +135,9 @@ def _cmd_train(args) -> int:
         return 0
     from .api import train
 
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from grpo_core.provenance import usable_cpus
+
+    cpus = usable_cpus()
     if cfg.num_threads > cpus:  # allowed (a run recorded on a larger machine is reproduced with its threads)
         print(f"grpo: note: num_threads {cfg.num_threads} is more than the {cpus} CPU(s) this process may use: "
               f"the same numbers, more slowly", file=sys.stderr)

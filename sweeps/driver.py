@@ -31,7 +31,7 @@ from grpo_core.cpu_math import check_process
 from grpo_core.errors import Terminated, UserInputError, handle_sigterm
 from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
                                       git_commit, make_client)
-from grpo_core.provenance import owner_id
+from grpo_core.provenance import owner_id, usable_cpus
 from grpo_core.files import check_writable_folder
 
 from .adopt import adopt_run_folders, free_folder, has_adopted
@@ -438,13 +438,6 @@ def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     return run.info.run_id
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def _gpu_count() -> int:
     try:
         import torch
@@ -509,7 +502,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     parent_run_id = _parent_run(study, spec, tracking_uri)
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
                              parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
-                             num_threads=max(1, _cpu_count() // workers) if not gpus else 0, out_root=out_root)
+                             num_threads=max(1, usable_cpus() // workers) if not gpus else 0, out_root=out_root)
     started = time.perf_counter()
     status, procs = "FINISHED", []
     progress = SweepProgress(spec, study, invocation, workers)
