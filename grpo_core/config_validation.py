@@ -38,6 +38,14 @@ def batch_split_problem(cfg: GRPOConfig, num_processes: int) -> Optional[ConfigE
     return None
 
 
+SEED_RANGE = "[0, 2^32 − 1] (numpy's seed range)"
+
+
+def seed_in_range(seed) -> bool:
+    """A seed every library a run seeds accepts: an integer (not a bool) numpy's seeding takes."""
+    return isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2 ** 32
+
+
 def validate(cfg: GRPOConfig) -> GRPOConfig:
     """Check every value and combination; raise ConfigError naming the key and what is allowed.
     No I/O beyond checking that paths exist, and `cfg` is left as it is: returns the config with
@@ -149,7 +157,7 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(cfg.eval_every >= 0, "eval_every", "an integer ≥ 0 (0 = eval off)")
     require(cfg.eval_prompts >= 1, "eval_prompts", "an integer ≥ 1")
     require(cfg.num_threads >= 0, "num_threads", "an integer ≥ 0 (0 = torch's default)")
-    require(0 <= cfg.seed < 2 ** 32, "seed", "an integer in [0, 2^32 − 1] (numpy's seed range)")
+    require(seed_in_range(cfg.seed), "seed", f"an integer in {SEED_RANGE}")
     if cfg.device == "cuda" or cfg.mixed_precision in ("bf16", "fp16") or cfg.decode == "graph":
         import torch
 

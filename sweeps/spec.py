@@ -12,7 +12,7 @@ from typing import Any, Optional, get_args
 
 from grpo_core.config import FIELD_NAMES, GRPOConfig, field_type
 from grpo_core.config_loading import config_from_dict
-from grpo_core.config_validation import check_inputs
+from grpo_core.config_validation import SEED_RANGE, check_inputs, seed_in_range
 from grpo_core.config_values import coerce_value, short_value
 from grpo_core.errors import ConfigError, UserInputError
 from grpo_core.run_metrics import CENSORED, censored_at
@@ -179,11 +179,11 @@ def _search_entry(path: str, key: str, entry: Any) -> dict:
 def _check_seeds(path: str, key: str, seeds) -> None:
     """A list of distinct integers in numpy's seed range (the config's rule for `seed`, named here by
     the spec's key)."""
-    allowed = "a list of distinct integers in [0, 2^32 − 1] (numpy's seed range)"
+    allowed = f"a list of distinct integers in {SEED_RANGE}"
     if not isinstance(seeds, list):
         raise _err(path, key, f"{short_value(seeds)}; allowed: {allowed}")
     for s in seeds:
-        if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2 ** 32:
+        if not seed_in_range(s):
             raise _err(path, key, f"{short_value(s)} in {short_value(seeds)}; allowed: {allowed}")
     if len(set(seeds)) != len(seeds):
         raise _err(path, key, f"{short_value(seeds)} repeats a seed; allowed: {allowed}")
