@@ -121,7 +121,7 @@ def _read_rows(source: str) -> list[dict]:
                 header = next(csv.reader(f), [])
             extra["features"] = Features({name: Value("string") for name in header})
             extra["encoding"] = "utf-8-sig"
-        elif path.suffix == ".json" and _first_character(path) == "{":
+        elif path.suffix == ".json" and _first_byte(path) == b"{":
             extra["field"] = "data"
         rows = list(load_dataset(kind, data_files=str(path), split="train", keep_in_memory=True, **extra))
     else:
@@ -132,22 +132,14 @@ def _read_rows(source: str) -> list[dict]:
     return rows
 
 
-def _first_character(path) -> str:
-    """The first non-blank character of a text file, read without reading the whole file."""
-    with open(path) as f:
-        while chunk := f.read(4096):
-            if chunk.strip():
-                return chunk.strip()[0]
-    return ""
-
-
-def _blank(path) -> bool:
-    """Whether a file holds nothing but white space (read as bytes: a .parquet file is binary)."""
+def _first_byte(path) -> bytes:
+    """The first byte of a file that is not white space (b"" for a blank file), read without reading
+    the whole file; as bytes, so a binary .parquet file reads too."""
     with open(path, "rb") as f:
         while chunk := f.read(4096):
             if chunk.strip():
-                return False
-    return True
+                return chunk.strip()[:1]
+    return b""
 
 
 def check_dataset_source(source: str) -> None:
@@ -166,7 +158,7 @@ def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> li
     from .errors import ConfigError
 
     path = Path(source).expanduser()
-    if path.suffix in DATASET_SUFFIXES and path.is_file() and _blank(path):
+    if path.suffix in DATASET_SUFFIXES and path.is_file() and not _first_byte(path):
         raise ConfigError("dataset", f"{source!r} is empty; allowed: a file with one row per prompt (two rows or more)")
     try:
         rows = _read_rows(source)
