@@ -141,7 +141,7 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
     wanted = {point_key(p) for p in spec.grid_points()}
     try:
         declared = {k: coerce_value(k, v) for k, v in spec.base.items() if k not in IGNORED}
-    except (UserInputError, ValueError):
+    except ValueError:  # a ConfigError is one: a base not loaded through load_spec's checks
         declared = dict(spec.base)
 
     def difference(point: dict, config: dict) -> Optional[tuple]:
