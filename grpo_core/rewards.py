@@ -246,8 +246,16 @@ def _process_exit_raises():
         os._exit = real
 
 
+# The largest |reward| a function may return. Rewards enter float32 tensors, whose largest value is
+# 3.4e38; a group's variance squares them (1e19 squared overflows), and the baseline sums hundreds of
+# them: 1e308 was finite as a Python float, became inf there, and the baseline's standard error
+# (nan) then asked for one more prompt at a time up to its cap before the run failed.
+REWARD_LIMIT = 1e15
+
+
 def check_values(name: str, raw: list, completions: list[str]) -> list[float]:
-    """One finite number per completion, or a RunFailure naming the function and the completion."""
+    """One finite number per completion, |value| ≤ REWARD_LIMIT, or a RunFailure naming the
+    function and the completion."""
     if len(raw) != len(completions):
         raise RunFailure(f"reward function {name} returned {len(raw)} values for {len(completions)} completions")
     wrong = [i for i, v in enumerate(raw) if not isinstance(v, numbers.Real)]
@@ -260,6 +268,11 @@ def check_values(name: str, raw: list, completions: list[str]) -> list[float]:
     if bad:
         raise RunFailure(f"reward function {name} returned {values[bad[0]]} (non-finite) for "
                          f"completion {bad[0]}: {completions[bad[0]]!r}")
+    huge = [i for i, v in enumerate(values) if abs(v) > REWARD_LIMIT]
+    if huge:
+        raise RunFailure(f"reward function {name} returned {values[huge[0]]:g} for completion {huge[0]}: "
+                         f"{completions[huge[0]]!r}; allowed: numbers of absolute value ≤ {REWARD_LIMIT:g} (the "
+                         f"advantages are computed in float32)")
     return values
 
 

@@ -237,12 +237,14 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
             for row in earlier:
                 completions_file.write_line(json.dumps(row))
 
+        printing = [True]  # until the terminal is gone (`grpo train | head` closes the pipe)
+
         def on_step(metrics: dict) -> None:
             if completions_file is not None:  # first: a step's completions are on disk before its metrics
                 for row in trainer.last_completions:
                     completions_file.write_line(json.dumps(row))
-                if cfg.num_completions_to_print and trainer.last_completions:
-                    _print_completions(trainer.last_completions[:cfg.num_completions_to_print], bar)
+                if cfg.num_completions_to_print and trainer.last_completions and printing[0]:
+                    printing[0] = _print_completions(trainer.last_completions[:cfg.num_completions_to_print], bar)
             metrics_file.write_line(json.dumps({k: _json_value(v) for k, v in metrics.items()}))
             if logger is not None:
                 logger.log_step(metrics)
@@ -312,13 +314,19 @@ def resumed_rows(cfg: GRPOConfig, name: str) -> list[dict]:
     return [m for m in read_metrics_lenient(source) if m.get("step", 0) <= step]
 
 
-def _print_completions(rows: list[dict], bar) -> None:
-    """A few of the step's completions on the terminal (num_completions_to_print), above the progress bar."""
+def _print_completions(rows: list[dict], bar) -> bool:
+    """A few of the step's completions on the terminal (num_completions_to_print), above the progress
+    bar. False once the terminal cannot take them (a closed pipe, as `grpo train | head` leaves): the
+    run goes on, and its completions.jsonl and MLflow table hold every row."""
     write = bar.write if bar is not None else print
-    for row in rows:
-        cut = " [cut at max_completion_length]" if row["truncated"] else ""
-        write(f"step {row['step']} · reward {row['reward']:.3g} · advantage {row['advantage']:+.3f} · "
-              f"{row['length']} tokens{cut}\n  prompt: {row['prompt']!r}\n  completion: {row['completion']!r}")
+    try:
+        for row in rows:
+            cut = " [cut at max_completion_length]" if row["truncated"] else ""
+            write(f"step {row['step']} · reward {row['reward']:.3g} · advantage {row['advantage']:+.3f} · "
+                  f"{row['length']} tokens{cut}\n  prompt: {row['prompt']!r}\n  completion: {row['completion']!r}")
+    except (BrokenPipeError, ValueError):  # ValueError: a stdout that was closed
+        return False
+    return True
 
 
 def _progress_bar(total: int, enabled: bool):

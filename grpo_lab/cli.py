@@ -378,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         if is_main_process():
             print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader of our output left (`grpo trials | head -1`): what ran is recorded
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush fails no more
+        return 141  # as a process that SIGPIPE ended
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         started = getattr(sys.modules.get("grpo_core.run"), "runs_started", 0)

@@ -214,7 +214,10 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
             raise _err(path, "grid.seed", "seeds go in `seeds`, not in the grid")
         if axis not in FIELD_NAMES:
             raise _err(path, f"grid.{axis}", f"unknown axis; allowed: config keys ({', '.join(FIELD_NAMES)})")
-        if not isinstance(values, list) or not values:
+        if not isinstance(values, list):
+            raise _err(path, f"grid.{axis}", f"expected a list of values, got {short_value(values)}; "
+                                             f"allowed: a non-empty list (one value: [{short_value(values)}])")
+        if not values:
             raise _err(path, f"grid.{axis}", "empty grid axis; give a non-empty list of values")
     grid = {axis: _distinct(path, f"grid.{axis}", [_grid_value(path, axis, v) for v in values])
             for axis, values in grid.items()}

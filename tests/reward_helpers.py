@@ -24,6 +24,10 @@ def nan_reward(completions, **kwargs):
     return [float("nan")] * len(completions)
 
 
+def huge_reward(completions, **kwargs):
+    return [1e308] * len(completions)  # finite as a Python float, inf in float32
+
+
 def interrupt(completions, **kwargs):
     """Simulates Ctrl-C during a step."""
     raise KeyboardInterrupt

@@ -176,6 +176,17 @@ def test_non_finite_reward_stops_the_run(tmp_path):
     assert summary["status"] == "failed" and "non-finite" in summary["error"] and "nan_reward" in summary["error"]
 
 
+def test_reward_too_large_for_float32_stops_the_run_naming_it(tmp_path):
+    # 1e308 passed the finite check, overflowed in the baseline's float sums, and the baseline's
+    # nan standard error asked for one more prompt at a time up to its cap: minutes before failing
+    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:huge_reward", "--no-mlflow",
+                    "--out", str(tmp_path / "run"))
+    assert res.returncode == 1 and "Traceback" not in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert "huge_reward returned 1e+308 for completion 0" in res.stderr and "allowed: numbers of absolute value ≤ 1e+15" in res.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "huge_reward" in summary["error"]
+
+
 def test_out_folder_that_is_not_empty_is_refused(tmp_path, capsys):
     (tmp_path / "keep.txt").write_text("x")
     assert main(["train", "--out", str(tmp_path), "--no-mlflow"]) == 2

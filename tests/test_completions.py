@@ -68,3 +68,26 @@ def test_the_default_sample_and_logging_off_leave_the_run_as_it_was(tmp_path):
     assert [len([r for r in sample if r["step"] == s]) for s in (1, 2, 3)] == [8, 8, 8]
     assert all(r in every for r in sample)  # spread over the batch: rows 0, 2, 4 … of 16
     assert {r["prompt"] for r in sample if r["step"] == 1} == {r["prompt"] for r in every if r["step"] == 1}
+
+
+def test_a_closed_output_pipe_stops_the_printing_not_the_run(tmp_path):
+    # `grpo train … | head -2` closed the pipe after step 1's completions: the next print raised
+    # BrokenPipeError, which failed the run at step 2 and printed a traceback
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *BASE, "--set", "log_completions_per_step=0",
+                             "--set", "num_completions_to_print=2",
+                             "--no-mlflow", "--no-progress", "--out", str(tmp_path / "run")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    assert proc.stdout.readline().startswith("step 1 · reward")
+    proc.stdout.close()  # the reader leaves, as `head` does
+    err = proc.stderr.read()
+    assert proc.wait() == 141 and "Traceback" not in err, err[-2000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps_completed"] == 3
+    assert len(rows_of(tmp_path / "run" / "completions.jsonl")) == 3 * 16  # every row, printed or not
