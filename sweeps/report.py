@@ -188,8 +188,8 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
             left_out.append(f"{folder.name} (damaged: metrics.jsonl {_why(exc)})")
             continue
         if len(metrics) != summary.get("steps_completed", len(metrics)):
-            left_out.append(f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} of "
-                            f"{summary.get('steps_completed')} steps)")
+            left_out.append(f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} step(s), summary.json's "
+                            f"steps_completed {summary.get('steps_completed')})")
             continue
         if point_key(point) not in wanted:
             left_out.append(f"{folder.name} (not a point of this spec's grid: {_label(point.items())})")

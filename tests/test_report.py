@@ -473,6 +473,7 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
     folder("trial-0005", 0.0, 2)
     folder("trial-0006", 0.0, 2)  # the same point again: the later is used
     folder("trial-0007", 0.04, 2, num_threads=7, run_name="x")  # where and how fast it ran: the same run
+    folder("trial-0008", 0.04, 1, summary={"steps_completed": 1})  # its metrics.jsonl has 2 steps
     runs, left_out = collect_runs(tmp_path, spec)
     assert sorted(r.folder.name for r in runs) == ["trial-0000", "trial-0006", "trial-0007"]
     assert left_out == [
@@ -480,6 +481,7 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
         "trial-0002 (damaged: summary.json steps_completed is '2', not an integer)",
         "trial-0003 (not a point of this spec's grid: beta=0.5, seed=1)",
         "trial-0004 (another config: learning_rate 0.5, the spec's 0.0001)",
+        "trial-0008 (damaged: metrics.jsonl has 2 step(s), summary.json's steps_completed 1)",  # was '2 of 1 steps'
         "trial-0005 (a second finished run of its point: trial-0006 is used)",
     ]
 
