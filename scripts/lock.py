@@ -3,7 +3,11 @@
 and the project itself. scripts/bootstrap.sh installs exactly these; tests/test_lock.py checks the
 installed versions against the file.
 
-    .venv/bin/python scripts/lock.py      # after changing a dependency in pyproject.toml
+    .venv/bin/python -m pip install 'newdep>=1.2'   # after adding or raising a dependency in pyproject.toml
+    .venv/bin/python scripts/lock.py
+
+bootstrap.sh installs the lock with --no-deps (the lock is the resolution), so a dependency that is
+not in it fails the install's `pip check` until it is locked.
 """
 
 import subprocess
