@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from conftest import CACHE, ROOT, run_grpo as grpo, run_grpo_here as grpo_here
+from conftest import CACHE, ROOT, run_grpo_here as grpo_here
 
 
 def _spec(tmp_path, name, max_steps):
