@@ -28,7 +28,7 @@ from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from .report import SUPPORTED, bases_table, claim_section, collect_runs, validate_report
 from .spec import load_spec
-from .storage import check_distinct, check_storage
+from .storage import check_distinct, check_storage, journal_url
 
 
 
@@ -241,7 +241,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     if storage is None and not report_only:  # the run folders decide what is done: a journal of its own
         journal = Path(defaults.REPRODUCE_JOURNALS) / f"journal-{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.log"
         journal.parent.mkdir(parents=True, exist_ok=True)
-        storage = f"journal:///{journal.resolve()}"
+        storage = journal_url(journal)
         print(f"grpo reproduce: this invocation's Optuna journal: {journal} (`grpo trials SPEC --storage "
               f"{storage}` lists a sweep's trials)", flush=True)
     failures, trained = 0, False

@@ -25,8 +25,20 @@ def journal_path(url: str | None) -> Path | None:
     if url is None:
         return Path(defaults.JOURNAL)
     if url.startswith("journal://"):
-        return Path(url[len("journal://"):])
+        return Path(_one_root_slash(url[len("journal://"):]))
     return None
+
+
+def _one_root_slash(path: str) -> str:
+    """journal:///abs/j.log and journal:////abs/j.log both name /abs/j.log (the second, in SQLite's
+    spelling for an absolute path, read as //abs/j.log and was printed so)."""
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def journal_url(path: Path) -> str:
+    """The --storage URL of a journal file: journal:///abs/path (absolute, so it names the same file
+    from any working folder)."""
+    return f"journal://{Path(path).resolve()}"
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -66,7 +78,7 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
             with open(path, "rb") as f:
                 if f.read(16) != SQLITE_MAGIC:
                     raise UserInputError(f"--storage {url!r}: {path} is not a SQLite database; allowed: a SQLite file "
-                                         f"(or a new one), or journal:///{path} if it is an Optuna journal")
+                                         f"(or a new one), or {journal_url(path)} if it is an Optuna journal")
         if not must_exist:  # a folder, or a place this process cannot write: Optuna's traceback otherwise
             check_sqlite_writable(path, f"--storage {url!r}")
         return
@@ -190,9 +202,10 @@ def check_distinct(storage_url: str | None, tracking_uri: str) -> None:
     def file_of(uri: str | None) -> Path | None:
         if uri is None:
             return Path(defaults.JOURNAL).resolve()
-        for prefix in ("sqlite:///", "journal://"):
-            if uri.startswith(prefix):
-                return Path(uri[len(prefix):]).resolve()
+        if uri.startswith("journal://"):
+            return journal_path(uri).resolve()
+        if uri.startswith("sqlite:///"):
+            return Path(uri[len("sqlite:///"):]).resolve()
         return None
 
     a, b = file_of(storage_url), file_of(tracking_uri)

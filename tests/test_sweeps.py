@@ -344,6 +344,11 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
         # a folder, and a place nobody can write: Optuna's 40-line traceback before
         (["sweep", "ok.yaml", "--storage", f"sqlite:///{tmp_path}/results"], "is a folder; allowed: a SQLite"),
         (["sweep", "ok.yaml", "--storage", "sqlite:////proc/grpo.db"], "allowed: a SQLite file in a writable folder"),
+        # a relative SQLite path's hint names the file itself (it said journal:///README.md: /README.md)
+        (["sweep", "ok.yaml", "--storage", "sqlite:///README.md"], f"or journal://{tmp_path}/README.md if it is"),
+        # one file in both spellings of an absolute journal path ('//x' and '/x' were two files to the check)
+        (["sweep", "ok.yaml", "--storage", f"journal:///{tmp_path}/same.log", "--tracking-uri",
+          f"sqlite:///{tmp_path}/same.log"], "name the same file"),
     ]
     (tmp_path / "results" / "local").mkdir(parents=True)
     (tmp_path / "results" / "local" / "optuna-journal.log").write_text("")  # `trials` needs a machine that ran sweeps
