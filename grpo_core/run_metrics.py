@@ -128,6 +128,8 @@ def censored_at(key: str, summary: dict, max_steps: int) -> float:
 def unreached_reason(steps: int, window: int) -> str:
     """Why a run has no steps_to_learn (summary.json, the note `grpo train` prints)."""
     if steps < 2 * window:
+        fix = (f"set stl_window ≤ {steps // 2} for this run" if steps >= 2 else
+               "train at least 2 steps")  # stl_window is at least 1: a 1-step run cannot have one
         return (f"cannot be reached in {steps} steps: it needs a full window of stl_window = {window} steps and as "
-                f"many after it ({2 * window} steps; set stl_window ≤ {max(1, steps // 2)} for this run)")
+                f"many after it ({2 * window} steps; {fix})")
     return "the reward's moving average never rose to baseline + δ and stayed there to the end of the run"

@@ -112,6 +112,9 @@ def test_a_short_run_with_every_other_key_at_its_default_trains(tmp_path, capsys
     assert summary["status"] == "finished" and summary["steps_completed"] == steps
     assert summary["steps_to_learn"] is None and summary["learned"] == 0
     assert summary["steps_to_learn_reason"].startswith(f"cannot be reached in {steps} steps")
+    # what to change: a window that fits, or more steps where none can (it said "stl_window ≤ 1" for 1 step)
+    assert notes[0].endswith({1: "train at least 2 steps)", 3: "set stl_window ≤ 1 for this run)",
+                              10: "set stl_window ≤ 5 for this run)"}[steps])
 
 
 def test_bad_input_from_a_real_process_has_no_traceback(tmp_path):
