@@ -22,6 +22,7 @@ from grpo_core.run_metrics import CENSORED, first_crossing_step, trailing_averag
 from .spec import SweepSpec
 
 ALPHA = 0.05
+QUICK_KEYS = ("max_steps", "seeds", "replication_seeds", "grid")  # a spec's `quick`: what --quick changes
 TEST_KINDS = ("paired", "differ", "zero_loss_step1", "placebo")
 FIGURE_KINDS = ("reward", "early_loss", "completion_length")
 
@@ -80,6 +81,9 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
             raise UserInputError(f"{where}.figures: unknown figure {fig!r}; allowed: {', '.join(FIGURE_KINDS)}")
     if not isinstance(spec.quick or {}, dict):
         raise UserInputError(f"{spec.path}: quick: {short_value(spec.quick)}; allowed: a mapping")
+    unknown = sorted(set(spec.quick or {}) - set(QUICK_KEYS))  # a typo surfaced only at `grpo reproduce --quick`
+    if unknown:
+        raise UserInputError(f"{spec.path}: quick.{unknown[0]}: unknown key; allowed: {', '.join(QUICK_KEYS)}")
     for i, test in enumerate(tests):
         kind = test.get("kind")
         if not isinstance(kind, str) or kind not in TEST_KINDS:

@@ -196,6 +196,8 @@ def _bad_specs():
         ({**ok, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 10 ** 11},
          "n_trials: 100,000,000,000 trials × 1 run(s) each"),
         ({**ok, "report": {"tests": [{"kind": "paired", "axis": "beta", "statement": "s"}]}}, "report.tests[0].axis: 'beta' is not a grid"),
+        # a typo in `quick` surfaced only at `grpo reproduce --quick`, after the full runs were planned
+        ({**ok, "quick": {"max_step": 2}}, "quick.max_step: unknown key; allowed: max_steps, seeds"),
         # a grid axis given one value instead of a list was called empty
         ({**ok, "grid": {"learning_rate": 1e-4}}, "grid.learning_rate: expected a list of values, got 0.0001; allowed: a non-empty list"),
     ]
