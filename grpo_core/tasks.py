@@ -151,6 +151,10 @@ def check_dataset_source(source: str) -> None:
     if path.suffix in DATASET_SUFFIXES and not path.is_file():
         raise ConfigError("dataset", f"no such file {source!r}; allowed: a local {'/'.join(DATASET_SUFFIXES)} file "
                                      f"or a hub dataset id")
+    if path.suffix not in DATASET_SUFFIXES and path.is_file():  # not a hub id: asking the hub took ~30 s of retries
+        raise ConfigError("dataset", f"{source!r} is a local file of a type grpo does not read "
+                                     f"({path.suffix or 'no suffix'}); allowed: a local {'/'.join(DATASET_SUFFIXES)} "
+                                     f"file, a folder of them, or a hub dataset id")
 
 
 def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> list[dict]:

@@ -20,6 +20,11 @@ def test_validate_reads_no_file_and_leaves_the_config_alone(tmp_path):
         check_inputs(checked)
     with pytest.raises(ConfigError, match="dataset: no such file"):
         validate(GRPOConfig(dataset=str(tmp_path / "missing.csv")))
+    # a local file of another type is not a hub id: it was sent to the hub (~30 s of retries offline)
+    (tmp_path / "rows.txt").write_text("What is 1+1?\t2\n")
+    with pytest.raises(ConfigError, match=r"rows.txt' is a local file of a type grpo does not read \(.txt\); "
+                                          r"allowed: a local .jsonl/.json/.csv/.parquet file, a folder of them"):
+        validate(GRPOConfig(dataset=str(tmp_path / "rows.txt")))
 
 
 def test_csv_answers_stay_the_strings_written(tmp_path):
