@@ -237,14 +237,15 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
             for row in earlier:
                 completions_file.write_line(json.dumps(row))
 
-        printing = [True]  # until the terminal is gone (`grpo train | head` closes the pipe)
+        printing = True  # until the terminal is gone (`grpo train | head` closes the pipe)
 
         def on_step(metrics: dict) -> None:
+            nonlocal printing
             if completions_file is not None:  # first: a step's completions are on disk before its metrics
                 for row in trainer.last_completions:
                     completions_file.write_line(json.dumps(row))
-                if cfg.num_completions_to_print and trainer.last_completions and printing[0]:
-                    printing[0] = _print_completions(trainer.last_completions[:cfg.num_completions_to_print], bar)
+                if cfg.num_completions_to_print and trainer.last_completions and printing:
+                    printing = _print_completions(trainer.last_completions[:cfg.num_completions_to_print], bar)
             metrics_file.write_line(json.dumps({k: _json_value(v) for k, v in metrics.items()}))
             if logger is not None:
                 logger.log_step(metrics)
