@@ -81,16 +81,77 @@ def capped(values: Sequence[float], horizon: float) -> list[float]:
     return [min(float(x), horizon) for x in values]  # (a value past a horizon shorter than max_steps: censored too)
 
 
+def _doubled_midranks(a: np.ndarray) -> np.ndarray:
+    """Twice the 1-based mid-ranks of `a` (ties share the mean of their ranks), as integers: a
+    tie group over sorted positions i..j (1-based) gets i + j."""
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    bounds = np.flatnonzero(np.diff(s)) + 1
+    starts, ends = np.r_[0, bounds], np.r_[bounds, len(a)]
+    out = np.empty(len(a), dtype=np.int64)
+    out[order] = np.repeat(starts + 1 + ends, ends - starts)
+    return out
+
+
 def signed_rank_test(differences: Sequence[float]) -> float:
     """Two-sided Wilcoxon signed-rank p-value of paired differences, zeros dropped (Wilcoxon's
-    convention), ties given mid-ranks, the null distribution enumerated exactly over all sign
-    flips (scipy's PermutationMethod). 1.0 with fewer than 2 non-zero differences."""
-    from scipy.stats import PermutationMethod, wilcoxon
-
-    d = [x for x in differences if x != 0]
-    if len(d) < 2:  # one sign flip of one pair: p = 1 exactly
+    convention), ties given mid-ranks, the null distribution enumerated exactly over all 2^n sign
+    flips (what scipy's PermutationMethod enumerates; tests/test_statistics.py checks they agree).
+    The enumeration is a subset-sum count over doubled mid-ranks (integers), so n = 30 costs as
+    little as n = 6: the power simulation (sweeps/power.py) calls it thousands of times.
+    p = min(1, 2 · min(P(T+ ≤ t), P(T+ ≥ t))). 1.0 with fewer than 2 non-zero differences."""
+    d = np.asarray(differences, dtype=float)
+    d = d[d != 0]
+    n = len(d)
+    if n < 2:  # one sign flip of one pair: p = 1 exactly
         return 1.0
-    return float(wilcoxon(d, zero_method="wilcox", method=PermutationMethod(n_resamples=np.inf)).pvalue)
+    doubled = _doubled_midranks(np.abs(d))
+    counts = np.zeros(int(doubled.sum()) + 1)  # counts[t]: sign patterns whose positive ranks sum to t/2
+    counts[0] = 1
+    for r in doubled:
+        counts[r:] = counts[r:] + counts[:-r].copy()
+    observed = int(doubled[d > 0].sum())
+    total = 2.0 ** n
+    low, high = counts[:observed + 1].sum() / total, counts[observed:].sum() / total
+    return float(min(1.0, 2 * min(low, high)))
+
+
+def signed_rank_tests(batch) -> np.ndarray:
+    """signed_rank_test of each row of a (rows, n) array at once, equal to it row by row (a test
+    checks): the power simulation's inner loop. Zeros get rank 0, which doubles every count of
+    the row's null distribution and leaves its probabilities unchanged, as dropping them does."""
+    d = np.atleast_2d(np.asarray(batch, dtype=float))
+    rows, n = d.shape
+    zero = d == 0
+    a = np.where(zero, -1.0, np.abs(d))  # zeros sort first, as one tie group below every non-zero
+    order = np.argsort(a, axis=1, kind="stable")
+    s = np.take_along_axis(a, order, axis=1)
+    pos = np.broadcast_to(np.arange(n), (rows, n))
+    new = np.ones((rows, n), dtype=bool)
+    new[:, 1:] = s[:, 1:] != s[:, :-1]
+    start = np.maximum.accumulate(np.where(new, pos, 0), axis=1)  # first position of each tie group
+    last = np.ones((rows, n), dtype=bool)
+    last[:, :-1] = s[:, :-1] != s[:, 1:]
+    end = np.minimum.accumulate(np.where(last, pos, n - 1)[:, ::-1], axis=1)[:, ::-1]  # its last position
+    zeros = zero.sum(axis=1, keepdims=True)
+    doubled_sorted = start + end + 2 - 2 * zeros  # twice the mid-rank among the non-zeros
+    doubled = np.empty((rows, n), dtype=np.int64)
+    np.put_along_axis(doubled, order, doubled_sorted, axis=1)
+    doubled[zero] = 0
+    top = n * (n + 1)
+    counts = np.zeros((rows, top + 1))
+    counts[:, 0] = 1
+    grid = np.arange(top + 1)
+    for j in range(n):
+        idx = grid[None, :] - doubled[:, j:j + 1]
+        counts = counts + np.where(idx >= 0, np.take_along_axis(counts, np.clip(idx, 0, None), axis=1), 0.0)
+    total = counts.sum(axis=1)
+    observed = np.where(d > 0, doubled, 0).sum(axis=1)
+    cdf = np.cumsum(counts, axis=1)
+    low = cdf[np.arange(rows), observed]
+    high = total - np.where(observed > 0, cdf[np.arange(rows), np.maximum(observed - 1, 0)], 0.0)
+    p = np.minimum(1.0, 2 * np.minimum(low, high) / total)
+    return np.where((~zero).sum(axis=1) < 2, 1.0, p)
 
 
 def smallest_signed_rank_p(n_pairs: int) -> float:
@@ -125,6 +186,63 @@ def hodges_lehmann(differences: Sequence[float], confidence: float = 0.95) -> tu
         return estimate, -INF, INF
     c = int(below[-1]) + 1  # C: one past the largest such t
     return estimate, float(walsh[c - 1]), float(walsh[len(walsh) - c])
+
+
+def _rank_sum_null_cdf(m: int, n: int) -> np.ndarray:
+    """P(U ≤ u) for u = 0 … m·n under the null (no ties): U counts the pairs (x_i, y_j) with
+    x_i > y_j, for m x's and n y's in random order (the Mann-Whitney statistic)."""
+    # counts[k][u]: orderings of k x's among the values so far with statistic u (a recursion over the largest)
+    from math import comb
+
+    table = {}
+
+    def count(a: int, b: int) -> np.ndarray:  # a x's, b y's: number of arrangements per u = 0 … a·b
+        if (a, b) in table:
+            return table[(a, b)]
+        if a == 0 or b == 0:
+            out = np.zeros(a * b + 1)
+            out[0] = 1
+        else:  # the largest value is an x (it beats every y: + b) or a y (+ 0)
+            out = np.zeros(a * b + 1)
+            with_x, with_y = count(a - 1, b), count(a, b - 1)
+            out[b:b + len(with_x)] += with_x
+            out[:len(with_y)] += with_y
+        table[(a, b)] = out
+        return out
+
+    return np.cumsum(count(m, n)) / comb(m + n, m)
+
+
+def hodges_lehmann_two_sample(x: Sequence[float], y: Sequence[float],
+                              confidence: float = 0.95) -> tuple[float, float, float]:
+    """(estimate, low, high) of the shift x − y between two independent samples: the median of all
+    m·n differences x_i − y_j, with the distribution-free interval that inverts the exact
+    Mann-Whitney test (Moses): the C-th smallest and largest differences, C − 1 the largest u with
+    P(U ≤ u) ≤ (1 − confidence)/2. Too few values for any such u give (−inf, inf). With ties (step
+    counts) the interval is the no-ties one, a close approximation."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) == 0 or len(y) == 0:
+        return math.nan, math.nan, math.nan
+    diffs = np.sort((x[:, None] - y[None, :]).ravel())
+    estimate = float(np.median(diffs))
+    below = np.nonzero(_rank_sum_null_cdf(len(x), len(y)) <= (1 - confidence) / 2)[0]
+    if len(below) == 0:
+        return estimate, -INF, INF
+    c = int(below[-1]) + 1
+    return estimate, float(diffs[c - 1]), float(diffs[len(diffs) - c])
+
+
+def rank_sum_test(x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided Mann-Whitney (Wilcoxon rank-sum) p-value of two independent samples, ties given
+    mid-ranks, by permutation: exact (every split enumerated) up to 9,999 splits, else 9,999 random
+    splits from a fixed seed. 1.0 when every value is equal."""
+    from scipy.stats import PermutationMethod, mannwhitneyu
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) == 0 or len(y) == 0 or np.all(np.concatenate([x, y]) == x[0]):
+        return 1.0
+    method = PermutationMethod(n_resamples=9999, rng=np.random.default_rng(0))
+    return float(mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue)
 
 
 def friedman_test(blocks: Sequence[Sequence[float]]) -> float:

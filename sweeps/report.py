@@ -58,6 +58,26 @@ def compared_metric(test: dict) -> str:
     return test.get("metric", "steps_to_learn")
 
 
+AUC = "reward_auc"  # the continuous metric beside steps_to_learn: mean training reward over the run
+AUC_SUFFIX = " (reward AUC: mean training reward over the run)"
+
+
+def report_tests(spec: SweepSpec) -> list[dict]:
+    """The spec's tests, each one on steps_to_learn followed by its twin on reward AUC (the same
+    axis, arms and seeds, the direction turned: learning sooner is a larger area under the reward
+    curve), so effects finer than one step show. A twin carries `twin_of`, its original's index."""
+    out = []
+    for i, test in enumerate(spec.report.get("tests") or []):
+        out.append(test)
+        if test.get("kind") in ("paired", "differ") and compared_metric(test) == "steps_to_learn":
+            twin = {k: v for k, v in test.items() if k not in ("claimed_effect", "claimed_effect_text", "note")}
+            twin.update(metric=AUC, statement=test["statement"] + AUC_SUFFIX, twin_of=i)
+            if test.get("direction"):
+                twin["direction"] = {"lower": "higher", "higher": "lower"}[test["direction"]]
+            out.append(twin)
+    return out
+
+
 def validate_report(spec: SweepSpec, claim: bool = True) -> None:
     """Check a claim spec's `report` section before anything runs. claim=False (`grpo sweep`): a
     sweep needs no report, but what its spec's report section holds is checked all the same, so a
@@ -292,6 +312,7 @@ class Verdict:
     reason: str
     table: str
     comparisons: list = field(default_factory=list)  # paired / differ tests: one per stratum and treatment
+    facts: dict = field(default_factory=dict)  # paired tests on both sets: n per set, detectable effect, control
 
 
 @dataclass
@@ -306,6 +327,7 @@ class Comparison:
     informative: bool  # a censored metric: at least one run of the pairs reached it
     p_adj: float = math.nan
     outcome: str = ""  # SUPPORTED / CONTRADICTED / "" after Holm
+    diffs: list = field(default_factory=list)  # the paired differences tested (censored ones capped)
 
 
 def _by_seed(group: list[Run], axis: str, levels: list, metric: str) -> tuple[list, list[list[float]]]:
@@ -321,6 +343,7 @@ def _by_seed(group: list[Run], axis: str, levels: list, metric: str) -> tuple[li
 def _paired(spec: SweepSpec, group: list[Run], axis: str, level, control, metric: str) -> tuple[list, list]:
     """Values of `metric` for the seeds run at both levels: (treated, control), seed order."""
     _, blocks = _by_seed(group, axis, [level, control], metric)
+    blocks = [b for b in blocks if not any(math.isnan(v) for v in b)]  # a run without the metric: no pair
     return [b[0] for b in blocks], [b[1] for b in blocks]
 
 
@@ -348,7 +371,7 @@ def _compare(label: str, treated: list[float], control: list[float], metric: str
     d = [t - c for t, c in zip(treated, control)]
     est, lo, hi = st.hodges_lehmann(d)
     return Comparison(label, len(d), est, lo, hi, st.signed_rank_test(d), st.smallest_signed_rank_p(len(d)),
-                      informative)
+                      informative, diffs=d)
 
 
 def _holm_outcomes(comparisons: list[Comparison], direction: Optional[str]) -> None:
@@ -613,7 +636,54 @@ def withheld(v: Verdict, untrusted: str) -> Verdict:
     what the runs alone read kept in its reason (the tables below it are unchanged)."""
     return Verdict(v.statement, f"{INCONCLUSIVE} (placebo not passed)",
                    f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}",
-                   v.table, v.comparisons)
+                   v.table, v.comparisons, v.facts)
+
+
+POSITIVE_CONTROL = "positive_control"  # a spec's `claim` for the testbed's positive control
+NO_POSITIVE_CONTROL = "this testbed has no positive control"
+
+
+def unproven(v: Verdict, insensitive: str) -> Verdict:
+    """A "no effect detected" on a testbed whose positive control did not read supported: the
+    testbed has not shown it can detect an effect known to exist, so the null result says nothing
+    yet. Inconclusive, with what the runs alone read kept in its reason."""
+    if v.verdict != NO_EFFECT:
+        return v
+    why = "no positive control" if insensitive.startswith(NO_POSITIVE_CONTROL) else "positive control not passed"
+    return Verdict(v.statement, f"{INCONCLUSIVE} ({why})",
+                   f"a null result is not trusted here: {insensitive}; the runs alone read {v.verdict}: {v.reason}",
+                   v.table, v.comparisons, v.facts)
+
+
+def detectable_text(facts: dict) -> str:
+    """Verdict.facts' detectable effect in words: in steps for the step metrics, where an effect
+    below one step reads "< 1 step" (the pairs did not differ at all: any whole step shows)."""
+    det, metric = facts["detectable"], facts["metric"]
+    if math.isinf(det):
+        return "none"
+    if math.isnan(det):
+        return "–"
+    if metric in CENSORED:
+        unit = _unit(metric)
+        return f"< 1 {unit[:-1]}" if det < 1 and unit == "steps" else f"{det:.3g} {unit}"
+    return f"{det:.3g}"
+
+
+def facts_text(v: Verdict) -> str:
+    """One line on what a paired test could detect, from Verdict.facts ('' without facts)."""
+    f = v.facts
+    if not f:
+        return ""
+    det_text = detectable_text(f)
+    if math.isinf(f["detectable"]):
+        det_text += " (too few pairs for p < α/m)"
+    control = "; ".join(f"{(label + ': ') if label else ''}median "
+                        + ("not learned" if math.isinf(med) else f"{med:g}" if f["metric"] in CENSORED else f"{med:.3f}")
+                        + (f", {cens} of {n} never learned" if f["metric"] in CENSORED else "")
+                        for label, med, cens, n in f["control"])
+    return (f"n per set {' and '.join(map(str, f['n_per_set']))}; smallest effect each set alone detects with 80% "
+            f"power: {det_text} (simulated with this test, from these runs' paired differences); control arm: "
+            f"{control}")
 
 
 def _signal_at_step1(run: Run) -> bool:
@@ -670,7 +740,7 @@ TESTS = {"paired": check_paired, "differ": check_differ, "zero_loss_step1": chec
 
 
 def verdicts(spec: SweepSpec, runs: list[Run]) -> list[Verdict]:
-    return [TESTS[t["kind"]](spec, runs, t) for t in spec.report["tests"]]
+    return [TESTS[t["kind"]](spec, runs, t) for t in report_tests(spec)]
 
 
 # ---- replication: each test on two disjoint seed sets -----------------------------------------------
@@ -696,8 +766,40 @@ def replicated_verdicts(spec: SweepSpec, runs: list[Run]) -> list[tuple[Verdict,
     """Per test: the combined verdict and the verdict of each seed set."""
     per_set = [(name, seeds, verdicts(spec, [r for r in runs if r.point["seed"] in seeds]))
                for name, seeds in seed_sets(spec)]
-    return [(combine(test, found := [SetResult(name, seeds, vs[i]) for name, seeds, vs in per_set]), found)
-            for i, test in enumerate(spec.report["tests"])]
+    out = []
+    for i, test in enumerate(report_tests(spec)):
+        found = [SetResult(name, seeds, vs[i]) for name, seeds, vs in per_set]
+        v = combine(test, found)
+        if test["kind"] == "paired" and all(f.verdict.comparisons for f in found):
+            v.facts = test_facts(spec, runs, test, found)
+        out.append((v, found))
+    return out
+
+
+def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResult]) -> dict:
+    """What a paired test could see: the pairs per set, the smallest effect each set alone detects
+    with 80% power (sweeps/power.py, from these runs' own paired differences, Holm's first step over
+    the test's comparisons; the largest over comparisons and sets), and the control arm's median and
+    censored share (per stratum of the other axes)."""
+    from . import power
+
+    metric, m = compared_metric(test), max(len(f.verdict.comparisons) for f in found)
+    by_label: dict[str, list[Comparison]] = {}
+    for f in found:
+        for c in f.verdict.comparisons:
+            by_label.setdefault(c.label, []).append(c)
+    detectable = 0.0
+    for cs in by_label.values():
+        noise = power.centered([c.diffs for c in cs])
+        for c in cs:
+            detectable = max(detectable, power.detectable_effect(noise, c.n_pairs, m, test.get("direction")))
+    control = [r for r in runs if r.point[test["axis"]] == test["control"]]
+    strata = []
+    for key, group in _group(spec, control, exclude=(test["axis"],)).items():
+        values = [r.value(metric) for r in group]
+        strata.append((_label(key), st.median(values), sum(math.isinf(v) for v in values), len(values)))
+    return {"metric": metric, "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
+            "detectable": detectable, "control": strata}
 
 
 def _is_inconclusive(v: Verdict) -> bool:
@@ -847,9 +949,12 @@ def _left_out_text(spec: SweepSpec, runs: list[Run], left_out: list[str]) -> str
 
 
 def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_dir: Path, report_dir: Path,
-                  command: str, untrusted: Optional[str] = None) -> tuple[str, list[Verdict]]:
+                  command: str, untrusted: Optional[str] = None,
+                  insensitive: Optional[str] = None) -> tuple[str, list[Verdict]]:
     """The section of one claim spec and its verdicts. `untrusted`: why the placebo that calibrates
-    steps_to_learn for these runs did not pass; the verdicts that rest on it are then withheld."""
+    steps_to_learn for these runs did not pass; the verdicts that rest on it are then withheld.
+    `insensitive`: why the testbed's positive control did not pass; its "no effect detected" verdicts
+    are then withheld (unproven)."""
     claim = spec.text.get("claim", spec.name)
     out = [f"## {claim} — {spec.path and Path(spec.path).stem}", ""]
     for key in ("source", "hypothesis", "expected", "notes"):
@@ -868,12 +973,17 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
         out += ["No finished runs: no verdict.", ""]
         return "\n".join(out), []
     tested = replicated_verdicts(spec, runs)
+    tests = report_tests(spec)
     if untrusted:
         tested = [(withheld(v, untrusted) if rests_on_steps_to_learn(test) else v, found)
-                  for (v, found), test in zip(tested, spec.report["tests"])]
+                  for (v, found), test in zip(tested, tests)]
+    if insensitive:
+        tested = [(unproven(v, insensitive), found) for v, found in tested]
     results = [v for v, _ in tested]
-    for v in results:
+    for v, test in zip(results, tests):
         out.append(f"**Verdict: {v.verdict}** — {v.statement}. ({v.reason}.)")
+        if (facts := facts_text(v)):
+            out.append(f"*What it could detect:* {facts}.")
         out.append("")
     for statement in spec.report.get("needs_full_run", []):  # --quick: tests these runs cannot decide
         out += [f"**Not decided here: needs the full run** (`grpo reproduce`) — {statement}.", ""]

@@ -7,6 +7,7 @@ results/local/quick/, so the committed report is never overwritten."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -23,10 +24,13 @@ from grpo_core.errors import UserInputError
 from grpo_core.files import check_writable_folder
 from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.provenance import machine, versions
+from grpo_core.run_metrics import CENSORED
 
 from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
-from .report import SUPPORTED, bases_table, claim_section, collect_runs, validate_report
+from .peer import peer_section
+from .report import (NO_POSITIVE_CONTROL, POSITIVE_CONTROL, SUPPORTED, Verdict, bases_table, claim_section,
+                     collect_runs, detectable_text, report_tests, validate_report)
 from .spec import load_spec
 from .storage import check_distinct, check_storage, journal_url
 
@@ -35,9 +39,10 @@ from .storage import check_distinct, check_storage, journal_url
 def claim_specs(experiments: Path) -> list[Path]:
     """Specs with a `claim` and a `report` section, in file order."""
     specs = {p: read_yaml_mapping(p) for p in sorted(experiments.glob("*.yaml"))}
-    # the calibration (placebo) spec first: the verdicts after it rest on its metric
+    # the calibration (placebo) spec first: the verdicts after it rest on its metric; then the positive
+    # control: the "no effect detected" verdicts after it rest on the testbed's power to detect
     paths = sorted((p for p, d in specs.items() if {"claim", "report"} <= set(d)),
-                   key=lambda p: (specs[p]["claim"] != "calibration", p.name))
+                   key=lambda p: (specs[p]["claim"] != "calibration", specs[p]["claim"] != POSITIVE_CONTROL, p.name))
     if not paths:
         what = ("is a file" if experiments.is_file() else "no such folder" if not experiments.exists()
                 else "no claim specs in it")
@@ -133,28 +138,73 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
 
 
+SUMMARY_HEAD = ["| claim | question | verdict | on reward AUC | n per set | detectable with 80% power | control: median "
+                "(censored) |", "|---|---|---|---|---|---|---|"]
+
+
+def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
+    """A verdict's row of the summary table, its reward-AUC twin folded in."""
+    def detectable(x: Optional[Verdict]) -> str:
+        return detectable_text(x.facts) if x is not None and x.facts else "–"
+
+    f = v.facts
+    n = " and ".join(map(str, f["n_per_set"])) if f else "–"
+    det = detectable(v) + (f"; AUC {detectable(twin)}" if twin is not None and twin.facts else "")
+    control = "; ".join(f"{label + ': ' if label else ''}{'not learned' if math.isinf(med) else f'{med:g}'}"
+                        + (f" ({cens}/{k})" if f["metric"] in CENSORED else "")
+                        for label, med, cens, k in f["control"]) if f else "–"
+    return (f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "
+            f"{det} | {control} |")
+
+
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
-              command: str, check_points: bool = True) -> tuple[list[str], list[str], list]:
-    """Per spec its report section, a summary row per verdict, and all finished runs. Where the
-    specs have a calibration (placebo) spec, it comes first (claim_specs), and unless its verdict is
-    supported, every later verdict that rests on steps_to_learn is withheld (report.withheld)."""
+              command: str, check_points: bool = True, peer_root: Optional[Path] = None) -> tuple[list[str], list[str], list]:
+    """Per spec its report section, a summary row per verdict (its reward-AUC twin folded in), and
+    all finished runs. Where the specs have a calibration (placebo) spec, it comes first
+    (claim_specs), and unless its verdict is supported, every later verdict that rests on
+    steps_to_learn is withheld (report.withheld). The positive control comes next: unless every one
+    of its verdicts is supported, every later "no effect detected" is withheld (report.unproven),
+    as it is on a testbed without one. `peer_root`: where TRL's runs of a spec's arm are
+    (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/peer.py)."""
     sections, rows, all_runs, untrusted = [], [], [], None
+    claims = [read_yaml_mapping(p).get("claim") for p in paths]
+    insensitive = (None if POSITIVE_CONTROL in claims else
+                   f"{NO_POSITIVE_CONTROL} (an intervention known to speed learning, `claim: {POSITIVE_CONTROL}`), "
+                   f"so it has not shown it could detect an effect")
     for original, p in zip(paths, derived):
         spec = load_spec(p, check_points=check_points)
         spec.path = str(original)
         runs, unfinished = collect_runs(runs_root, spec)
         all_runs += runs
-        text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command, untrusted)
-        sections.append(text)
         claim = spec.text.get("claim", spec.name)
+        text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command, untrusted,
+                                      None if claim == POSITIVE_CONTROL else insensitive)
+        if peer_root is not None and (peer_root / spec.name).is_dir():
+            peer_text, outcome = peer_section(spec, runs, peer_root / spec.name)
+            text += ("\n" + peer_text) if peer_text else ""
+            if outcome is not None:
+                rows.append(f"| {claim} | peer check: TRL's GRPOTrainer against grpo-lab on one arm "
+                            f"(steps_to_learn, reward AUC) | **{outcome}** | – | – | – | – |")
+        sections.append(text)
         if claim == "calibration" and (not results or any(v.verdict != SUPPORTED for v in results)):
             untrusted = (f"the placebo ({Path(original).stem}) reads "
                          f"{results[0].verdict if results else 'no finished runs'}")
-        for v in results:
-            rows.append(f"| {claim} | {v.statement} | **{v.verdict}** |")
+        if claim == POSITIVE_CONTROL:
+            failed = [v for v in results if v.verdict != SUPPORTED]
+            insensitive = None if results and not failed else (
+                f"the positive control ({Path(original).stem}) reads "
+                f"{failed[0].verdict if failed else 'no finished runs'}")
+        tests = report_tests(spec)
+        for i, (v, test) in enumerate(zip(results, tests)):
+            if "twin_of" in test:
+                continue
+            twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") is not None else None
+            rows.append(summary_row(claim, v, twin))
         if not results and not spec.report.get("needs_full_run"):  # a spec none of whose runs finished yet
-            rows += [f"| {claim} | {t.get('statement', '–')} | **no finished runs yet** |" for t in spec.report["tests"]]
-        rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} |" for statement in spec.report.get("needs_full_run", [])]
+            rows += [f"| {claim} | {t.get('statement', '–')} | **no finished runs yet** | – | – | – | – |"
+                     for t in spec.report["tests"]]
+        rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} | – | – | – | – |"
+                 for statement in spec.report.get("needs_full_run", [])]
     return sections, rows, all_runs
 
 
@@ -171,7 +221,7 @@ def _real_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str
                     f"The specs ({names} in `experiments/real/`) are ready and tested for 2 steps on a CPU; they "
                     f"need a GPU: `grpo fetch-model && grpo reproduce --real` on a GPU machine trains them into "
                     f"`{runs_root}` (committed), and every later `grpo reproduce` rebuilds these sections from there.", ""]
-        rows = [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** |" for p in paths]
+        rows = [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** | – | – | – | – |" for p in paths]
         runs = []
     else:
         command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
@@ -189,7 +239,8 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list
         return [], [], []
     paths = [p for p in claim_specs(REAL_CPU_EXPERIMENTS) if (runs_root / read_yaml_mapping(p)["name"]).is_dir()]
     command = f"grpo sweep experiments/real/cpu/<spec> --out-root {runs_root} (on a CPU; rebuilt from its run folders)"
-    sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)
+    sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False,
+                                     peer_root=REAL_CPU_RESULTS / "peer")
     sections = [text.replace(" — ", " on a CPU (float32) — ", 1) for text in sections]
     return sections, [r.replace("| ", "| real model, CPU · ", 1) for r in rows], runs
 
@@ -253,10 +304,11 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                + (f" --workers {workers}" if workers != 2 else ""))
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
-    sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command)
+    sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command,
+                                                 peer_root=work / "peer" if real_cpu else None)
     for p in full_only:
         spec = load_spec(p, check_points=False)
-        summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} |"
+        summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} | – | – | – | – |"
                          for t in spec.report["tests"]]
     if not (real or real_cpu or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
         real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir)
@@ -310,7 +362,16 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "direction), *no effect detected* (with the largest effect the intervals still allow), "
         "*inconclusive* (too few seeds, or nothing learned to compare). The placebo section checks that a run "
         "that cannot learn never gets a steps_to_learn; unless it reads supported, every verdict after it that "
-        "reads steps_to_learn is withheld (*inconclusive (placebo not passed)*, with what the runs alone read). Reward curves: mean over seeds with a 95% normal band.",
+        "reads steps_to_learn is withheld (*inconclusive (placebo not passed)*, with what the runs alone read). "
+        "The **positive control** section checks that the testbed detects an effect known to exist (a larger "
+        "learning rate learns sooner); unless it reads supported, every *no effect detected* after it is withheld "
+        "(*inconclusive (positive control not passed)*, or *(no positive control)* on a testbed without one). "
+        "**Reward AUC**: every test on steps_to_learn has a twin on the mean training reward over the run, with "
+        "its own verdict (an effect finer than one step shows there). **What a test could detect**: the pairs "
+        "per seed set, and the smallest effect each set alone detects with 80% power, simulated with the "
+        "report's own test (`sweeps/power.py`: the comparison's paired differences, centered and resampled, "
+        "shifted by the effect; Holm's first step over the test's comparisons); beside it the control arm's "
+        "median and how many of its runs never learned. Reward curves: mean over seeds with a 95% normal band.",
         "",
         "**Replication.** Every claim runs its grid on two disjoint seed sets, *discovery* (the spec's `seeds`) "
         "and *replication* (`replication_seeds`); each test is computed on each set alone, exactly as above "
@@ -330,8 +391,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "",
         *bases_table(all_runs),
         "",
-        "| claim | question | verdict |",
-        "|---|---|---|",
+        *SUMMARY_HEAD,
         *summary_rows,
         "",
     ]

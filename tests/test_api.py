@@ -34,8 +34,9 @@ def test_config_train_read_back_sweep_and_verdicts(tmp_path, monkeypatch):
     assert sweep.exit_code == 0 and [t["state"] for t in sweep.trials] == ["COMPLETE"] * 4
     assert len(sweep.runs()) == 4 and all(r.summary["status"] == "finished" for r in sweep.runs())
     assert grpo_lab.trials(spec, storage=f"journal:///{tmp_path}/j.log").trials == sweep.trials
-    (verdict,) = grpo_lab.verdicts(spec, tmp_path / "runs")
+    verdict, auc = grpo_lab.verdicts(spec, tmp_path / "runs")  # steps_to_learn, and its reward-AUC twin
     assert verdict.statement == "warmup off learns sooner" and verdict.verdict.startswith("inconclusive")  # 1 + 1 seeds
+    assert auc.statement.startswith("warmup off learns sooner (reward AUC") and auc.verdict.startswith("inconclusive")
     experiments = tmp_path / "experiments"
     experiments.mkdir()
     spec.rename(experiments / spec.name)

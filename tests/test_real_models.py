@@ -226,7 +226,7 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
                         cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (out / "REPORT.md").read_text()
-    assert report.count("## C") == 2 and report.count("**Verdict: ") == 3  # C1 1, C3 2
+    assert report.count("## C") == 2 and report.count("**Verdict: ") == 4  # C1 1, C3 2 and its steps test's AUC twin
     for summary in (out / "runs").glob("*/trial-*/summary.json"):
         s = __import__("json").loads(summary.read_text())
         assert s["status"] == "finished" and s["base_model_sha256"] and s["device_name"]

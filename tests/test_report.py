@@ -67,7 +67,7 @@ def test_paired_verdicts_supported_contradicted_and_both():
 
 def _replicated(runs_by_set, spec, test):
     """The combined verdict of `test` on two seed sets (seeds 0-9 and 10-19)."""
-    (combined, found), = replicated_verdicts(spec, runs_by_set)
+    (combined, found) = replicated_verdicts(spec, runs_by_set)[0]  # [1]: its reward-AUC twin
     assert [f.name for f in found] == ["discovery", "replication"]
     return combined, found
 
@@ -103,7 +103,7 @@ def test_placebo_and_checks_must_hold_on_both_sets():
 
 def test_one_seed_set_is_never_a_replicated_verdict():
     spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4]}, tests=[WARMUP])
-    (v, found), = replicated_verdicts(spec, _only(_warmup_runs(), 1e-4))
+    (v, found) = replicated_verdicts(spec, _only(_warmup_runs(), 1e-4))[0]
     assert len(found) == 1 and v.verdict == "not replicated (one seed set: supported)"
 
 
@@ -273,7 +273,8 @@ def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_pat
     assert "discovery seeds 0–2; replication seeds 3, 4" in sections[-1]
     assert rows[-1].startswith("| real model, CPU · C1 | the step-1 loss is 0 under grpo while the gradient is not")
     gpu_specs = len(list((ROOT / "experiments" / "real").glob("*.yaml")))  # the placebo and r1–r3
-    assert rows[-1].endswith("| **supported** |") and sum("not run yet (needs a GPU)" in r for r in rows) == gpu_specs == 4
+    assert _cells(rows[-1])[2:4] == ["**supported**", "–"]  # a step-1 check: no reward-AUC twin
+    assert sum("not run yet (needs a GPU)" in r for r in rows) == gpu_specs == 4
 
 
 def _write_runs(runs_root, name, runs):
@@ -286,6 +287,11 @@ def _write_runs(runs_root, name, runs):
                                                                    "reward": 0.2}) + "\n" for s in range(1, 101)))
         (folder / "summary.json").write_text(json.dumps({"status": "finished", "baseline_reward": 0.2,
                                                          "final_reward": 0.2, **summary}))
+
+
+def _cells(row: str, k: int = 4) -> list[str]:
+    """The first k cells of a summary row: claim, question, verdict, verdict on reward AUC."""
+    return [c.strip() for c in row.strip("|").split("|")][:k]
 
 
 @pytest.mark.parametrize("false_positive", [False, True])
@@ -304,9 +310,11 @@ def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(t
         "name": "placebo", "claim": "calibration", "grid": {"learning_rate": [1e-12]}, **sets,
         "report": {"tests": [{"kind": "placebo", "statement": "never learns"}]}}))
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
-    # every seed: warmup off learns 30 steps sooner and departs 7 steps sooner (6 of 6 pairs on each set)
+    # every seed: warmup off learns 30 steps sooner, with a larger reward AUC, and departs 7 steps
+    # sooner (6 of 6 pairs on each set)
     _write_runs(runs_root, "claim", [({**config, "warmup_ratio": w, "seed": s},
                                       {"steps_to_learn": 20 + s + 30 * (w > 0), "learned": 1,
+                                       "reward_auc": 0.6 - 0.2 * (w > 0) + 0.01 * s,
                                        "loss_departure_step": 3 + 7 * (w > 0)})
                                      for s in range(12) for w in (0.0, 0.1)])
     _write_runs(runs_root, "placebo", [({**config, "learning_rate": 1e-12, "seed": s},
@@ -318,13 +326,18 @@ def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(t
                                                check_points=False)
     assert len(runs) == 36
     if not false_positive:
-        assert rows == ["| calibration | never learns | **supported** |", "| C2 | sooner | **supported** |",
-                        "| C2 | departs sooner | **supported** |"]
+        assert [_cells(r) for r in rows] == [["calibration", "never learns", "**supported**", "–"],
+                                             ["C2", "sooner", "**supported**", "**supported**"],
+                                             ["C2", "departs sooner", "**supported**", "–"]]
+        # the steps_to_learn row: 6 pairs per set, and a control that learned in all 12 runs (median 56)
+        assert _cells(rows[1], 7)[4] == "6 and 6" and _cells(rows[1], 7)[6] == "55.5 (0/12)"
         return
     # 1 of 6 placebo runs learned on the replication set: the placebo is not passed, so the verdict that
-    # reads steps_to_learn is withheld (its numbers stay in the section); the loss departure's stands
-    assert rows == ["| calibration | never learns | **not replicated** |",
-                    "| C2 | sooner | **inconclusive (placebo not passed)** |", "| C2 | departs sooner | **supported** |"]
+    # reads steps_to_learn is withheld (its numbers stay in the section); the loss departure's and the
+    # reward AUC's stand (the placebo calibrates steps_to_learn)
+    assert [_cells(r) for r in rows] == [["calibration", "never learns", "**not replicated**", "–"],
+                                         ["C2", "sooner", "**inconclusive (placebo not passed)**", "**supported**"],
+                                         ["C2", "departs sooner", "**supported**", "–"]]
     assert ("steps_to_learn is not trusted here: the placebo (z_placebo) reads not replicated; the runs alone read "
             "supported") in sections[1]
     assert "| warmup_ratio=0 | 12 | 12/12 | 25.5 [" in sections[1]  # median of 20–31
@@ -343,10 +356,13 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
                    "--out", str(tmp_path / "report"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (tmp_path / "report" / "REPORT.md").read_text()
-    for claim in ("calibration", "C1", "C3", "C4"):  # the specs with a `quick` section
+    for claim in ("calibration", "positive_control", "C1", "C3", "C4"):  # the specs with a `quick` section
         assert f"## {claim} — " in report
-    assert report.index("## calibration — ") < report.index("## C1 — ")  # the placebo comes first
-    assert report.count("**Verdict: ") == 4  # placebo 1, C1 1, C3 1 (its reward test needs the full run), C4 1
+    # the placebo first, then the positive control, then the claims
+    assert report.index("## calibration — ") < report.index("## positive_control — ") < report.index("## C1 — ")
+    # placebo 1, positive control 2 (steps and its reward-AUC twin), C1 1, C3 1 (its reward test needs the
+    # full run), C4 2 (steps and reward AUC)
+    assert report.count("**Verdict: ") == 7
     assert "discovery seeds 0; replication seeds" in report  # --seeds 1: one seed of each set
     needs_full = [line for line in report.splitlines() if "**needs the full run**" in line]
     assert {line.split(" | ")[0] for line in needs_full} == {"| calibration", "| C2", "| C3", "| C5", "| C6", "| C7"}
@@ -356,7 +372,7 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
     assert "**CPU math:** reproducible (ATEN_CPU_CAPABILITY=avx2" in report and "num_threads 1 per run" in report
     assert "Machine:" in report and "torch" in report and "grpo reproduce --quick" in report
     figures = sorted((tmp_path / "report" / "figures").glob("*.png"))
-    assert len(figures) == 6  # placebo 1, C1 2, C3 2, C4 1 (addition only in --quick)
+    assert len(figures) == 7  # placebo 1, positive control 1, C1 2, C3 2, C4 1 (addition only in --quick)
     for fig in figures:
         assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 5000
         assert f"figures/{fig.name}" in report
@@ -572,3 +588,49 @@ def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
 
     assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == ["+0", "+0", "+0", "-1"]
     assert [_fmt_num(v, "final_reward") for v in (-0.0001, 0.0125, float("-inf"))] == ["+0.000", "+0.013", "−unbounded"]
+
+
+@pytest.mark.parametrize("control", ["absent", "passes", "fails"])
+def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_passed(tmp_path, control):
+    import sweeps.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
+    (exp / "a_claim.yaml").write_text(json.dumps({
+        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
+        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
+                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    # the scale changes nothing: each seed learns at the same step (± 1, alternating) in both arms
+    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
+                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
+                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
+                                     for s in range(16) for a in (1.0, 2.0)])
+    if control != "absent":
+        (exp / "b_positive.yaml").write_text(json.dumps({
+            "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
+            "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
+                                  "direction": "lower", "statement": "a larger learning rate learns sooner"}]}}))
+        gap = 20 if control == "passes" else 0  # 16 of 16 pairs 20 steps sooner, or the same ± 1
+        _write_runs(runs_root, "positive", [({**config, "learning_rate": lr, "seed": s},
+                                             {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1e-4),
+                                              "learned": 1, "reward_auc": 0.5 + 0.01 * gap * (lr > 1e-4)
+                                              + 0.001 * ((s + (lr > 1e-4)) % 2)})
+                                            for s in range(16) for lr in (1e-4, 4e-4)])
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    claim_row = _cells(rows[-1])
+    if control == "passes":
+        assert _cells(rows[0]) == ["positive_control", "a larger learning rate learns sooner", "**supported**",
+                                   "**supported**"]
+        assert claim_row[2:] == ["**no effect detected**", "**no effect detected**"]
+        return
+    word = "no positive control" if control == "absent" else "positive control not passed"
+    assert claim_row[2:] == [f"**inconclusive ({word})**"] * 2
+    # what the runs alone read stays in the reason, with the effect sizes they allow
+    assert "the runs alone read no effect detected" in sections[-1] and "is ruled out" in sections[-1]
+    if control == "fails":
+        assert _cells(rows[0])[2] == "**no effect detected**"
+        assert "the positive control (b_positive) reads no effect detected" in sections[-1]

@@ -65,6 +65,33 @@ def test_signed_rank_with_ties_matches_full_enumeration(d):
     assert signed_rank_test(d) == pytest.approx(_brute_force_signed_rank_p(d), rel=1e-9)
 
 
+def test_signed_rank_equals_scipys_permutation_enumeration_on_random_tied_data():
+    # the subset-sum count must give scipy's exact permutation p (the report's test before it was
+    # made fast) on capped step differences: many ties, zeros, up to 14 pairs
+    from scipy.stats import PermutationMethod
+
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n = int(rng.integers(2, 15))
+        d = [float(x) for x in np.clip(rng.integers(-8, 9, size=n) + rng.integers(-2, 3), -10, 10)]
+        nonzero = [x for x in d if x != 0]
+        if len(nonzero) < 2:
+            continue
+        expected = wilcoxon(nonzero, zero_method="wilcox", method=PermutationMethod(n_resamples=np.inf)).pvalue
+        assert signed_rank_test(d) == pytest.approx(float(expected), rel=1e-12, abs=0)
+
+
+def test_the_batched_signed_rank_test_equals_the_single_one_row_by_row():
+    from grpo_core.statistics import signed_rank_tests
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 9, 16):
+        batch = np.clip(rng.integers(-6, 7, size=(80, n)) + rng.normal(0, 0.3, size=(80, n)).round(), -8, 8)
+        batch[:3] = 0  # rows of zeros only
+        expected = [signed_rank_test(row) for row in batch]
+        assert signed_rank_tests(batch).tolist() == expected
+
+
 def test_hodges_lehmann_by_hand_and_against_test_inversion():
     # Walsh averages of (1, 2, 3): 1, 1.5, 2, 2, 2.5, 3 → median 2
     assert hodges_lehmann([1, 2, 3])[0] == 2.0
@@ -107,3 +134,24 @@ def test_mean_band_by_hand():
     assert mean.tolist() == [1.0, 2.0]
     # std of (0, 2) = √2, SE = √2/√2 = 1 → band ±1.96
     assert lo.tolist() == pytest.approx([1 - 1.96, 2 - 1.96]) and hi.tolist() == pytest.approx([2.96, 3.96])
+
+
+def test_two_sample_hodges_lehmann_by_hand_and_against_test_inversion():
+    from scipy.stats import mannwhitneyu
+
+    from grpo_core.statistics import hodges_lehmann_two_sample, rank_sum_test
+
+    # all 36 differences of 11..16 against 1..6 lie in 5..15, median 10; 6 + 6 values in two separate
+    # blocks: the most extreme split of C(12, 6) = 924, twice (two-sided)
+    assert hodges_lehmann_two_sample(range(11, 17), range(1, 7))[0] == 10.0
+    assert rank_sum_test(range(11, 17), range(1, 7)) == pytest.approx(2 / 924)
+    assert rank_sum_test([3, 3, 3], [3, 3]) == 1.0
+    assert hodges_lehmann_two_sample([1, 2], [3])[1:] == (-INF, INF)  # 3 orderings: no 95% interval exists
+    # the interval is the set of shifts θ that the exact two-sided rank-sum test (scipy) does not reject
+    x = np.array([3.1, 7.4, 5.2, 9.9, 6.3, 4.05, 8.8])
+    y = np.array([1.2, 2.9, 0.4, 4.6, 3.7, 2.15, 5.5, 1.9])
+    est, lo, hi = hodges_lehmann_two_sample(x, y)
+    kept = [t for t in np.linspace(-4, 12, 3201) if mannwhitneyu(x - t, y, method="exact").pvalue > 0.05]
+    assert lo == pytest.approx(min(kept), abs=0.01) and hi == pytest.approx(max(kept), abs=0.01)
+    assert lo < est < hi
+    assert rank_sum_test(x, y) == pytest.approx(mannwhitneyu(x, y, method="exact").pvalue, rel=1e-9)

@@ -1,0 +1,191 @@
+"""A peer's check of the trainer: one arm of a real-model claim spec trained with TRL's GRPOTrainer,
+seed by seed, into run folders the report compares with grpo-lab's runs of the same arm
+(sweeps/peer.py: steps_to_learn and reward curves, an unpaired test per metric).
+
+    python -m benchmarks.peer_check experiments/real/cpu/r0_positive_control_room_cpu.yaml \\
+        --arm learning_rate=5e-5 --seeds 0 1 2 3 4 5 --runs results/real/cpu/runs
+
+writes results/real/cpu/peer/<sweep>/seed-<n>/ (config.yaml, metrics.jsonl, summary.json). What
+both trainers share, from the spec's config at that point: the model folder, the dataset's training
+rows through the chat template, the reward function, LoRA (r, α, dropout, every linear layer),
+prompts per step × completions per prompt, max_completion_length, temperature, top_p, top_k, β,
+ε, μ, loss_type, scale_rewards, the learning rate with a constant schedule (and warmup where the
+config has it), max_grad_norm, Adam's betas and ε, max_steps and the seed. TRL samples its own
+prompts and completions (its sampler and RNG streams are not grpo-lab's), so the runs are compared
+as two independent samples, not paired. steps_to_learn is computed by grpo-lab's own code
+(grpo_core/run_metrics.py) against the baseline of grpo-lab's run of the same point and seed: the
+untrained policy's reward, which does not depend on the trainer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+PEER_ROOT = Path("results/real/cpu/peer")  # next to the committed runs: one folder per sweep, one per seed
+
+
+def parse_arm(items: list[str]) -> dict:
+    """`key=value` pairs naming the arm (grid axis values), each value read as its config key's type
+    (`grpo train --set` does the same)."""
+    import yaml
+
+    from grpo_core.config_values import coerce_value
+    from grpo_core.errors import UserInputError
+
+    arm = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserInputError(f"--arm {item!r}: allowed: key=value, a grid axis and one of its values")
+        arm[key] = coerce_value(key, yaml.safe_load(value))
+    return arm
+
+
+def _reward_of_messages(name: str):
+    """A grpo-lab reward function for TRL's conversational completions ([{"role": ..., "content": ...}])."""
+    from grpo_core.rewards import REWARD_FUNCS
+
+    func = REWARD_FUNCS[name]
+
+    def reward(completions, answer, **kwargs) -> list[float]:
+        return func([c[-1]["content"] if isinstance(c, list) else c for c in completions], answer)
+
+    reward.__name__ = name
+    return reward
+
+
+def trl_args(cfg, output_dir: str):
+    """TRL's GRPOConfig for grpo-lab's config `cfg` (one process, CPU)."""
+    from trl import GRPOConfig as TRLConfig
+
+    from grpo_core.schedule import SCHEDULERS
+
+    return TRLConfig(
+        output_dir=output_dir, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        gradient_accumulation_steps=1, num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, top_p=cfg.top_p,
+        top_k=cfg.top_k, beta=cfg.beta, epsilon=cfg.epsilon, num_iterations=cfg.num_iterations,
+        loss_type=cfg.loss_type, scale_rewards=cfg.scale_rewards, learning_rate=cfg.learning_rate,
+        lr_scheduler_type=SCHEDULERS.get(cfg.lr_scheduler_type)[0],  # grpo-lab's name → transformers' (warmup kept)
+        warmup_steps=cfg.warmup_steps or cfg.warmup_ratio,  # transformers 5: a float below 1 is a ratio
+        weight_decay=cfg.weight_decay, adam_beta1=cfg.adam_beta1, adam_beta2=cfg.adam_beta2,
+        adam_epsilon=cfg.adam_epsilon, max_grad_norm=cfg.max_grad_norm, max_steps=cfg.max_steps, seed=cfg.seed,
+        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, gradient_checkpointing=False,
+        use_cpu=True, bf16=False, log_level="error",
+    )
+
+
+def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
+    """Train `cfg` with TRL's GRPOTrainer into run folder `out`; returns its summary."""
+    import torch
+    import yaml
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers.trainer_callback import PrinterCallback, TrainerCallback
+    from trl import GRPOTrainer as TRLTrainer
+
+    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.provenance import versions
+    from grpo_core.run_metrics import summarize
+    from grpo_core.tasks import dataset_task
+
+    torch.set_num_threads(cfg.num_threads)
+    train, _ = dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column).splits()
+    rows = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
+                              for r in train])
+    peft = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=list(cfg.lora_target_modules) or "all-linear", task_type="CAUSAL_LM")
+    _, tokenizer = load_model_and_tokenizer(cfg.model)  # left padding, pad token set: as grpo-lab's
+    steps: list[dict] = []
+
+    class Record(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "reward" in logs:
+                steps.append({"step": state.global_step, **{k: float(v) for k, v in logs.items()
+                                                            if isinstance(v, (int, float))}})
+
+    out.mkdir(parents=True, exist_ok=False)
+    (out / "config.yaml").write_text(yaml.safe_dump({**cfg.to_dict(), "trainer": "trl"}, sort_keys=False))
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="grpo-peer-") as tmp:
+        trainer = TRLTrainer(model=cfg.model, reward_funcs=[_reward_of_messages(n) for n in cfg.reward_funcs],
+                             args=trl_args(cfg, tmp), train_dataset=rows, processing_class=tokenizer,
+                             callbacks=[Record()], peft_config=peft)
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
+    with (out / "metrics.jsonl").open("w") as f:
+        for row in steps:
+            f.write(json.dumps(row) + "\n")
+    rewards, losses = [s["reward"] for s in steps], [s.get("loss", 0.0) for s in steps]
+    summary = {"status": "finished", "trainer": "trl", "steps_completed": len(steps),
+               **summarize(rewards, losses, baseline_reward, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps),
+               "wall_time_s": time.perf_counter() - started,
+               "versions": ", ".join(f"{k} {v}" for k, v in versions().items())}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def ours_at(runs_root: Path, spec, point: dict) -> Optional[Path]:
+    """grpo-lab's finished run folder of `point` (axis values and seed) in the spec's sweep folder."""
+    from sweeps.adopt import finished_folders
+    from sweeps.spec import point_key
+
+    found = finished_folders(runs_root, spec).get(point_key(point))
+    return found[0] if found else None
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from grpo_core import cpu_math
+
+    cpu_math.pin("reproducible")  # before torch loads, as the `grpo` command does
+    from sweeps.spec import load_spec
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("spec", help="a real-model claim spec (experiments/real/cpu/*.yaml)")
+    parser.add_argument("--arm", nargs="+", required=True, metavar="KEY=VALUE", help="the arm: its grid axis values")
+    parser.add_argument("--seeds", nargs="+", type=int, required=True)
+    parser.add_argument("--runs", default="results/real/cpu/runs", help="grpo-lab's runs of the spec (for baselines)")
+    parser.add_argument("--out", default=str(PEER_ROOT))
+    args = parser.parse_args(argv)
+    from grpo_core.errors import UserInputError
+
+    try:
+        spec = load_spec(args.spec)
+        arm = parse_arm(args.arm)
+    except UserInputError as exc:
+        print(f"peer_check: {exc}", file=sys.stderr)
+        return 2
+    if set(arm) != set(spec.grid) or any(arm[k] not in spec.grid[k] for k in arm):
+        print(f"peer_check: --arm {' '.join(args.arm)}: allowed: one value of each grid axis ({spec.grid})",
+              file=sys.stderr)
+        return 2
+    for seed in args.seeds:
+        point = {**arm, "seed": seed}
+        ours = ours_at(Path(args.runs), spec, point)
+        if ours is None:
+            print(f"peer_check: seed {seed}: grpo-lab has no finished run of {point} in {args.runs}/{spec.name} (its baseline "
+                  f"is the peer's); train it first", file=sys.stderr)
+            return 2
+        out = Path(args.out) / spec.name / f"seed-{seed}"
+        if (out / "summary.json").is_file():
+            print(f"seed {seed}: {out} is done")
+            continue
+        if out.exists():  # a killed run: trained again
+            import shutil
+
+            shutil.rmtree(out)
+        baseline = json.loads((ours / "summary.json").read_text())["baseline_reward"]
+        summary = train_trl(spec.config_for(point), out, baseline)
+        print(f"seed {seed}: TRL steps_to_learn {summary['steps_to_learn']}, reward AUC {summary['reward_auc']:.3f} "
+              f"({summary['wall_time_s'] / 60:.1f} min) → {out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

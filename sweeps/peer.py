@@ -1,0 +1,110 @@
+"""The report's "Peer check": one arm of a claim spec trained by TRL's GRPOTrainer
+(benchmarks/peer_check.py, run folders under <runs root>/../peer/<sweep>/seed-<n>/) beside
+grpo-lab's runs of the same arm. The trainers sample their own prompts and completions, so the two
+are independent samples: per metric the Hodges-Lehmann shift (TRL − grpo-lab) with its exact 95%
+interval and a two-sided rank-sum test. They agree on steps_to_learn when the test reads no
+difference and the interval lies within ±2 steps; where the interval is wider, the check cannot
+tell yet (more seeds)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from grpo_core import statistics as st
+from grpo_core.run import read_metrics
+
+from .report import ALPHA, Run, _label
+from .spec import SweepSpec
+
+AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
+AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"
+
+
+@dataclass
+class PeerRun:
+    seed: int
+    config: dict
+    summary: dict
+    metrics: list
+
+
+def peer_runs(folder: Path) -> list[PeerRun]:
+    """The finished TRL runs under one sweep's peer folder (seed-*/), in seed order."""
+    out = []
+    for sub in sorted(folder.glob("seed-*")):
+        try:
+            summary = json.loads((sub / "summary.json").read_text())
+            config = yaml.safe_load((sub / "config.yaml").read_text())
+            metrics = read_metrics(sub / "metrics.jsonl")
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if isinstance(summary, dict) and summary.get("status") == "finished" and isinstance(config, dict):
+            out.append(PeerRun(int(config["seed"]), config, summary, metrics))
+    return sorted(out, key=lambda r: r.seed)
+
+
+def _value(summary: dict, metric: str, horizon: int) -> float:
+    v = summary.get(metric)
+    if metric == "steps_to_learn":
+        return float(horizon) if v is None else min(float(v), horizon)  # never learned: at the horizon
+    return math.nan if v is None else float(v)
+
+
+def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, Optional[str]]:
+    """The Markdown of the peer check of one spec, and its outcome on steps_to_learn (None without
+    peer runs)."""
+    peers = peer_runs(folder)
+    if not peers:
+        return "", None
+    arm = {k: peers[0].config[k] for k in spec.grid}
+    ours = [r for r in runs if all(r.point[k] == v for k, v in arm.items())]
+    if not ours:
+        return "", None
+    horizon = int(peers[0].config["max_steps"])
+    lines = [f"### Peer check: TRL's GRPOTrainer beside grpo-lab ({_label(arm.items())})", "",
+             f"The same arm trained by TRL (`python -m benchmarks.peer_check {spec.path or spec.name} --arm "
+             f"{' '.join(f'{k}={v}' for k, v in arm.items())} --seeds …`): the same model, data, reward, LoRA, batch, "
+             f"β, learning rate and steps; TRL samples its own prompts and completions, so the samples are "
+             f"independent. Never-learned runs count at max_steps ({horizon}).", "",
+             "| seed | grpo-lab steps_to_learn | TRL steps_to_learn | grpo-lab reward AUC | TRL reward AUC |",
+             "|---|---|---|---|---|"]
+    def stl(summary: Optional[dict]) -> str:
+        if summary is None:
+            return "–"
+        return "not learned" if summary.get("steps_to_learn") is None else str(summary["steps_to_learn"])
+
+    def auc(summary: Optional[dict]) -> str:
+        return "–" if summary is None else f"{summary['reward_auc']:.3f}"
+
+    by_seed = {r.point["seed"]: r.summary for r in ours}
+    for p in peers:
+        o = by_seed.get(p.seed)
+        lines.append(f"| {p.seed} | {stl(o)} | {stl(p.summary)} | {auc(o)} | {auc(p.summary)} |")
+    lines += ["", "| metric | grpo-lab runs | TRL runs | shift TRL − grpo-lab [95% CI] | rank-sum p | reads |",
+              "|---|---|---|---|---|---|"]
+    outcome = None
+    for metric in ("steps_to_learn", "reward_auc"):
+        a = [_value(r.summary, metric, horizon) for r in ours]
+        b = [_value(p.summary, metric, horizon) for p in peers]
+        est, lo, hi = st.hodges_lehmann_two_sample(b, a)
+        p = st.rank_sum_test(b, a)
+        if p < ALPHA:
+            reads = DISAGREE
+        elif metric == "steps_to_learn" and not (-AGREE_WITHIN <= lo and hi <= AGREE_WITHIN):
+            reads = CANNOT_TELL
+        else:
+            reads = AGREE
+        if metric == "steps_to_learn":
+            outcome = reads
+        fmt = "{:+.0f}" if metric == "steps_to_learn" else "{:+.3f}"
+        bounds = ", ".join("unbounded" if math.isinf(x) else fmt.format(x) for x in (lo, hi))
+        lines.append(f"| {metric} | {len(a)} | {len(b)} | {fmt.format(est)} [{bounds}] | {p:.3g} | **{reads}** |")
+    lines += ["", f"**Peer check: {outcome}** on steps_to_learn (agree: the rank-sum test reads no difference and the "
+                  f"95% interval lies within ±{AGREE_WITHIN:g} steps).", ""]
+    return "\n".join(lines), outcome

@@ -1,0 +1,136 @@
+"""Power of the report's paired test, by simulation: how many seeds per set a comparison needs, and
+the smallest effect a set of n seeds could have detected.
+
+The noise model is the comparison's own paired differences, centered on their Hodges-Lehmann
+estimate (per seed set, then pooled), resampled with replacement: a shift model. A simulated set of
+n pairs is `noise* + effect` in the claimed direction, and it counts as detected when the report's
+test (grpo_core.statistics.signed_rank_test: two-sided, exact) gives p < α/m with the estimate on the
+claimed side, m the comparisons Holm corrects over in that test (α/m is Holm's first step, so this
+is a lower bound on Holm's power for that comparison). Draws reuse one table of random indices
+(common random numbers), so power rises monotonically enough in the effect for a bisection, and the
+same inputs always give the same figure.
+
+    python -m sweeps.power RUNS_FOLDER --axis learning_rate --control 1e-4 --treatment 2e-4
+prints, for a pilot sweep's runs, the seeds per set needed to detect a given effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from grpo_core import statistics as st
+
+ALPHA = 0.05
+POWER = 0.8
+DRAWS = 400
+SEED = 0
+
+
+def centered(sets: Sequence[Sequence[float]]) -> np.ndarray:
+    """Each seed set's paired differences minus their Hodges-Lehmann estimate, pooled: the noise
+    the simulation resamples. Sets with no differences are skipped."""
+    parts = [np.asarray(d, dtype=float) - st.hodges_lehmann(d)[0] for d in sets if len(d)]
+    noise = np.concatenate(parts) if parts else np.zeros(0)
+    return noise if np.all(np.isfinite(noise)) else np.zeros(0)  # a difference that is not a number: no model
+
+
+def _indices(size: int, n: int, draws: int) -> np.ndarray:
+    return np.random.default_rng(SEED).integers(0, size, size=(draws, n))
+
+
+def power(noise: np.ndarray, n: int, effect: float, m: int = 1, direction: Optional[str] = "lower",
+          draws: int = DRAWS, alpha: float = ALPHA) -> float:
+    """The share of simulated sets of n pairs, shifted by `effect` (≥ 0) in `direction` (lower:
+    treatment − control < 0; None: either side counts), in which the test detects it."""
+    if len(noise) == 0 or n < 1:
+        return 0.0
+    sign = -1.0 if direction == "lower" else 1.0
+    sets = noise[_indices(len(noise), n, draws)] + sign * effect  # (draws, n)
+    significant = st.signed_rank_tests(sets) < alpha / m
+    if direction is not None:  # the report's outcome: significant with the estimate on the claimed side
+        i, j = np.triu_indices(n)
+        estimate = np.median((sets[:, i] + sets[:, j]) / 2, axis=1)  # Hodges-Lehmann, as st.hodges_lehmann
+        significant &= estimate < 0 if direction == "lower" else estimate > 0
+    return float(significant.mean())
+
+
+def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional[str] = "lower",
+                      target: float = POWER, draws: int = DRAWS, resolution: float = 0.05) -> float:
+    """The smallest effect (in the metric's units) detected with power ≥ `target` by n pairs; inf
+    when n pairs can never reach p < α/m, nan without noise to resample."""
+    if len(noise) == 0:
+        return math.nan
+    if st.smallest_signed_rank_p(n) >= ALPHA / m:
+        return math.inf
+    spread = float(np.max(noise) - np.min(noise)) if len(noise) else 0.0
+    step = max(resolution * max(spread, 1e-9), 1e-12)
+    low, high = 0.0, max(spread, step)
+    while power(noise, n, high, m, direction, draws) < target:
+        low, high = high, 2 * high
+        if high > 1e6 * max(spread, 1.0):  # a power that never reaches the target (very few pairs)
+            return math.inf
+    while high - low > step:  # power(low) < target ≤ power(high)
+        mid = (low + high) / 2
+        if power(noise, n, mid, m, direction, draws) >= target:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def seeds_needed(noise: np.ndarray, effect: float, m: int = 1, direction: Optional[str] = "lower",
+                 target: float = POWER, most: int = 40, draws: int = DRAWS) -> Optional[int]:
+    """The fewest pairs per set that detect `effect` with power ≥ `target` (None: more than `most`)."""
+    for n in range(2, most + 1):
+        if st.smallest_signed_rank_p(n) < ALPHA / m and power(noise, n, effect, m, direction, draws) >= target:
+            return n
+    return None
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Seeds per set for a pilot sweep's paired differences (one metric, control against treatment)."""
+    from pathlib import Path
+
+    from grpo_core.yaml_files import read_yaml_mapping
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m sweeps.power", description=main.__doc__)
+    parser.add_argument("runs", help="a sweep's run folder root (one folder per trial)")
+    parser.add_argument("--axis", required=True)
+    parser.add_argument("--control", type=float, required=True)
+    parser.add_argument("--treatment", type=float, required=True)
+    parser.add_argument("--metric", default="steps_to_learn")
+    parser.add_argument("--effect", type=float, action="append", help="effects to plan for (default: 1, 2, 3)")
+    parser.add_argument("--comparisons", type=int, default=1, help="m, the comparisons Holm corrects over")
+    args = parser.parse_args(argv)
+    by_seed: dict = {}
+    horizon = 0
+    for folder in sorted(Path(args.runs).glob("*/summary.json")):
+        cfg = read_yaml_mapping(folder.parent / "config.yaml")
+        summary = json.loads(folder.read_text())
+        value = summary.get(args.metric)
+        horizon = max(horizon, cfg["max_steps"])
+        value = math.inf if value is None else float(value)
+        by_seed.setdefault(cfg["seed"], {})[float(cfg[args.axis])] = value
+    pairs = [(v[args.treatment], v[args.control]) for v in by_seed.values() if {args.treatment, args.control} <= set(v)]
+    d = [min(t, horizon) - min(c, horizon) for t, c in pairs]
+    if not d:
+        print("no seed ran both arms")
+        return 2
+    noise = centered([d])
+    est = st.hodges_lehmann(d)[0]
+    print(f"{len(d)} pairs; paired differences {sorted(d)}; estimate {est:+.2f}; centered spread "
+          f"{np.std(noise, ddof=1) if len(noise) > 1 else 0:.2f}")
+    for effect in args.effect or [1.0, 2.0, 3.0]:
+        n = seeds_needed(noise, effect, args.comparisons, None)
+        print(f"effect {effect:g}: {n if n else 'more than 40'} seeds per set for {POWER:.0%} power "
+              f"(two-sided, p < {ALPHA / args.comparisons:g})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

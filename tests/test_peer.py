@@ -1,0 +1,88 @@
+"""The peer check: TRL's GRPOTrainer trains one arm of a claim spec (benchmarks/peer_check.py), and
+the report compares it with grpo-lab's runs of that arm (sweeps/peer.py)."""
+
+import json
+
+import pytest
+import yaml
+
+from sweeps.peer import AGREE, CANNOT_TELL, DISAGREE, peer_section
+from sweeps.report import Run
+from sweeps.spec import SweepSpec
+
+SPEC = SweepSpec(name="pc", base={}, grid={"learning_rate": [5e-5, 1e-4]}, seeds=list(range(8)),
+                 replication_seeds=list(range(8, 16)), report={"tests": []})
+
+
+def _ours(steps):
+    return [Run({"learning_rate": 5e-5, "seed": s}, {"max_steps": 40}, {"steps_to_learn": v, "reward_auc": 0.4 - v / 100},
+                []) for s, v in enumerate(steps)]
+
+
+def _peers(folder, steps):
+    for s, v in enumerate(steps):
+        sub = folder / f"seed-{s}"
+        sub.mkdir(parents=True)
+        (sub / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5, "seed": s, "max_steps": 40}))
+        (sub / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.1}) + "\n")
+        (sub / "summary.json").write_text(json.dumps({"status": "finished", "steps_to_learn": v,
+                                                      "reward_auc": 0.4 - (40 if v is None else v) / 100}))
+    (folder / "seed-99").mkdir()  # a killed run: no summary, left out
+
+
+@pytest.mark.parametrize("ours, theirs, outcome", [
+    # the same spread around 18: no difference, and 12 + 12 runs bound it within ±2 steps
+    ([16, 17, 18, 18, 19, 20, 17, 18, 19, 18, 16, 20], [17, 18, 16, 19, 18, 20, 18, 17, 19, 18, 20, 16], AGREE),
+    ([16, 17, 18, 18, 19, 20], [27, 28, 26, 29, 30, None], DISAGREE),  # TRL learns ~10 steps later
+    ([12, 25, 18, 30, 9, 22], [20, 11, 28, 15, 33, 19], CANNOT_TELL),  # no difference, but ±2 is not ruled out
+])
+def test_the_peer_check_reads_agree_disagree_or_cannot_tell(tmp_path, ours, theirs, outcome):
+    _peers(tmp_path / "pc", theirs)
+    text, found = peer_section(SPEC, _ours(ours), tmp_path / "pc")
+    assert found == outcome
+    assert f"**Peer check: {outcome}**" in text and "| steps_to_learn | " in text and "| reward_auc | " in text
+    assert text.count("\n| 0 | ") == 1 and "| 99 |" not in text  # one row per finished TRL seed
+    if outcome == DISAGREE:
+        assert "not learned" in text  # TRL's censored run, counted at max_steps in the test
+
+
+def test_no_peer_runs_no_section(tmp_path):
+    assert peer_section(SPEC, _ours([10, 11]), tmp_path / "none") == ("", None)
+
+
+@pytest.mark.longest  # ~1 min: two TRL steps on SmolLM2
+def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, tmp_path, monkeypatch):
+    from benchmarks import peer_check
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "add.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {a} + {b}? Reply with only the number.",
+                                        "answer": str(a + b)}) + "\n" for a in range(1, 6) for b in range(1, 6)))
+    base = {"model": str(smollm2), "dataset": str(data), "reward_funcs": ["last_number"], "use_peft": True,
+            "lora_r": 4, "lora_alpha": 8, "beta": 0.04, "prompts_per_step": 2, "num_generations": 2,
+            "max_completion_length": 6, "max_steps": 2, "stl_window": 1, "baseline_prompts": 2, "num_threads": 1}
+    spec = tmp_path / "pc.yaml"
+    spec.write_text(yaml.safe_dump({"name": "pc", "base": base, "grid": {"learning_rate": [5e-5, 1e-4]},
+                                    "seeds": [0], "objective": "steps_to_learn"}))
+    # grpo-lab's run of the arm gives the baseline: a finished folder of that point
+    ours = tmp_path / "runs" / "pc" / "trial-0000"
+    from sweeps.spec import load_spec
+
+    cfg = load_spec(spec).config_for({"learning_rate": 5e-5, "seed": 0})
+    ours.mkdir(parents=True)
+    (ours / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    (ours / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n" + json.dumps({"step": 2, "reward": 0.5}) + "\n")
+    (ours / "summary.json").write_text(json.dumps({"status": "finished", "steps_completed": 2, "baseline_reward": 0.25}))
+
+    assert peer_check.main([str(spec), "--arm", "learning_rate=5e-5", "--seeds", "0", "--runs", str(tmp_path / "runs"),
+                            "--out", str(tmp_path / "peer")]) == 0
+    out = tmp_path / "peer" / "pc" / "seed-0"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["trainer"] == "trl" and summary["steps_completed"] == 2
+    assert summary["baseline_reward"] == 0.25 and 0.0 <= summary["reward_auc"] <= 1.0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all("reward" in r and "loss" in r for r in rows)
+    assert yaml.safe_load((out / "config.yaml").read_text())["learning_rate"] == 5e-5
+    # a seed grpo-lab has not run is refused, naming what to do
+    assert peer_check.main([str(spec), "--arm", "learning_rate=5e-5", "--seeds", "3", "--runs", str(tmp_path / "runs"),
+                            "--out", str(tmp_path / "peer")]) == 2
