@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import yaml
 
+from grpo_core.errors import UserInputError
 from grpo_core.run import read_metrics
 
 from .spec import SweepSpec, grid_point_of, grid_space, point_key
@@ -55,6 +56,56 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
             continue
         found[key] = (folder, summary, config)
     return found
+
+
+SHARED_PREFIX = "trial-shared-"  # a run folder copied from another spec's sweep (share_sibling_runs)
+_LEFT_BEHIND = (".grpo-run.lock", ".grpo-reserve")  # a run's own bookkeeping, not part of the run
+
+
+def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
+    """Copy into this sweep's folder every finished run of a sibling sweep under the same out_root
+    (another spec's folder) that is exactly the run this sweep would train at one of its points
+    without a finished folder: the same config in every key but IGNORED, the same seed. Claims that
+    share an arm (the control of one is the treatment or control of another) then train it once.
+    The copy is named trial-shared-<sibling>-<its folder>, so each spec's folder stays complete on
+    its own (committed, reported, adopted as usual). Returns the copies' names."""
+    import shutil
+
+    out_root = Path(out_root)
+    if spec.mode != "grid" or not out_root.is_dir():
+        return []
+    missing = {point_key(p): p for p in spec.grid_points()}
+    for key in finished_folders(out_root, spec):
+        missing.pop(key, None)
+    copied = []
+    for sibling in sorted(p for p in out_root.iterdir() if p.is_dir() and p.name != spec.name):
+        if not missing:
+            break
+        for folder in sorted(p for p in sibling.iterdir() if p.is_dir()):
+            try:
+                summary = json.loads((folder / "summary.json").read_text())
+                config = yaml.safe_load((folder / "config.yaml").read_text())
+                steps = len(read_metrics(folder / "metrics.jsonl"))
+            except (OSError, ValueError, yaml.YAMLError):
+                continue
+            if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict) \
+                    or steps != summary.get("steps_completed") or any(a not in config for a in [*spec.grid, "seed"]):
+                continue
+            key = point_key({axis: config[axis] for axis in [*spec.grid, "seed"]})
+            if key not in missing:
+                continue
+            try:
+                same = _same_run(spec, missing[key], config)
+            except (UserInputError, ValueError, TypeError):  # a config this spec cannot even build: not its run
+                continue
+            if not same:
+                continue
+            name = f"{SHARED_PREFIX}{sibling.name}-{folder.name}"
+            target = out_root / spec.name / name
+            shutil.copytree(folder, target, ignore=shutil.ignore_patterns(*_LEFT_BEHIND))
+            copied.append(name)
+            del missing[key]
+    return copied
 
 
 def _same_run(spec: SweepSpec, point: dict, config: dict) -> bool:

@@ -34,7 +34,7 @@ from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_o
 from grpo_core.provenance import owner_id, usable_cpus
 from grpo_core.files import check_writable_folder
 
-from .adopt import adopt_run_folders, free_folder, has_adopted
+from .adopt import adopt_run_folders, free_folder, has_adopted, share_sibling_runs
 from .progress import SweepProgress
 from .report import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
@@ -487,6 +487,9 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         raise UserInputError(f"--storage {describe_storage(storage_url)}: cannot write the sweep's study there "
                              f"({exc.strerror or exc}); allowed: a journal file on a disk with free space") from None
     _recover(study, storage, tracking_uri, storage_url)
+    if shared := share_sibling_runs(out_root, spec):
+        print(f"sweep {spec.name}: {len(shared)} finished run(s) of other sweeps in {out_root} are this sweep's runs "
+              f"(the same config and seed), copied in as trial-shared-*, not trained again", flush=True)
     if adopted := adopt_run_folders(study, spec, out_root):
         print(f"sweep {spec.name}: {adopted} finished run folder(s) in {Path(out_root) / spec.name} taken as done "
               f"(the study did not know them); only the points without one are trained", flush=True)

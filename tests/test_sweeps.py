@@ -520,6 +520,36 @@ def test_a_new_journal_resumes_from_the_finished_run_folders(tmp_path):
     assert finished_folders(tmp_path / "results/local/sweeps", load_spec(tmp_path / "adopt.yaml")) == {}
 
 
+def test_a_run_that_another_sweep_already_trained_is_copied_not_trained_again(tmp_path):
+    # two claims sharing an arm (a control at lr 1e-4): the second sweep takes the first's runs of it
+    import json
+
+    write_spec(tmp_path, "first", grid={"learning_rate": [1e-4, 3e-4]}, seeds=[0, 1])
+    assert grpo_here("sweep", "first.yaml", cwd=tmp_path).returncode == 0
+    write_spec(tmp_path, "second", grid={"learning_rate": [1e-4, 5e-4]}, seeds=[0, 1])
+    res = grpo_here("sweep", "second.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "2 finished run(s) of other sweeps" in res.stdout
+    root = tmp_path / "results/local/sweeps"
+    shared = sorted(f for f in (root / "second").iterdir() if f.name.startswith("trial-shared-first-"))
+    assert len(shared) == 2 and not any((f / ".grpo-run.lock").exists() for f in shared)
+    originals = {yaml.safe_load((f / "config.yaml").read_text())["seed"]: f for f in (root / "first").iterdir()
+                 if yaml.safe_load((f / "config.yaml").read_text())["learning_rate"] == 1e-4}
+    for f in shared:  # the same run, byte for byte
+        seed = yaml.safe_load((f / "config.yaml").read_text())["seed"]
+        assert (f / "metrics.jsonl").read_bytes() == (originals[seed] / "metrics.jsonl").read_bytes()
+    _, study = load(tmp_path, "second")
+    trained = [t for t in study.get_trials() if not t.user_attrs.get("adopted")]
+    assert sorted((t.params["learning_rate"], t.params["seed"]) for t in trained) == [(5e-4, 0), (5e-4, 1)]
+    finished = [f for f in (root / "second").iterdir() if json.loads((f / "summary.json").read_text())["status"] == "finished"]
+    assert len(finished) == 4
+    # a run of another base (more steps) is never taken: a third spec trains its own
+    write_spec(tmp_path, "third", grid={"learning_rate": [1e-4]}, seeds=[0], base={**BASE, "max_steps": 5})
+    res = grpo_here("sweep", "third.yaml", cwd=tmp_path)
+    assert res.returncode == 0 and "of other sweeps" not in res.stdout
+    assert not any(f.name.startswith("trial-shared-") for f in (root / "third").iterdir())
+
+
 def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appended(tmp_path):
     journal = tmp_path / "j.log"
     storage = ["--storage", f"journal:///{journal}", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]
