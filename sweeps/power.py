@@ -67,6 +67,8 @@ def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional
     if st.smallest_signed_rank_p(n) >= ALPHA / m:
         return math.inf
     spread = float(np.max(noise) - np.min(noise)) if len(noise) else 0.0
+    if spread == 0:  # every pair differed alike: any shift at all is found (the smallest p is below α/m)
+        return 0.0
     step = max(resolution * max(spread, 1e-9), 1e-12)
     low, high = 0.0, max(spread, step)
     while power(noise, n, high, m, direction, draws) < target:

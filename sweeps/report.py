@@ -639,6 +639,53 @@ def withheld(v: Verdict, untrusted: str) -> Verdict:
                    v.table, v.comparisons, v.facts)
 
 
+# What makes a placebo's false-positive check apply to a claim's runs: the reward's noise (model,
+# data, reward functions, completion length, batch, temperature) and steps_to_learn's own settings;
+# the placebo must also have run at least as many steps (more steps, more chances to cross by noise)
+SETUP_KEYS = ("model", "task", "dataset", "reward_funcs", "max_completion_length", "prompts_per_step",
+              "num_generations", "temperature", "stl_window", "stl_delta")
+
+
+def setup_of(config: dict) -> tuple:
+    return tuple((k, str(config.get(k))) for k in SETUP_KEYS)
+
+
+@dataclass
+class PlaceboRecord:
+    name: str  # the placebo spec's file stem
+    horizons: dict  # set-up → the most steps its finished runs ran
+    passed: bool
+    verdict: str
+
+
+def placebo_record(name: str, runs: list[Run], results: list[Verdict]) -> PlaceboRecord:
+    horizons: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
+    passed = bool(results) and all(v.verdict == SUPPORTED for v in results)
+    return PlaceboRecord(name, horizons, passed, results[0].verdict if results else "no finished runs")
+
+
+def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str]:
+    """Why a claim's steps_to_learn is not trusted (None: it is): each set-up its runs use must be
+    covered by a placebo with finished runs of that set-up over at least as many steps, and every
+    such placebo must have passed. A placebo spec none of whose runs finished covers nothing."""
+    needed: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        needed[key] = max(needed.get(key, 0), r.config["max_steps"])
+    for key, steps in needed.items():
+        covering = [p for p in placebos if p.horizons.get(key, -1) >= steps]
+        if not covering:
+            what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
+            return f"no placebo has finished runs of this set-up ({what}) over {steps} steps or more"
+        failed = [p for p in covering if not p.passed]
+        if failed:
+            return f"the placebo ({failed[0].name}) reads {failed[0].verdict}"
+    return None
+
+
 POSITIVE_CONTROL = "positive_control"  # a spec's `claim` for the testbed's positive control
 NO_POSITIVE_CONTROL = "this testbed has no positive control"
 
@@ -663,6 +710,8 @@ def detectable_text(facts: dict) -> str:
         return "none"
     if math.isnan(det):
         return "–"
+    if det == 0:
+        return "any (every pair differed alike)"
     if metric in CENSORED:
         unit = _unit(metric)
         return f"< 1 {unit[:-1]}" if det < 1 and unit == "steps" else f"{det:.3g} {unit}"

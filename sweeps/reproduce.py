@@ -30,7 +30,7 @@ from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from .peer import peer_section
 from .report import (NO_POSITIVE_CONTROL, POSITIVE_CONTROL, SUPPORTED, Verdict, bases_table, claim_section,
-                     collect_runs, detectable_text, report_tests, validate_report)
+                     collect_runs, detectable_text, placebo_gate, placebo_record, report_tests, validate_report)
 from .spec import load_spec
 from .storage import check_distinct, check_storage, journal_url
 
@@ -161,12 +161,13 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
               command: str, check_points: bool = True, peer_root: Optional[Path] = None) -> tuple[list[str], list[str], list]:
     """Per spec its report section, a summary row per verdict (its reward-AUC twin folded in), and
     all finished runs. Where the specs have a calibration (placebo) spec, it comes first
-    (claim_specs), and unless its verdict is supported, every later verdict that rests on
-    steps_to_learn is withheld (report.withheld). The positive control comes next: unless every one
+    (claim_specs); a later verdict that rests on steps_to_learn is withheld (report.withheld) unless
+    the placebos of its runs' set-up passed (report.placebo_gate: a placebo of another reward, length
+    or batch, or one that has not run yet, says nothing about it). The positive control comes next: unless every one
     of its verdicts is supported, every later "no effect detected" is withheld (report.unproven),
     as it is on a testbed without one. `peer_root`: where TRL's runs of a spec's arm are
     (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/peer.py)."""
-    sections, rows, all_runs, untrusted = [], [], [], None
+    sections, rows, all_runs, placebos = [], [], [], []
     claims = [read_yaml_mapping(p).get("claim") for p in paths]
     insensitive = (None if POSITIVE_CONTROL in claims else
                    f"{NO_POSITIVE_CONTROL} (an intervention known to speed learning, `claim: {POSITIVE_CONTROL}`), "
@@ -177,6 +178,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         runs, unfinished = collect_runs(runs_root, spec)
         all_runs += runs
         claim = spec.text.get("claim", spec.name)
+        untrusted = placebo_gate(placebos, runs) if "calibration" in claims and claim != "calibration" else None
         text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command, untrusted,
                                       None if claim == POSITIVE_CONTROL else insensitive)
         if peer_root is not None and (peer_root / spec.name).is_dir():
@@ -186,9 +188,8 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                 rows.append(f"| {claim} | peer check: TRL's GRPOTrainer against grpo-lab on one arm "
                             f"(steps_to_learn, reward AUC) | **{outcome}** | – | – | – | – |")
         sections.append(text)
-        if claim == "calibration" and (not results or any(v.verdict != SUPPORTED for v in results)):
-            untrusted = (f"the placebo ({Path(original).stem}) reads "
-                         f"{results[0].verdict if results else 'no finished runs'}")
+        if claim == "calibration":
+            placebos.append(placebo_record(Path(original).stem, runs, results))
         if claim == POSITIVE_CONTROL:
             failed = [v for v in results if v.verdict != SUPPORTED]
             insensitive = None if results and not failed else (
@@ -361,8 +362,10 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "*supported* (significant in the claimed direction), *contradicted* (significant in the opposite "
         "direction), *no effect detected* (with the largest effect the intervals still allow), "
         "*inconclusive* (too few seeds, or nothing learned to compare). The placebo section checks that a run "
-        "that cannot learn never gets a steps_to_learn; unless it reads supported, every verdict after it that "
-        "reads steps_to_learn is withheld (*inconclusive (placebo not passed)*, with what the runs alone read). "
+        "that cannot learn never gets a steps_to_learn; a verdict that reads steps_to_learn is withheld "
+        "(*inconclusive (placebo not passed)*, with what the runs alone read) unless the placebos of its runs' "
+        "set-up (model, data, reward, completion length, batch, temperature, window, δ; over at least as many "
+        "steps) have finished runs and read supported. "
         "The **positive control** section checks that the testbed detects an effect known to exist (a larger "
         "learning rate learns sooner); unless it reads supported, every *no effect detected* after it is withheld "
         "(*inconclusive (positive control not passed)*, or *(no positive control)* on a testbed without one). "

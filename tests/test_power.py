@@ -13,6 +13,7 @@ def test_a_shift_with_no_spread_is_always_found_and_too_few_pairs_never():
     assert noise.tolist() == [0.0] * 6
     assert power.power(noise, 6, 1.0, direction="lower") == 1.0  # 6 of 6 pairs lower: p = 2/64 < 0.05
     assert power.power(noise, 6, 1.0, m=2, direction="lower") == 0.0  # Holm over 2 needs p < 0.025
+    assert power.detectable_effect(noise, 6) == 0.0  # any shift at all is found
     assert power.detectable_effect(noise, 5) == math.inf  # 5 pairs: the smallest p is 1/16
     assert power.detectable_effect(np.zeros(0), 8) != power.detectable_effect(np.zeros(0), 8)  # nan: no model
 

@@ -634,3 +634,53 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
     if control == "fails":
         assert _cells(rows[0])[2] == "**no effect detected**"
         assert "the positive control (b_positive) reads no effect detected" in sections[-1]
+
+
+def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path):
+    # two set-ups: addition (with a placebo that learned once: not passed) and reverse (no placebo run at
+    # all, its placebo spec not trained yet); a claim on addition is withheld by its own placebo, a claim
+    # on reverse by the missing one, and a failing placebo of addition says nothing about reverse
+    import sweeps.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(6)), "replication_seeds": list(range(6, 12))}
+    paired = {"kind": "paired", "axis": "warmup_ratio", "treatment": [0.0], "control": 0.1, "direction": "lower",
+              "statement": "sooner", "metric": "steps_to_learn"}
+    for task in ("addition", "reverse"):
+        base = {"max_steps": 100, "task": task}
+        (exp / f"c_{task}.yaml").write_text(json.dumps({
+            "name": f"claim-{task}", "claim": "C2", "grid": {"warmup_ratio": [0.0, 0.1]}, **sets, "base": base,
+            "report": {"tests": [paired]}}))
+        (exp / f"p_{task}.yaml").write_text(json.dumps({
+            "name": f"placebo-{task}", "claim": "calibration", "grid": {"learning_rate": [1e-12]}, **sets, "base": base,
+            "report": {"tests": [{"kind": "placebo", "statement": f"never learns ({task})"}]}}))
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05}
+    for task in ("addition", "reverse"):
+        _write_runs(runs_root, f"claim-{task}", [({**config, "task": task, "warmup_ratio": w, "seed": s},
+                                                  {"steps_to_learn": 20 + s + 30 * (w > 0), "learned": 1,
+                                                   "reward_auc": 0.6 - 0.2 * (w > 0)})
+                                                 for s in range(12) for w in (0.0, 0.1)])
+    _write_runs(runs_root, "placebo-addition", [({**config, "task": "addition", "learning_rate": 1e-12, "seed": s},
+                                                 {"steps_to_learn": 40 if s == 7 else None, "learned": int(s == 7)})
+                                                for s in range(12)])
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    verdicts = {c[1]: c[2] for c in map(_cells, rows)}
+    assert verdicts["never learns (addition)"] == "**not replicated**"
+    assert verdicts["never learns (reverse)"] == "**no finished runs yet**"
+    claims = [_cells(r) for r in rows if r.startswith("| C2 ")]
+    assert all(c[2] == "**inconclusive (placebo not passed)**" and c[3] == "**supported**" for c in claims)
+    addition = next(t for t in sections if "## C2 — c_addition" in t)
+    reverse = next(t for t in sections if "## C2 — c_reverse" in t)
+    assert "the placebo (p_addition) reads not replicated" in addition
+    assert "no placebo has finished runs of this set-up (" in reverse and "task reverse" in reverse
+    assert "p_addition" not in reverse  # another set-up's placebo is not this claim's
+    # the reverse placebo's runs arrive and pass: the reverse claim stands, the addition claim stays withheld
+    _write_runs(runs_root, "placebo-reverse", [({**config, "task": "reverse", "learning_rate": 1e-12, "seed": s},
+                                                {"steps_to_learn": None, "learned": 0}) for s in range(12)])
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**",
+                                                                 "**supported**"]  # addition, reverse
