@@ -31,6 +31,21 @@ from .spec import SweepSpec, grid_point_of, grid_space, point_key
 IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads")
 
 
+def _finished_run(folder: Path) -> Optional[tuple[dict, dict]]:
+    """(summary, config) of a finished, undamaged run folder; None for one unfinished, damaged (a
+    file missing or unreadable, metrics.jsonl cut short of summary's steps_completed) or not a run."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+        config = yaml.safe_load((folder / "config.yaml").read_text())
+        steps = len(read_metrics(folder / "metrics.jsonl"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict) \
+            or steps != summary.get("steps_completed"):
+        return None
+    return summary, config
+
+
 def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path, dict, dict]]:
     """Per grid point (point_key), the finished folder under out_root/spec.name that matches the
     spec's config for that point, with its summary and config: the last in name order where
@@ -41,15 +56,9 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
     if not folder_root.is_dir():
         return found
     for folder in sorted(p for p in folder_root.iterdir() if p.is_dir()):
-        try:
-            summary = json.loads((folder / "summary.json").read_text())
-            config = yaml.safe_load((folder / "config.yaml").read_text())
-            steps = len(read_metrics(folder / "metrics.jsonl"))
-        except (OSError, ValueError, yaml.YAMLError):  # unfinished, damaged: not a finished point
+        if (read := _finished_run(folder)) is None:
             continue
-        if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict) \
-                or steps != summary.get("steps_completed"):  # metrics.jsonl cut: damaged
-            continue
+        summary, config = read
         point = {axis: config.get(axis) for axis in [*spec.grid, "seed"]}
         key = point_key(point)
         if key not in wanted or not _same_run(spec, wanted[key], config):
@@ -82,15 +91,10 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
         if not missing:
             break
         for folder in sorted(p for p in sibling.iterdir() if p.is_dir()):
-            try:
-                summary = json.loads((folder / "summary.json").read_text())
-                config = yaml.safe_load((folder / "config.yaml").read_text())
-                steps = len(read_metrics(folder / "metrics.jsonl"))
-            except (OSError, ValueError, yaml.YAMLError):
+            read = _finished_run(folder)
+            if read is None or any(a not in read[1] for a in [*spec.grid, "seed"]):
                 continue
-            if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict) \
-                    or steps != summary.get("steps_completed") or any(a not in config for a in [*spec.grid, "seed"]):
-                continue
+            config = read[1]
             key = point_key({axis: config[axis] for axis in [*spec.grid, "seed"]})
             if key not in missing:
                 continue
