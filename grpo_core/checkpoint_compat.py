@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from .config import GRPOConfig
 from .errors import ConfigError
+from .files import read_mapping_named
 
 CHECKPOINT_STATE = "trainer_state.pt"
 _RESUME_MAY_DIFFER = {"resume_from_checkpoint", "save_steps", "run_name", "mlflow_tracking_uri",
@@ -27,7 +26,7 @@ def check_checkpoint(cfg: GRPOConfig) -> None:
     """The checkpoint folder exists and was written by a run with the same config."""
     folder = Path(cfg.resume_from_checkpoint)
     check_checkpoint_folder(cfg.resume_from_checkpoint)
-    saved = yaml.safe_load((folder / "config.yaml").read_text()) or {}
+    saved = read_mapping_named(folder / "config.yaml", "yaml")  # a !!python tag: one line naming the file
     current = cfg.to_dict()
     for key, value in saved.items():
         if key in _RESUME_MAY_DIFFER:

@@ -46,6 +46,10 @@ def seed_in_range(seed) -> bool:
     return isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2 ** 32
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max
+FLOAT32_TINY = 1.1754943508222875e-38  # its smallest normal number
+
+
 def validate(cfg: GRPOConfig) -> GRPOConfig:
     """Check every value and combination; raise ConfigError naming the key and what is allowed.
     No I/O beyond checking that paths exist, and `cfg` is left as it is: returns the config with
@@ -95,8 +99,10 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
             "0 unless reward_workers ≥ 1 (a timeout needs a worker process that can be stopped)")
     require(math.isfinite(cfg.reward_timeout_value), "reward_timeout_value", "a finite number")
 
-    def finite(key: str) -> None:
-        require(math.isfinite(getattr(cfg, key)), key, "a finite number")
+    def finite(key: str) -> None:  # these reach float32 tensors: within its range, or 0
+        value = getattr(cfg, key)
+        require(math.isfinite(value) and (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX), key,
+                f"a finite number, 0 or of absolute value in [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}] (float32's range)")
 
     for key in ("learning_rate", "beta", "advantage_noise_std", "advantage_scale", "weight_decay",
                 "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps", "sapo_temperature_pos",
@@ -198,6 +204,9 @@ def check_inputs(cfg: GRPOConfig) -> None:
     check_reward_names(cfg.reward_funcs)
     if cfg.resume_from_checkpoint is not None:
         check_checkpoint(cfg)
+    from .models import check_model_config
+
+    check_model_config(cfg)  # a causal LM, and a LoRA rank within its size
     if cfg.model == "tiny":  # a base pretrained here needs a cache it can write
         from .files import check_writable_folder
         from .models import committed_base, tiny_cache_dir

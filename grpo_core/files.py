@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -83,3 +84,31 @@ def check_sqlite_writable(path: Path, where: str) -> None:
     except OSError as exc:
         raise UserInputError(f"{where}: cannot write there ({exc.strerror or exc}); allowed: a SQLite file in a "
                              f"writable folder") from None
+
+
+def read_text_named(path: str | Path) -> str:
+    """A run folder's file as text; a file that is not UTF-8 or cannot be read is a UserInputError
+    naming it."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserInputError(f"{path}: not UTF-8 text (byte {exc.start}); allowed: the file as grpo wrote it") from None
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot be read ({exc.strerror or exc}); allowed: a readable file") from None
+
+
+def read_mapping_named(path: str | Path, kind: str = "json") -> dict:
+    """config.yaml (kind yaml) or summary.json as a mapping; a file cut, damaged or of another
+    shape is a UserInputError naming it."""
+    import yaml
+
+    text = read_text_named(path)
+    try:
+        value = (yaml.safe_load(text) or {}) if kind == "yaml" else json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"{path}: cut or damaged ({why}); allowed: the file as grpo wrote it") from None
+    if not isinstance(value, dict):
+        raise UserInputError(f"{path}: holds a {type(value).__name__}, not a mapping; allowed: the file as grpo wrote it")
+    return value

@@ -190,6 +190,43 @@ def check_model_name(model: str) -> str:
                                f"or a hub id (org/name)")
 
 
+def check_model_config(cfg) -> None:
+    """What the trainer needs of the model, read from its config.json before anything starts: a
+    causal language model (transformers' AutoModelForCausalLM loads it; an encoder such as BERT
+    fails at generation), and a LoRA rank within its hidden size. 'tiny' is checked against its
+    shape; a hub id or a GGUF file is checked when it loads."""
+    from .errors import ConfigError
+
+    if cfg.model == "tiny":
+        config, where = {"model_type": "qwen2", "hidden_size": TINY_ARCH["hidden_size"]}, "the tiny model"
+    else:
+        if not Path(cfg.model).expanduser().is_dir():
+            from .hub import check_hub_reachable
+
+            check_hub_reachable("model", cfg.model)
+            return
+        path = Path(cfg.model).expanduser() / "config.json"
+        if cfg.gguf_file is not None or not path.is_file():
+            return
+        from .files import read_mapping_named
+
+        config, where = read_mapping_named(path), str(path)
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL
+
+        causal = set(CAUSAL.values())
+        kind = config.get("model_type")
+        archs = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+        if kind not in CAUSAL or config.get("is_encoder_decoder") or (archs and not causal & set(archs)):
+            what = f"{', '.join(archs) or 'no architecture'} (model_type {kind!r})"
+            raise ConfigError("model", f"{where} describes {what}, not a causal language model; allowed: a model "
+                                       f"transformers loads with AutoModelForCausalLM (e.g. LlamaForCausalLM, "
+                                       f"Qwen2ForCausalLM)")
+    hidden = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
+    if cfg.use_peft and isinstance(hidden, int) and cfg.lora_r > hidden:
+        raise ConfigError("lora_r", f"got {cfg.lora_r}; allowed: an integer in [1, {hidden}] (the hidden size "
+                                    f"of {where}: a larger rank adds nothing a full update lacks)")
+
+
 def resolve_model_path(model: str, cache_dir: str, task: str, tiny_pretrain_steps: int) -> str:
     """The folder (or hub id) to load for config.model, building the tiny model when needed."""
     if model == "tiny":

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from .config import GRPOConfig, save_config
 from .errors import RecordIncomplete, RunFailure, Terminated, UserInputError
-from .files import write_text_atomic
+from .files import read_text_named, write_text_atomic
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
 
@@ -107,19 +107,39 @@ def read_metrics_skipping(path: str | Path) -> tuple[list[dict], int]:
 
 
 def read_metrics_lenient(path: str | Path) -> list[dict]:
-    """read_metrics for a run that was killed: a last line cut off mid-write is left out."""
-    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    """metrics.jsonl or completions.jsonl of a run that may have been killed: one JSON object per
+    line, a last line cut off mid-write left out. Any other line that is not one is a
+    UserInputError naming the file and the line."""
+    lines = [(n, line) for n, line in enumerate(read_text_named(path).splitlines(), 1) if line.strip()]
     rows = []
-    for i, line in enumerate(lines):
+    for i, (n, line) in enumerate(lines):
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i != len(lines) - 1:
-                raise
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:
+                continue
+            row = None
+        if not isinstance(row, dict):
+            raise UserInputError(f"{path}: line {n} is not a JSON object; allowed: one JSON object per line, "
+                                 f"as grpo writes them")
+        rows.append(row)
     return rows
 
 
 RUN_LOCK = ".grpo-run.lock"  # held by the run writing the folder, for the run's whole life
+
+
+def refuse_links(folder: Path) -> None:
+    """A run writes only inside its own folder: a symbolic link in it (a metrics.jsonl, a checkpoint
+    folder, the lock file) would carry its writes outside, so a folder holding one is refused,
+    before anything is opened."""
+    for root, dirs, files in os.walk(folder):  # links to folders are listed in dirs, never entered
+        for name in [*dirs, *files]:
+            path = Path(root, name)
+            if path.is_symlink():
+                raise UserInputError(f"--out {folder}: {path.relative_to(folder)} is a symbolic link (to "
+                                     f"{os.readlink(path)}); a run writes only inside its own folder; allowed: "
+                                     f"a folder of plain files")
 
 
 @contextlib.contextmanager
@@ -131,7 +151,12 @@ def claim_run_folder(out: Path, allow_existing: bool = False) -> Iterator[Path]:
 
     if out.exists() and not out.is_dir():
         raise UserInputError(f"--out {out}: is a file; allowed: a new or empty folder")
+    if not allow_existing and out.is_dir() and not (out / RUN_LOCK).exists() and any(out.iterdir()):
+        raise UserInputError(f"--out {out}: folder exists and is not empty; choose a new folder")  # nothing written
+    if out.is_dir():
+        refuse_links(out)
     created = not out.exists()
+    had_lock_file = (out / RUN_LOCK).exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         lock = FileLock(out / RUN_LOCK, timeout=0)
@@ -150,6 +175,8 @@ def claim_run_folder(out: Path, allow_existing: bool = False) -> Iterator[Path]:
     except UserInputError:
         if created and all(p.name == RUN_LOCK for p in out.iterdir()):
             shutil.rmtree(out, ignore_errors=True)  # refused before anything was written
+        elif not had_lock_file:  # a folder of the user's is left as it was
+            (out / RUN_LOCK).unlink(missing_ok=True)
         raise
     finally:
         lock.release()

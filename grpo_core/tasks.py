@@ -113,7 +113,13 @@ def _read_rows(source: str) -> list[dict]:
     if path.suffix in DATASET_SUFFIXES:
         if not path.is_file():
             raise ValueError(f"no such file {source!r}")
-        kind, extra = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[path.suffix], {}
+        if path.suffix in (".jsonl", ".json"):  # read as written: datasets casts a column to one type ("2" → 2)
+            rows = _read_json_rows(path)
+            if not rows or not all(isinstance(r, dict) for r in rows):
+                raise ValueError(f"{source!r} holds no rows of named columns")
+            _LOADED[source] = rows
+            return rows
+        kind, extra = {".csv": "csv", ".parquet": "parquet"}[path.suffix], {}
         if path.suffix == ".csv":
             import csv
 
@@ -121,15 +127,45 @@ def _read_rows(source: str) -> list[dict]:
                 header = next(csv.reader(f), [])
             extra["features"] = Features({name: Value("string") for name in header})
             extra["encoding"] = "utf-8-sig"
-        elif path.suffix == ".json" and _first_byte(path) == b"{":
-            extra["field"] = "data"
         rows = list(load_dataset(kind, data_files=str(path), split="train", keep_in_memory=True, **extra))
     else:
+        from .hub import check_hub_reachable
+
+        check_hub_reachable("dataset", source)
         rows = list(load_dataset(source, split="train"))
     if not rows or not all(isinstance(r, dict) for r in rows):
         raise ValueError(f"{source!r} holds no rows of named columns")
     _LOADED[source] = rows
     return rows
+
+
+def _read_json_rows(path: Path) -> list:
+    """A .jsonl file (one JSON object per line) or a .json file (a list of rows, or {"data": rows})."""
+    import json
+
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"not JSON ({exc})") from None
+        return data.get("data", []) if isinstance(data, dict) else data
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                raise ValueError(f"line {n} is not JSON") from None
+    return rows
+
+
+def _value_kind(value) -> str:
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "numbers"
+    return {bool: "true/false", list: "lists", dict: "mappings"}.get(type(value), type(value).__name__)
 
 
 def _first_byte(path) -> bytes:
@@ -166,6 +202,8 @@ def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> li
         raise ConfigError("dataset", f"{source!r} is empty; allowed: a file with one row per prompt (two rows or more)")
     try:
         rows = _read_rows(source)
+    except ConfigError:
+        raise
     except Exception as exc:  # a missing file, malformed JSON, an unreachable hub
         cause = exc.__cause__ or exc  # datasets wraps the reason in "An error occurred while generating the dataset"
         first = str(cause).strip().splitlines()[0][:300] if str(cause).strip() else type(cause).__name__
@@ -179,6 +217,15 @@ def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> li
         if missing is not None:
             raise ConfigError(key, f"row {missing + 1} of {source!r} has no {column!r}; allowed: every row with a "
                                    f"value for {column!r}")
+    for key, column in (("prompt_column", prompt_column), ("answer_column", answer_column)):
+        kinds = {}  # kind → its first row
+        for i, r in enumerate(rows):
+            kinds.setdefault(_value_kind(r[column]), i + 1)
+        odd = [k for k in kinds if k not in ("text", "numbers")]
+        if odd or len(kinds) > 1:
+            seen = ", ".join(f"{k} (row {n})" for k, n in kinds.items())
+            raise ConfigError(key, f"{column!r} of {source!r} holds {seen}; allowed: one kind per column, all text "
+                                   f"or all numbers")
     blank = next((i for i, r in enumerate(rows) if not str(r[prompt_column]).strip()), None)
     if blank is not None:  # an empty prompt is no input at all for a model without a chat template
         raise ConfigError("prompt_column", f"row {blank + 1} of {source!r} has an empty {prompt_column!r}; allowed: "

@@ -20,13 +20,13 @@ the command prints; nothing is written before the input is checked.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from grpo_core import defaults
 from grpo_core.config import GRPOConfig
+from grpo_core.errors import UserInputError
 
 __all__ = ["GRPOConfig", "Run", "Sweep", "config", "read_run", "report", "sweep", "train", "trials", "verdicts"]
 
@@ -65,20 +65,19 @@ class Run:
 
 def read_run(folder: str | Path) -> Run:
     """A run folder (config.yaml, metrics.jsonl, summary.json, completions.jsonl) as a Run; a run that
-    is still going or was killed reads what it wrote (its summary says which, or is empty)."""
-    import yaml
-
-    from grpo_core.errors import UserInputError
+    is still going or was killed reads what it wrote (its summary says which, or is empty). A file
+    that cannot be read as what it should hold raises UserInputError naming it."""
+    from grpo_core.files import read_mapping_named
     from grpo_core.run import COMPLETIONS, read_metrics_lenient
 
     folder = Path(folder)
     if not (folder / "config.yaml").is_file():
         raise UserInputError(f"{folder}: not a run folder (no config.yaml); allowed: a folder `grpo train` wrote")
-    summary_path = folder / "summary.json"
-    return Run(folder=folder, config=yaml.safe_load((folder / "config.yaml").read_text()) or {},
-               summary=json.loads(summary_path.read_text()) if summary_path.is_file() else {},
-               metrics=read_metrics_lenient(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else [],
-               completions=read_metrics_lenient(folder / COMPLETIONS) if (folder / COMPLETIONS).is_file() else [])
+    summary, metrics, completions = (folder / name for name in ("summary.json", "metrics.jsonl", COMPLETIONS))
+    return Run(folder=folder, config=read_mapping_named(folder / "config.yaml", "yaml"),
+               summary=read_mapping_named(summary) if summary.is_file() else {},
+               metrics=read_metrics_lenient(metrics) if metrics.is_file() else [],
+               completions=read_metrics_lenient(completions) if completions.is_file() else [])
 
 
 def default_run_folder(cfg: GRPOConfig) -> Path:
@@ -94,14 +93,16 @@ def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] 
     (the defaults); `values` override keys of either. `mlflow`: also record it in
     cfg.mlflow_tracking_uri (as `grpo train` does unless --no-mlflow). A run resumed from a
     checkpoint (resume_from_checkpoint) goes on in the checkpoint's folder unless `out` says otherwise."""
-    from grpo_core.config_validation import validate
+    from grpo_core.config_loading import config_from_dict
+    from grpo_core.config_validation import check_inputs
     from grpo_core.cpu_math import check_process
     from grpo_core.run import run_training
 
-    if not isinstance(cfg, GRPOConfig):
+    if isinstance(cfg, GRPOConfig):  # built in Python, perhaps by hand: every key is checked as in a file
+        cfg = config_from_dict({**cfg.to_dict(), **values}, source="grpo_lab.train")
+    else:
         cfg = config(cfg, **values)
-    elif values:
-        cfg = validate(dataclasses.replace(cfg, **values))
+    check_inputs(cfg)  # the dataset, the reward functions, a checkpoint, the model: as `grpo train` checks them
     check_process(cfg.cpu_math)  # the logged cpu_math must be the one this process computes with
     folder = Path(out) if out is not None else default_run_folder(cfg)
     resume_dir = Path(cfg.resume_from_checkpoint).parent if cfg.resume_from_checkpoint else None
@@ -143,16 +144,11 @@ def sweep(spec: str | Path, *, workers: int = 1, storage: Optional[str] = None, 
 
 
 def trials(spec: str | Path, *, storage: Optional[str] = None, exit_code: int = 0) -> Sweep:
-    """A sweep's trials, read from its study (nothing runs)."""
-    import optuna
+    """A sweep's trials, read from its study (nothing runs): the checks and the one-line errors of
+    `grpo trials`."""
+    from sweeps.driver import load_sweep_study
 
-    from sweeps.driver import make_sampler
-    from sweeps.spec import load_spec
-    from sweeps.storage import open_storage
-
-    loaded = load_spec(spec)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=loaded.name, storage=open_storage(storage), sampler=make_sampler(loaded))
+    loaded, study = load_sweep_study(spec, storage)
     rows = [{"number": t.number, "state": t.state.name, "params": dict(t.params), "value": t.value,
              "run_dir": t.user_attrs.get("run_dir"), "error": t.user_attrs.get("error")}
             for t in study.get_trials(deepcopy=False)]

@@ -118,7 +118,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _cmd_train(args) -> int:
     from grpo_core.config_loading import load_config
 
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args.config, args.overrides, inputs=False)  # grpo_lab.train checks the inputs
     from .api import default_run_folder
 
     out = Path(args.out) if args.out else default_run_folder(cfg)  # a resumed run goes on in its own folder
@@ -164,8 +164,9 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
     if n < 1 or world_size() > 1:
         raise UserInputError(f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
                              f"allowed: an integer ≥ 1, given to a plain `grpo train`")
-    from grpo_core.config_validation import batch_split_problem
+    from grpo_core.config_validation import batch_split_problem, check_inputs
 
+    check_inputs(cfg)
     if (problem := batch_split_problem(cfg, n)) is not None:
         raise UserInputError(f"--num-processes: {n} processes cannot share the batch: {problem}")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not resuming_in_place)):

@@ -635,7 +635,9 @@ def trials_table(study, spec: SweepSpec) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def list_trials(spec_path: str, storage_url: Optional[str] = None) -> int:
+def load_sweep_study(spec_path: str | Path, storage_url: Optional[str] = None):
+    """A sweep's spec and its study, read only: `grpo trials` and grpo_lab.trials. A store that is
+    missing, is not one, or holds no such sweep is a one-line UserInputError; nothing is created."""
     import optuna
 
     spec = load_spec(spec_path)
@@ -649,5 +651,10 @@ def list_trials(spec_path: str, storage_url: Optional[str] = None) -> int:
     except KeyError:
         raise UserInputError(f"{spec.path}: no sweep named {spec.name!r} in {describe_storage(storage_url)} "
                              f"yet; run `grpo sweep {spec.path}` first") from None
+    return spec, study
+
+
+def list_trials(spec_path: str, storage_url: Optional[str] = None) -> int:
+    spec, study = load_sweep_study(spec_path, storage_url)
     print(trials_table(study, spec))
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from grpo_core import statistics as st
+from grpo_core.config_validation import SEED_RANGE, seed_in_range
 from grpo_core.config_values import short_value
 from grpo_core.errors import UserInputError
 from grpo_core.run import read_metrics
@@ -78,6 +79,34 @@ def report_tests(spec: SweepSpec) -> list[dict]:
     return out
 
 
+def _check_quick(spec: SweepSpec) -> None:
+    """A spec's `quick` section, whole, at every command that reads the spec (a typo or a value of
+    the wrong shape surfaced only at `grpo reproduce --quick`, some as a traceback)."""
+    quick = spec.quick or {}
+    unknown = sorted(set(quick) - set(QUICK_KEYS))
+    if unknown:
+        raise UserInputError(f"{spec.path}: quick.{unknown[0]}: unknown key; allowed: {', '.join(QUICK_KEYS)}")
+    steps = quick.get("max_steps", 1)
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise UserInputError(f"{spec.path}: quick.max_steps: {short_value(steps)}; allowed: an integer ≥ 1")
+    for key in ("seeds", "replication_seeds"):
+        seeds = quick.get(key, [])
+        if not isinstance(seeds, list) or not all(seed_in_range(s) for s in seeds):
+            raise UserInputError(f"{spec.path}: quick.{key}: {short_value(seeds)}; allowed: a list of integer seeds "
+                                 f"in {SEED_RANGE}")
+    grid = quick.get("grid", {})
+    if not isinstance(grid, dict):
+        raise UserInputError(f"{spec.path}: quick.grid: {short_value(grid)}; allowed: a mapping of grid axes to "
+                             f"sub-lists of their values, e.g. {{{next(iter(spec.grid), 'axis')}: [...]}}")
+    for axis, values in grid.items():  # a part of the grid, never new values
+        full = spec.grid.get(axis)
+        if full is None:
+            raise UserInputError(f"{spec.path}: quick.grid.{axis}: not a grid axis; allowed: {', '.join(spec.grid)}")
+        if not isinstance(values, list) or not values or any(v not in full for v in values):
+            raise UserInputError(f"{spec.path}: quick.grid.{axis}: {short_value(values)}; allowed: a non-empty "
+                                 f"sub-list of grid.{axis} {full}")
+
+
 def validate_report(spec: SweepSpec, claim: bool = True) -> None:
     """Check a claim spec's `report` section before anything runs. claim=False (`grpo sweep`): a
     sweep needs no report, but what its spec's report section holds is checked all the same, so a
@@ -101,9 +130,7 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
             raise UserInputError(f"{where}.figures: unknown figure {fig!r}; allowed: {', '.join(FIGURE_KINDS)}")
     if not isinstance(spec.quick or {}, dict):
         raise UserInputError(f"{spec.path}: quick: {short_value(spec.quick)}; allowed: a mapping")
-    unknown = sorted(set(spec.quick or {}) - set(QUICK_KEYS))  # a typo surfaced only at `grpo reproduce --quick`
-    if unknown:
-        raise UserInputError(f"{spec.path}: quick.{unknown[0]}: unknown key; allowed: {', '.join(QUICK_KEYS)}")
+    _check_quick(spec)
     for i, test in enumerate(tests):
         kind = test.get("kind")
         if not isinstance(kind, str) or kind not in TEST_KINDS:

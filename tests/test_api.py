@@ -54,3 +54,93 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     namespace = {}
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["run"].summary["status"] == "finished"
+
+
+# ---- the API refuses what the command refuses, by the same checks ----------------------------------
+def _run_folder(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("max_steps: 2\n")
+    (folder / "summary.json").write_text('{"status": "finished", "steps_to_learn": 1}')
+    (folder / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.7}\n')
+    (folder / "completions.jsonl").write_text('{"step": 1, "completion": "4"}\n{"step": 2, "completion": "5"}\n')
+    return folder
+
+
+@pytest.mark.parametrize("name, text", [
+    ("summary.json", '{"status": "fini'),  # cut mid-write
+    ("summary.json", "[1, 2]"),  # JSON, not a mapping
+    ("config.yaml", "max_steps: [2\n"),
+    ("config.yaml", "x: !!python/object/apply:os.getcwd []\n"),  # a tag: refused, never run
+    ("completions.jsonl", '{"step": 1}\n{"step": 2, "comp\n{"step": 3}\n'),  # broken mid-file
+    ("metrics.jsonl", '{"step": 1}\n[1]\n{"step": 3}\n'),  # a line that is not an object
+    ("completions.jsonl", b"\x80\x81\xfe\xff" * 64),  # random bytes
+])
+def test_read_run_names_the_file_it_cannot_read(tmp_path, name, text):
+    import grpo_lab
+    from grpo_core.errors import UserInputError
+
+    folder = _run_folder(tmp_path)
+    (folder / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(UserInputError) as err:
+        grpo_lab.read_run(folder)
+    message = str(err.value)
+    assert message.startswith(str(folder / name)) and "allowed:" in message and "\n" not in message
+
+
+def test_read_run_leaves_out_a_last_line_cut_mid_write(tmp_path):
+    import grpo_lab
+
+    folder = _run_folder(tmp_path)
+    with open(folder / "metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "rew')  # a run killed while writing its last step
+    assert [m["step"] for m in grpo_lab.read_run(folder).metrics] == [1, 2]
+
+
+def test_trials_on_a_store_that_is_not_one_is_one_line(tmp_path):
+    import grpo_lab
+    from grpo_core.errors import UserInputError
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    with pytest.raises(UserInputError, match="is not a SQLite database") as err:
+        grpo_lab.trials(ROOT / "experiments" / "example-grid.yaml", storage=f"sqlite:///{notes}")
+    assert "\n" not in str(err.value) and notes.read_text() == "my notes\n"
+
+
+def test_train_refused_leaves_the_users_folder_as_it_was(tmp_path):
+    import grpo_lab
+    from grpo_core.errors import UserInputError
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("x")
+    with pytest.raises(UserInputError, match="not empty"):
+        grpo_lab.train(out=mine, cache_dir=str(CACHE), max_steps=1)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # no lock file left behind
+
+
+@pytest.mark.parametrize("values", [
+    {"dataset": "MIXED"},  # read by check_inputs: `grpo train` refused it, the API trained on it
+    {"learning_rate": "fast"},
+    {"lora_r": 10 ** 12, "use_peft": True},
+])
+def test_the_api_refuses_what_grpo_train_refuses_with_the_same_line(tmp_path, values):
+    import dataclasses
+
+    import grpo_lab
+    from conftest import run_grpo_here
+    from grpo_core.errors import UserInputError
+
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "four"}\n')
+    values = {k: (str(mixed) if v == "MIXED" else v) for k, v in values.items()}
+    res = run_grpo_here("train", "--no-mlflow", "--set", f"cache_dir={CACHE}",
+                        *[a for k, v in values.items() for a in ("--set", f"{k}={str(v).lower() if v is True else v}")],
+                        "--out", str(tmp_path / "cli"))
+    assert res.returncode == 2
+    base = grpo_lab.config(cache_dir=str(CACHE))
+    with pytest.raises(UserInputError) as err:  # a GRPOConfig changed by hand is checked as a file would be
+        grpo_lab.train(dataclasses.replace(base, **values), out=tmp_path / "api")
+    assert res.stderr.strip() == f"grpo: error: {err.value}"
+    assert not (tmp_path / "cli").exists() and not (tmp_path / "api").exists()

@@ -542,3 +542,140 @@ def test_recover_names_a_run_whose_process_is_alive_and_leaves_it_running(tmp_pa
     assert res.returncode == 0, res.stderr
     assert f"left RUNNING: live: still running (pid {os.getpid()} on this host)" in res.stdout
     assert "0 run(s) ended, 1 left alone" in res.stdout and client.get_run(run).info.status == "RUNNING"
+
+
+# ---- round 5: values that passed validation and failed later ---------------------------------------
+@pytest.mark.parametrize("settings, key", [
+    (["loss_type=sapo", "sapo_temperature_pos=1e308"], "sapo_temperature_pos"),  # a 39-line overflow traceback
+    (["temperature=1e-308"], "temperature"),  # below float32's smallest normal: 0 in a tensor
+    (["use_peft=true", f"lora_r={10 ** 12}"], "lora_r"),  # the allocator's traceback
+    (["use_peft=true", "lora_r=129"], "lora_r"),  # past the tiny model's hidden size (128)
+])
+def test_values_past_what_can_work_are_refused(tmp_path, settings, key):
+    res = grpo_here("train", *TRAIN, "--no-mlflow", *[a for s in settings for a in ("--set", s)],
+                    "--out", str(tmp_path / "run"))
+    assert res.returncode == 2
+    assert _one_line(res).startswith(f"grpo: error: {key}: got ") and not (tmp_path / "run").exists()
+
+
+def test_a_model_that_is_not_a_causal_lm_is_refused_before_anything_starts(tmp_path):
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"],
+                                                    "hidden_size": 32}))
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--out", str(tmp_path / "run"))
+    assert res.returncode == 2 and "not a causal language model" in _one_line(res)
+    assert not (tmp_path / "run").exists()
+
+
+# ---- round 5: datasets -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("rows, kinds", [
+    ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "four"}\n', "numbers (row 1), text (row 2)"),
+    ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": true}\n', "true/false (row 2)"),
+    ('{"prompt": "1+1=", "answer": [2]}\n{"prompt": "2+2=", "answer": [4]}\n', "lists (row 1)"),
+])
+def test_answers_of_mixed_kinds_are_named(tmp_path, rows, kinds):
+    data = tmp_path / "rows.jsonl"
+    data.write_text(rows)
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"dataset={data}", "--out", str(tmp_path / "run"))
+    assert res.returncode == 2
+    line = _one_line(res)
+    assert line.startswith("grpo: error: answer_column:") and kinds in line
+
+
+def test_a_json_file_keeps_its_types(tmp_path):
+    from grpo_core.tasks import load_dataset_rows
+
+    data = tmp_path / "rows.json"  # datasets' loader cast the column to one type: "007" became 7
+    data.write_text('[{"prompt": "a", "answer": "007"}, {"prompt": "b", "answer": "12"}]')
+    assert [r["answer"] for r in load_dataset_rows(str(data), "prompt", "answer")] == ["007", "12"]
+
+
+@pytest.mark.parametrize("key", ["dataset", "model"])
+def test_a_hub_id_where_the_hub_cannot_be_reached_fails_at_once(tmp_path, monkeypatch, key):
+    from servers import free_port
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
+                "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    started = time.perf_counter()
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"{key}=someone/nothing-here", "--out",
+                    str(tmp_path / "run"))
+    assert res.returncode == 2 and time.perf_counter() - started < 20  # the libraries' retries took ~30 s
+    line = _one_line(res)
+    assert line.startswith(f"grpo: error: {key}: 'someone/nothing-here' is a hub id") and "cannot be reached" in line
+
+
+# ---- round 5: checkpoints and run folders that point outside ---------------------------------------------
+@pytest.fixture(scope="module")
+def checkpointed_run(tmp_path_factory):
+    """A finished 2-step run with its checkpoint, copied by each test that changes it."""
+    folder = tmp_path_factory.mktemp("ckpt") / "run"
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=2", "--set", "save_steps=2", "--set",
+                    "stl_window=1", "--out", str(folder))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return folder
+
+
+def _resume(run: Path):
+    return grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=2", "--set", "save_steps=2", "--set",
+                     "stl_window=1", "--set", f"resume_from_checkpoint={run / 'checkpoint-2'}", "--out", str(run))
+
+
+def test_a_checkpoint_config_with_a_python_tag_is_one_line_naming_it(tmp_path, checkpointed_run):
+    import shutil
+
+    run = Path(shutil.copytree(checkpointed_run, tmp_path / "run"))
+    marker = tmp_path / "ran"
+    with open(run / "checkpoint-2" / "config.yaml", "a") as f:
+        f.write(f"x: !!python/object/apply:os.system ['touch {marker}']\n")
+    res = _resume(run)
+    assert res.returncode == 2
+    line = _one_line(res)
+    assert str(run / "checkpoint-2" / "config.yaml") in line and not marker.exists()
+
+
+@pytest.mark.parametrize("link", ["metrics.jsonl", "completions.jsonl", "checkpoint-2"])
+def test_a_run_folder_with_a_link_pointing_outside_is_refused(tmp_path, checkpointed_run, link):
+    import shutil
+
+    run = Path(shutil.copytree(checkpointed_run, tmp_path / "run"))
+    outside = tmp_path / "outside"
+    shutil.move(str(run / link), str(outside))
+    (run / link).symlink_to(outside)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if not p.is_symlink())
+    res = _resume(run)
+    assert res.returncode == 2
+    assert f"{link} is a symbolic link" in _one_line(res)
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if not p.is_symlink()) == before
+
+
+def test_a_lock_file_that_is_a_link_is_refused_in_a_new_run(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".grpo-run.lock").symlink_to(outside)
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=1", "--out", str(tmp_path / "run"))
+    assert res.returncode == 2 and "is a symbolic link" in _one_line(res) and outside.read_text() == "mine\n"
+
+
+# ---- round 5: a spec's quick section --------------------------------------------------------------------
+@pytest.mark.parametrize("quick, needle", [
+    ("{grid: [1]}", "quick.grid: [1]; allowed: a mapping"),
+    ("{grid: {learning_rate: [0.5]}}", "quick.grid.learning_rate: [0.5]; allowed: a non-empty sub-list"),
+    ("{grid: {beta: [0.0]}}", "quick.grid.beta: not a grid axis"),
+    ("{max_steps: two}", "quick.max_steps: 'two'"),
+    ("{seeds: 3}", "quick.seeds: 3"),
+])
+def test_a_bad_quick_section_is_one_line(tmp_path, quick, needle):
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    (experiments / "c.yaml").write_text(
+        f"name: q\nclaim: C2\nbase: {{max_steps: 4}}\ngrid: {{learning_rate: [1.0e-4, 1.0e-3]}}\nseeds: [0]\n"
+        f"replication_seeds: [1]\nreport: {{tests: [{{kind: paired, statement: s, axis: learning_rate, "
+        f"treatment: [1.0e-3], control: 1.0e-4, direction: lower}}]}}\nquick: {quick}\n")
+    for args in (["reproduce", "--quick"], ["reproduce", "--report-only"]):
+        res = grpo_here(*args, "--experiments", str(experiments), "--out", str(tmp_path / "out"))
+        assert res.returncode == 2 and needle in _one_line(res), res.stderr
+    assert not (tmp_path / "out").exists()
