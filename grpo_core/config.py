@@ -354,5 +354,16 @@ def save_config(cfg: GRPOConfig, folder: Path) -> None:
     """`folder/config.yaml`: the resolved config, every key (a run folder and each checkpoint)."""
     from .files import write_text_atomic
 
-    write_text_atomic(Path(folder) / "config.yaml", dump_yaml(cfg.to_dict()))
+    write_text_atomic(Path(folder) / "config.yaml", dump_yaml(masked_dict(cfg.to_dict())))
+
+
+def masked_dict(values: dict) -> dict:
+    """A config's values with every password in them masked (grpo_core.errors.mask_secrets): what
+    a run folder and MLflow hold of a tracking URI is `user:***@host`."""
+    from .errors import mask_secrets
+
+    def mask(v):
+        return mask_secrets(v) if isinstance(v, str) else [mask(x) for x in v] if isinstance(v, list) else v
+
+    return {k: mask(v) for k, v in values.items()}
 

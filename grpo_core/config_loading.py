@@ -11,7 +11,7 @@ import yaml
 from .config import FIELD_NAMES, GRPOConfig
 from .config_validation import check_inputs, validate
 from .config_values import coerce_value
-from .errors import ConfigError, UserInputError
+from .errors import ConfigError, UserInputError, remember_secrets
 from .yaml_files import parse_yaml_value, read_yaml_mapping
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -41,6 +41,7 @@ def config_from_dict(values: dict[str, Any], source: str = "config") -> GRPOConf
     unknown = sorted((k for k in values if k not in FIELD_NAMES), key=str)
     if unknown:
         raise unknown_key(unknown[0], source)
+    remember_secrets(*(v for v in values.values() if isinstance(v, str)))  # masked wherever they show later
     kwargs = {k: coerce_value(k, v) for k, v in values.items()}
     return validate(GRPOConfig(**kwargs))
 

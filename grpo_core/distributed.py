@@ -34,6 +34,53 @@ def is_main_process() -> bool:
     return process_rank() == 0
 
 
+_PEERS: dict[int, int] = {}  # rank → pid of every process of this run (note_peers)
+
+
+def note_peers() -> None:
+    """Learn every process's pid, by rank, once the process group is up (a collective: every
+    process calls it), so that a process can say which of the others died."""
+    import torch.distributed as dist
+
+    if world_size() > 1 and dist.is_available() and dist.is_initialized():
+        pids: list = [None] * world_size()
+        dist.all_gather_object(pids, os.getpid())
+        _PEERS.update(enumerate(pids))
+
+
+def _how_it_ended(pid: int) -> str | None:
+    """None while the process runs; else how it ended, as far as this process can see: the exit
+    status of a process its launcher has not reaped yet (/proc/PID/stat's exit_code), else 'died'."""
+    import signal
+
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return "died"  # gone, and reaped
+    fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (the state) on
+    if fields[0] not in ("Z", "X"):
+        return None
+    try:
+        code = int(fields[49])  # field 52, exit_code, as waitpid reports it
+    except (IndexError, ValueError):
+        return "died"
+    if code & 0x7F:
+        try:
+            return f"died ({signal.Signals(code & 0x7F).name})"
+        except ValueError:
+            return f"died (signal {code & 0x7F})"
+    return f"exited with status {code >> 8}"
+
+
+def dead_peer() -> str | None:
+    """'worker R of N (pid P) died (SIGKILL)' for the first other process of this run that ended,
+    or None while all run."""
+    for rank, pid in sorted(_PEERS.items()):
+        if rank != process_rank() and (how := _how_it_ended(pid)) is not None:
+            return f"worker {rank} of {world_size()} (pid {pid}) {how}"
+    return None
+
+
 def shut_down() -> None:
     """End this process's part in a finished data-parallel run: wait for the others (a barrier),
     destroy the process group, then leave with exit code 0 without the interpreter's teardown
@@ -59,12 +106,19 @@ def shut_down() -> None:
         os._exit(0)
 
 
+class MainProcessDied(Exception):
+    """Process 0 of a launched run ended by a signal, so nothing recorded the run: the message says
+    which (`worker 0 of N (pid P) died (SIGKILL)`), for the launcher to record and print."""
+
+
 def launch_local(num_processes: int, args: list[str]) -> int:
     """Run `python <args>` (the caller's command, e.g. `-m grpo_lab train …`) on `num_processes` processes of this machine (torch's elastic agent,
     as `torchrun --standalone` does) and return the exit code: 0, or that of the first process
     that failed (2 for bad input, 143 when terminated). The agent's own log lines are silenced, so
     a refused run shows the one line its process 0 printed. SIGTERM or Ctrl-C reaches every
-    process (the agent sends SIGTERM), and process 0 records the run as killed."""
+    process (the agent sends SIGTERM), and process 0 records the run as killed. Another process
+    that dies: process 0 records the run as killed, naming it (dead_peer). Process 0 that dies
+    by a signal: MainProcessDied, for the launcher to record."""
     import logging
     import uuid
 
@@ -81,6 +135,9 @@ def launch_local(num_processes: int, args: list[str]) -> int:
         return 0
     except ChildFailedError as exc:
         failures = sorted(exc.failures.items())  # by rank
-        return next((f.exitcode for rank, f in failures if rank == 0), failures[0][1].exitcode) or 1
+        main = next((f for rank, f in failures if rank == 0), None)
+        if main is not None and main.exitcode < 0:  # killed by a signal: it could record nothing
+            raise MainProcessDied(f"worker 0 of {num_processes} (pid {main.pid}) died ({main.signal_name()})") from None
+        return (main.exitcode if main is not None else failures[0][1].exitcode) or 1
     except SignalException:
         return 143

@@ -21,6 +21,10 @@ class RunFailure(RuntimeError):
     """A run stopped on purpose (non-finite loss, a reward function that raised, ...); exit code 1."""
 
 
+class PeerDied(RunFailure):
+    """Another process of a data-parallel run died: the run is recorded as killed, naming it."""
+
+
 class RecordIncomplete(RunFailure):
     """The run itself finished, but part of its record could not be written (MLflow unreachable, a
     full disk): the message says which; `summary` is what the run computed. Exit code 1."""
@@ -47,7 +51,19 @@ def handle_sigterm() -> None:
 
 _URL = re.compile(r"(?P<scheme>[A-Za-z][\w+.-]*://)(?P<rest>[^\s'\"<>]+)")
 _SECRET_PARAM = re.compile(r"(?i)(?P<key>(?:^|[?&;])(?:password|passwd|pwd|pass|secret|token|api[_-]?key|"
-                           r"access[_-]?token|sslpassword)=)[^&;#]*")
+                           r"access[_-]?token|sslpassword)=)(?P<value>[^&;#]*)")
+
+
+_KNOWN: set[str] = set()  # every password seen in a URL by this process: masked wherever it shows again
+_SHORTEST = 4  # a shorter one is masked in its URL only (masking "ab" everywhere would garble the text)
+
+
+def _remember(secret: str) -> None:
+    from urllib.parse import quote, unquote
+
+    for form in (secret, unquote(secret), quote(unquote(secret), safe="")):
+        if len(form) >= _SHORTEST:
+            _KNOWN.add(form)
 
 
 def _mask_url(m: re.Match) -> str:
@@ -57,12 +73,32 @@ def _mask_url(m: re.Match) -> str:
     # the credentials end at the last '@' of the address: a password may hold '/', ':' or '@'
     at = head.rfind("@")
     if at > 0 and not head.startswith("/") and ":" in head[:at]:
-        user = head[:at].split(":", 1)[0]
+        user, secret = head[:at].split(":", 1)
+        _remember(secret)
         head = f"{user}:***@{head[at + 1:]}"
-    return m["scheme"] + head + _SECRET_PARAM.sub(lambda q: q["key"] + "***", query)
+
+    def param(q: re.Match) -> str:
+        _remember(q["value"])
+        return q["key"] + "***"
+
+    return m["scheme"] + head + _SECRET_PARAM.sub(param, query)
 
 
 def mask_secrets(text: str) -> str:
     """Passwords in URLs, anywhere in the text: `scheme://user:password@host` → `user:***@host`
-    (whatever the password holds), and `?password=…` (or secret, token, api_key) → `password=***`."""
-    return _URL.sub(_mask_url, str(text))
+    (whatever the password holds), and `?password=…` (or secret, token, api_key) → `password=***`.
+    A password once seen is masked wherever it shows again, in any later text too: a path or
+    message made from the URL (a journal's folder, a library's error) carries it without the
+    URL's shape. The one function every printed line, run-folder file and MLflow record passes."""
+    text = _URL.sub(_mask_url, str(text))
+    for secret in sorted(_KNOWN, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def remember_secrets(*texts) -> None:
+    """Learn the passwords in these texts (command-line arguments, config values, the environment)
+    before anything prints or writes them."""
+    for text in texts:
+        if isinstance(text, str) and "://" in text:
+            mask_secrets(text)

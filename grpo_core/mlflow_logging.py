@@ -120,8 +120,9 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
     import urllib.error
     import urllib.request
 
-    from .errors import UserInputError
+    from .errors import UserInputError, remember_secrets
 
+    remember_secrets(uri)
     allowed = "allowed: sqlite:///path.db, file:/path, http(s)://host:port"
     if not isinstance(uri, str) or not uri.startswith(TRACKING_SCHEMES):
         raise UserInputError(f"{flag} {uri!r}: unknown tracking store; {allowed}")
@@ -465,7 +466,8 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
                 notes.append(f"its summary.json could not be written ({exc.strerror})")
     if notes:
         reason += "; " + "; ".join(notes)
-    client.log_batch(run_id, tags=[RunTag("failure_reason", reason[:5000]), RunTag("status", "killed")])
+    client.log_batch(run_id, tags=[RunTag("failure_reason", reason[:5000]), RunTag("error", reason[:5000]),
+                                   RunTag("status", "killed")])  # `error`, as a run that records its own end
     if folder is not None:
         for name in ("config.yaml", "metrics.jsonl", "summary.json"):
             if (folder / name).is_file():

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Protocol
 
 from .config import GRPOConfig, save_config
-from .errors import RecordIncomplete, RunFailure, Terminated, UserInputError
+from .distributed import dead_peer
+from .errors import PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError
 from .files import read_text_named, write_text_atomic
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
@@ -284,21 +285,47 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
         status = "finished"
     except RunFailure as exc:
         summary, error = {"error": str(exc)}, exc
-    except KeyboardInterrupt as exc:
-        what = "SIGTERM" if isinstance(exc, Terminated) else "KeyboardInterrupt"
-        status, summary, error = "killed", {"error": f"interrupted ({what})"}, exc
     except BaseException as exc:
-        error = disk_failure(exc, out) or exc
-        summary = {"error": str(error) if isinstance(error, RunFailure) else f"{type(exc).__name__}: {exc}"}
-        if not isinstance(error, RunFailure):
-            summary["traceback"] = traceback.format_exc(limit=20)
+        peer = dead_peer() if not type(exc) is KeyboardInterrupt else None  # not Ctrl-C, which every process gets
+        if peer is not None:  # gloo's "Connection closed by peer", or the launcher's SIGTERM: a peer died first
+            message = f"{peer}; the run stopped after step {trainer.step}"
+            status, summary, error = "killed", {"error": message}, PeerDied(message)
+        elif isinstance(exc, KeyboardInterrupt):
+            what = "SIGTERM" if isinstance(exc, Terminated) else "KeyboardInterrupt"
+            status, summary, error = "killed", {"error": f"interrupted ({what})"}, exc
+        else:
+            error = disk_failure(exc, out) or exc
+            summary = {"error": str(error) if isinstance(error, RunFailure) else f"{type(exc).__name__}: {exc}"}
+            if not isinstance(error, RunFailure):
+                summary["traceback"] = traceback.format_exc(limit=20)
     finally:
         if bar is not None:
             bar.close()
         for file in (metrics_file, completions_file):
             if file is not None:
                 file.close()
-    # the record, the folder first: each part that cannot be written is said, none hides the run's own end
+    # the record, the folder first: each part that cannot be written is said, none hides the run's own end.
+    # A SIGTERM now (a data-parallel launcher stopping the processes a dead peer left) waits until it is written.
+    with _sigterm_held():
+        return _record(cfg, out, trainer, reserve, status, summary, error, logger)
+
+
+@contextlib.contextmanager
+def _sigterm_held() -> Iterator[None]:
+    import signal
+
+    try:
+        previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:  # not the main thread: a sweep's worker thread has no say over signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _record(cfg, out: Path, trainer, reserve: Path, status: str, summary: dict, error, logger) -> dict:
     summary = {"status": status, "steps_completed": trainer.step, **trainer.record, **summary}
     reserve.unlink(missing_ok=True)  # the space kept for this moment
     missing = []

@@ -31,6 +31,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .config_validation import batch_split_problem
 from .cpu_math import check_process
+from .distributed import note_peers
 from .errors import ConfigError, RunFailure
 from .generation import completion_logps, reference_logps, sample_completions
 from .loss_masks import MaskInputs, loss_rows
@@ -150,6 +151,7 @@ class GRPOTrainer:
         self.device = self.accelerator.device
         # data parallel (distributed.py): this process samples its share of each step's prompts
         self.num_processes, self.rank = self.accelerator.num_processes, self.accelerator.process_index
+        note_peers()  # which process died, should one die
         if (problem := batch_split_problem(cfg, self.num_processes)) is not None:
             raise problem
         self.local_prompts = cfg.prompts_per_step // self.num_processes

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from grpo_core import defaults
 from grpo_core.distributed import is_main_process
-from grpo_core.errors import RecordIncomplete, RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets
+from grpo_core.errors import (PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets,
+                              remember_secrets)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,7 +131,10 @@ def _cmd_train(args) -> int:
         from grpo_core.distributed import shut_down
         from grpo_core.run import run_training
 
-        run_training(cfg, out, progress=False)
+        try:
+            run_training(cfg, out, progress=False)
+        except BaseException:  # process 0 (or, were it the one that died, the launcher) says what happened
+            _leave(1)
         shut_down()
         return 0
     from .api import train
@@ -176,7 +180,43 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
              "--out", str(out), *(["--no-mlflow"] if args.no_mlflow else []),
              *(["--no-progress"] if args.no_progress else [])]
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))  # the cores, shared
-    return launch_local(n, ["-m", "grpo_lab", *child])
+    from grpo_core.distributed import MainProcessDied
+
+    try:
+        return launch_local(n, ["-m", "grpo_lab", *child])
+    except MainProcessDied as exc:  # process 0 records the run; it died, so the launcher does, as `grpo recover` would
+        reason = f"{exc}; the run stopped"
+        print(f"grpo: run killed: {reason}; {_record_killed(cfg, out, reason, mlflow=not args.no_mlflow)}",
+              file=sys.stderr)
+        return 1
+
+
+def _record_killed(cfg, out: Path, reason: str, mlflow: bool) -> str:
+    """Record a run whose process 0 died as killed, with `reason`: its summary.json, and its MLflow
+    run (from the steps in its folder). Returns where it is recorded."""
+    from grpo_core.run import RESERVE, RUN_MARKER, write_json
+
+    marker = out / RUN_MARKER
+    if mlflow and marker.is_file():
+        from grpo_core.mlflow_logging import backfill_and_end, make_client
+
+        backfill_and_end(make_client(cfg.mlflow_tracking_uri), marker.read_text().strip(), out, reason)
+        return f"recorded as killed in {out} and in MLflow"
+    if out.is_dir() and not (out / "summary.json").exists():
+        (out / RESERVE).unlink(missing_ok=True)
+        write_json(out / "summary.json", {"status": "killed", "error": reason})
+    return f"recorded as killed in {out}"
+
+
+def _leave(code: int) -> None:
+    """Leave a data-parallel process now, its output flushed, without the interpreter's teardown
+    (gloo's threads can abort it: distributed.shut_down)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _cmd_pretrain(args) -> int:
@@ -349,6 +389,7 @@ def _pin_cpu_math(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
+    remember_secrets(*(sys.argv[1:] if argv is None else argv), *os.environ.values())  # masked wherever they show
     args = _build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
                 "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
@@ -375,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         if is_main_process():
             print(f"grpo: {mask_secrets(exc)}", file=sys.stderr)
         return 1
+    except PeerDied as exc:  # recorded as killed, naming the process that died
+        print(f"grpo: run killed: {mask_secrets(exc)}; recorded as killed", file=sys.stderr)
+        _leave(1)
     except RunFailure as exc:
         if is_main_process():
             print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)

@@ -28,7 +28,7 @@ from filelock import FileLock
 
 from grpo_core import defaults
 from grpo_core.cpu_math import check_process
-from grpo_core.errors import Terminated, UserInputError, handle_sigterm
+from grpo_core.errors import Terminated, UserInputError, handle_sigterm, mask_secrets
 from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
                                       git_commit, make_client)
 from grpo_core.provenance import owner_id, usable_cpus
@@ -414,7 +414,7 @@ def _release_connections(storage) -> None:
 def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     """The sweep's MLflow parent run: reused on every rerun (its id is kept in the study)."""
     client = make_client(tracking_uri)
-    run_id = study.user_attrs.get(f"mlflow_parent_run_id:{tracking_uri}")
+    run_id = study.user_attrs.get(f"mlflow_parent_run_id:{mask_secrets(tracking_uri)}")
     if run_id:
         try:
             client.update_run(run_id, status="RUNNING")
@@ -433,8 +433,8 @@ def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     client.log_param(run.info.run_id, "seeds", json.dumps(spec.seeds))
     if spec.replication_seeds:
         client.log_param(run.info.run_id, "replication_seeds", json.dumps(spec.replication_seeds))
-    client.log_param(run.info.run_id, "base", json.dumps(spec.base, default=str)[:6000])
-    study.set_user_attr(f"mlflow_parent_run_id:{tracking_uri}", run.info.run_id)
+    client.log_param(run.info.run_id, "base", mask_secrets(json.dumps(spec.base, default=str))[:6000])
+    study.set_user_attr(f"mlflow_parent_run_id:{mask_secrets(tracking_uri)}", run.info.run_id)
     return run.info.run_id
 
 

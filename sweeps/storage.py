@@ -10,7 +10,7 @@ import contextlib
 from pathlib import Path
 
 from grpo_core import defaults
-from grpo_core.errors import UserInputError, mask_secrets
+from grpo_core.errors import UserInputError, mask_secrets, remember_secrets
 from grpo_core.files import check_sqlite_writable
 
 
@@ -56,6 +56,7 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
     """Raise a one-line UserInputError when the storage URL is malformed or unreachable. A journal
     or SQLite file's folder must exist (the default journal's folder is created); with
     `must_exist` (read-only commands) the file itself must exist, so nothing is created."""
+    remember_secrets(url)  # a password in it is masked wherever a message made from it shows
     journal = journal_path(url)
     if journal is not None:
         if must_exist and not journal.is_file():

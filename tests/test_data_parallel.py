@@ -145,3 +145,57 @@ def test_dynamic_sampling_on_two_processes_fills_both_shares(tmp_path):
         assert sampled - cfg.prompts_per_step <= dropped <= sampled
         assert dropped == sampled - cfg.prompts_per_step or sampled == 3 * cfg.prompts_per_step
     assert any(m["groups/sampled"] > cfg.prompts_per_step for m in steps)  # the multi-round path ran
+
+
+def _worker_pid(launcher: int, rank: int) -> int | None:
+    """The pid of the launched process of that rank (a descendant of the launcher with RANK=rank)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            if f"RANK={rank}".encode() in env and (proc / "cmdline").read_bytes().count(b"grpo_lab"):
+                status = (proc / "status").read_text()
+                ppids = [int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")]
+                if ppids and ppids[0] in (launcher, *_children(launcher)):
+                    return int(proc.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("rank", [1, 0])
+def test_a_worker_killed_mid_run_is_one_line_and_one_record(tmp_path, rank):
+    import signal
+    import time
+
+    import mlflow
+
+    out, uri = tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", "--no-progress", "--set", "max_steps=2000",
+         "--set", f"mlflow_tracking_uri={uri}", "--set", "mlflow_experiment=dp", "--set",
+         f"cache_dir={ROOT / 'results' / 'local' / 'cache'}", "--out", str(out)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not (out / "metrics.jsonl").is_file() or len((out / "metrics.jsonl").read_text().splitlines()) < 3:
+        assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+        time.sleep(0.2)
+    victim = _worker_pid(launcher.pid, rank)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = launcher.communicate()
+    reason = f"worker {rank} of 2 (pid {victim}) died (SIGKILL); the run stopped"
+    assert launcher.returncode == 1  # it was 241 or 247, after a 60-line gloo traceback
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"grpo: run killed: {reason}"), stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "killed" and summary["error"].startswith(reason)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("dp").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "KILLED"
+    assert runs[0].data.tags["error"].startswith(reason)
