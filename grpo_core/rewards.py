@@ -94,6 +94,11 @@ def last_number(completions: list[str], answer: list[str], **kwargs) -> list[flo
     return out
 
 
+# rewards that pay for restating an arithmetic question: math-verify evaluates the `15+13` of `15+13 =`
+# to the sum, so part of a climb on them is the model learning to echo (the real-model report keeps
+# claims resting on them apart, in an appendix)
+PAYS_FOR_ECHO = frozenset({"math_answer"})
+
 REWARD_FUNCS: dict[str, RewardFunc] = {
     "exact_match": exact_match,
     "format_digits": format_digits,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -18,6 +19,7 @@ from typing import Optional
 
 from grpo_core import defaults
 from grpo_core.config import GRPOConfig
+from grpo_core.rewards import PAYS_FOR_ECHO
 from grpo_core.yaml_files import dump_yaml, read_yaml_mapping
 from grpo_core.cpu_math import describe
 from grpo_core.errors import UserInputError
@@ -236,10 +238,56 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list
         return [], [], []
     paths = [p for p in claim_specs(REAL_CPU_EXPERIMENTS) if (runs_root / read_yaml_mapping(p)["name"]).is_dir()]
     command = f"grpo sweep experiments/real/cpu/<spec> --out-root {runs_root} (on a CPU; rebuilt from its run folders)"
-    sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False,
-                                     peer_root=REAL_CPU_RESULTS / "peer")
-    sections = [text.replace(" — ", " on a CPU (float32) — ", 1) for text in sections]
+    sections, rows, runs = sections_with_echo_appendix(paths, paths, runs_root, fig_dir, report_dir, command,
+                                                       check_points=False, peer_root=REAL_CPU_RESULTS / "peer")
+    sections = [text.replace(" — ", " on a CPU (float32) — ", 1) if text.startswith("## ") and "Appendix" not in
+                text[:40] else text for text in sections]
     return sections, [r.replace("| ", "| real model, CPU · ", 1) for r in rows], runs
+
+
+def sections_with_echo_appendix(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path,
+                                report_dir: Path, command: str, check_points: bool = True,
+                                peer_root: Optional[Path] = None) -> tuple[list[str], list[str], list]:
+    """_sections for the specs whose rewards cannot be echoed, then an appendix with those whose
+    rewards pay for an echo of the question (PAYS_FOR_ECHO), with its own table: the headline rows
+    are the first group's only. Each group has its own placebos and positive control."""
+    echo = [i for i, p in enumerate(paths) if rewards_of_spec(p) & PAYS_FOR_ECHO]
+    rest = [i for i in range(len(paths)) if i not in echo]
+    sections, rows, runs = _sections([paths[i] for i in rest], [derived[i] for i in rest], runs_root, fig_dir,
+                                     report_dir, command, check_points, peer_root)
+    if echo:
+        echo_sections, echo_rows, echo_runs = _sections([paths[i] for i in echo], [derived[i] for i in echo], runs_root,
+                                                        fig_dir, report_dir, command, check_points, peer_root)
+        sections += _echo_appendix([paths[i] for i in echo], echo_sections, echo_rows)
+        runs += echo_runs
+    return sections, rows, runs
+
+
+def rewards_of_spec(path: Path) -> set[str]:
+    """The reward functions a spec's runs use: `reward_funcs` in its base or grid, else the defaults
+    of its dataset or task."""
+    from grpo_core.tasks import DATASET_REWARDS, get_task
+
+    data = read_yaml_mapping(path)
+    base, grid = data.get("base") or {}, data.get("grid") or {}
+    named = {r for r in base.get("reward_funcs") or [] if isinstance(r, str)}
+    named |= {r for value in grid.get("reward_funcs") or [] for r in (value or []) if isinstance(r, str)}
+    if named:
+        return named
+    return set(DATASET_REWARDS if base.get("dataset") else get_task(base.get("task", "addition")).default_rewards)
+
+
+def _echo_appendix(paths: list[Path], sections: list[str], rows: list[str]) -> list[str]:
+    """The claims that rest on a reward paying for an echo of the question, apart from the headline
+    table: their own summary, and their sections a level down."""
+    names = ", ".join(sorted(PAYS_FOR_ECHO))
+    return ["## Appendix: the real model on a CPU under a reward that pays for echoing the question", "",
+            f"These specs ({', '.join(f'`{p.name}`' for p in paths)}) reward with {names}, which evaluates what it "
+            f"parses: a reply that restates the question (`15+13 =`) scores 1, so part of what their steps_to_learn "
+            f"times is how fast the model learns to echo. Their completions in each section show it. They are kept "
+            f"for that record, with their own placebo; the verdicts above, under last_number, are the ones this "
+            f"report stands on.", "", *SUMMARY_HEAD, *[r.replace("| ", "| appendix · ", 1) for r in rows], "",
+            *[re.sub(r"(?m)^(#{2,}) ", r"#\1 ", text) for text in sections]]  # every heading a level down
 
 
 def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,
@@ -301,8 +349,11 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                + (f" --workers {workers}" if workers != 2 else ""))
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
-    sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command,
-                                                 peer_root=work / "peer" if real_cpu else None)
+    if real_cpu:  # claims under a reward that pays for an echo of the question: an appendix
+        sections, summary_rows, all_runs = sections_with_echo_appendix(paths, derived, runs_root, fig_dir, report_dir,
+                                                                       command, peer_root=work / "peer")
+    else:
+        sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command)
     for p in full_only:
         spec = load_spec(p, check_points=False)
         summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} | – | – | – | – |"

@@ -684,3 +684,26 @@ def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path):
                                             check_points=False)
     assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**",
                                                                  "**supported**"]  # addition, reverse
+
+
+def test_claims_under_a_reward_that_pays_for_an_echo_go_to_an_appendix(tmp_path):
+    from sweeps.reproduce import rewards_of_spec, sections_with_echo_appendix
+
+    def spec(name, claim, rewards):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": name, "claim": claim, "base": {"max_steps": 4, "reward_funcs": rewards}, "grid": {"beta": [0.0, 0.1]},
+            "seeds": [0], "replication_seeds": [1],
+            "report": {"tests": [{"kind": "paired", "statement": f"{name} learns sooner", "axis": "beta",
+                                  "treatment": [0.1], "control": 0.0, "direction": "lower"}]}}))
+        return path
+
+    strict, echo = spec("strict", "C2", ["last_number"]), spec("echo", "C3", ["math_answer"])
+    assert rewards_of_spec(strict) == {"last_number"} and rewards_of_spec(echo) == {"math_answer"}
+    paths = [echo, strict]
+    sections, rows, _ = sections_with_echo_appendix(paths, paths, tmp_path / "runs", tmp_path / "fig", tmp_path,
+                                                    "test", check_points=False)
+    assert [r.split(" | ")[1] for r in rows] == ["strict learns sooner"]  # the headline table: strict rewards only
+    text = "\n".join(sections)
+    assert text.index("## C2 — strict") < text.index("## Appendix") < text.index("### C3 — echo")
+    assert "| appendix · C3 | echo learns sooner |" in text and "\n## C3" not in text
