@@ -108,7 +108,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--metric", default="steps_to_learn")
     parser.add_argument("--effect", type=float, action="append", help="effects to plan for (default: 1, 2, 3)")
     parser.add_argument("--comparisons", type=int, default=1, help="m, the comparisons Holm corrects over")
+    parser.add_argument("--direction", choices=("lower", "higher", "either"), default="lower",
+                        help="the claimed side of treatment − control, as the report's test reads it (default lower: "
+                             "sooner); either: no claimed side")
     args = parser.parse_args(argv)
+    direction = None if args.direction == "either" else args.direction
     by_seed: dict = {}
     horizon = 0
     for folder in sorted(Path(args.runs).glob("*/summary.json")):
@@ -128,9 +132,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"{len(d)} pairs; paired differences {sorted(d)}; estimate {est:+.2f}; centered spread "
           f"{np.std(noise, ddof=1) if len(noise) > 1 else 0:.2f}")
     for effect in args.effect or [1.0, 2.0, 3.0]:
-        n = seeds_needed(noise, effect, args.comparisons, None)
+        n = seeds_needed(noise, effect, args.comparisons, direction)
+        side = "either side" if direction is None else f"estimate {direction}"
         print(f"effect {effect:g}: {n if n else 'more than 40'} seeds per set for {POWER:.0%} power "
-              f"(two-sided, p < {ALPHA / args.comparisons:g})")
+              f"(two-sided p < {ALPHA / args.comparisons:g}, {side})")
     return 0
 
 
