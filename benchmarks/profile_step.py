@@ -1,5 +1,5 @@
 """Where a training step's time goes: torch.profiler over a few steps of one experiment point
-(issue 23: a GPU goal missed is reported with this profile).
+(a speed goal missed on a GPU is reported with this profile).
 
     python3 benchmarks/profile_step.py --spec experiments/real/r1_zero_loss.yaml --steps 3 --out profile.md
 

@@ -1,5 +1,5 @@
 """Write the real-model CPU tasks, data/real/*.jsonl: short-answer arithmetic that
-SmolLM2-135M-Instruct answers right 10-50% of the time untrained and learns on a CPU (issue 34).
+SmolLM2-135M-Instruct answers right 10-50% of the time untrained and learns on a CPU.
 Fixed seeds, so the files are reproducible byte for byte. Columns: prompt, answer.
 
     .venv/bin/python scripts/make_real_tasks.py

@@ -1,5 +1,5 @@
 """Each real-model CPU task's untrained baseline on its held-out part, and how fast the default
-set-up climbs it (issue 34): writes results/real/cpu/tasks.md and the climb runs' folders.
+set-up climbs it: writes results/real/cpu/tasks.md and the climb runs' folders.
 
     .venv/bin/grpo fetch-model
     .venv/bin/python scripts/real_task_baselines.py            # trains only the missing climb runs

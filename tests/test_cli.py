@@ -50,7 +50,7 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
     (["reward_funcs=no_such_reward"], "reward_funcs", "exact_match"),
     (["reward_funcs=no_such_module_xyz:f"], "reward_funcs", "cannot import"),
     (["max_completion_length=0"], "max_completion_length", "≥ 1"),
-    # found by the reliability review (issue: no silent corruption)
+    # no silent corruption
     (["seed=-1"], "seed", "[0, 2^32 − 1]"),
     (["seed=1e23"], "seed", "expected an integer"),  # YAML reads 1e23 as text
     (["seed=4294967296"], "seed", "[0, 2^32 − 1]"),
@@ -62,7 +62,7 @@ BAD_INPUTS = [  # (overrides or files, key the message must name, words of what 
     (["stl_window=0"], "stl_window", "≥ 1"),
     (["reward_funcs=[exact_match, exact_match]"], "reward_funcs", "listed twice"),
     (["cache_dir=/proc/grpo-no-cache", "tiny_pretrain_steps=3"], "cache_dir", "writable"),
-    # the axes of issue 26
+    # the variant axes
     (["importance_sampling_level=segment"], "importance_sampling_level", "token, sequence"),
     (["zero_variance_groups=filter"], "zero_variance_groups", "keep, drop, resample"),
     (["max_num_gen_batches=0"], "max_num_gen_batches", "≥ 1"),

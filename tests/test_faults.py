@@ -544,7 +544,7 @@ def test_recover_names_a_run_whose_process_is_alive_and_leaves_it_running(tmp_pa
     assert "0 run(s) ended, 1 left alone" in res.stdout and client.get_run(run).info.status == "RUNNING"
 
 
-# ---- round 5: values that passed validation and failed later ---------------------------------------
+# ---- values that passed validation and failed later ---------------------------------------
 @pytest.mark.parametrize("settings, key", [
     (["loss_type=sapo", "sapo_temperature_pos=1e308"], "sapo_temperature_pos"),  # a 39-line overflow traceback
     (["temperature=1e-308"], "temperature"),  # below float32's smallest normal: 0 in a tensor
@@ -568,7 +568,7 @@ def test_a_model_that_is_not_a_causal_lm_is_refused_before_anything_starts(tmp_p
     assert not (tmp_path / "run").exists()
 
 
-# ---- round 5: datasets -----------------------------------------------------------------------------------
+# ---- datasets -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("rows, kinds", [
     ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "four"}\n', "numbers (row 1), text (row 2)"),
     ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": true}\n', "true/false (row 2)"),
@@ -607,7 +607,7 @@ def test_a_hub_id_where_the_hub_cannot_be_reached_fails_at_once(tmp_path, monkey
     assert line.startswith(f"grpo: error: {key}: 'someone/nothing-here' is a hub id") and "cannot be reached" in line
 
 
-# ---- round 5: checkpoints and run folders that point outside ---------------------------------------------
+# ---- checkpoints and run folders that point outside ---------------------------------------------
 @pytest.fixture(scope="module")
 def checkpointed_run(tmp_path_factory):
     """A finished 2-step run with its checkpoint, copied by each test that changes it."""
@@ -660,7 +660,7 @@ def test_a_lock_file_that_is_a_link_is_refused_in_a_new_run(tmp_path):
     assert res.returncode == 2 and "is a symbolic link" in _one_line(res) and outside.read_text() == "mine\n"
 
 
-# ---- round 5: a spec's quick section --------------------------------------------------------------------
+# ---- a spec's quick section --------------------------------------------------------------------
 @pytest.mark.parametrize("quick, needle", [
     ("{grid: [1]}", "quick.grid: [1]; allowed: a mapping"),
     ("{grid: {learning_rate: [0.5]}}", "quick.grid.learning_rate: [0.5]; allowed: a non-empty sub-list"),

@@ -89,7 +89,7 @@ def test_top_k_and_top_p_filters_by_hand():
     assert torch.isfinite(filter_logits(logits, 0, 0.4)).tolist() == [[True, False, False, False]]
 
 
-# ---- the speed paths (issue 5) agree with the plain ones --------------------------------------
+# ---- the speed paths agree with the plain ones --------------------------------------
 def _grouped_batch(G=4, temperature=0.8):
     """Three prompts of different lengths × G sampled completions, some ending early."""
     tok = build_tiny_tokenizer()

