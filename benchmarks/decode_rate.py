@@ -20,9 +20,9 @@ import time
 import torch
 
 from benchmarks.trl_bench import QWEN2_05B, SMOLLM2_135M
-from grpo_core.generation import sample_completions
-from grpo_core.models import build_tiny_tokenizer
-from grpo_core.static_decode import StaticDecoder
+from grpo_core.sampling.generation import sample_completions
+from grpo_core.tasks.models import build_tiny_tokenizer
+from grpo_core.sampling.static_decode import StaticDecoder
 
 SHAPES = {"tiny": None, "smollm2-135m": SMOLLM2_135M, "qwen2-0.5b": QWEN2_05B}
 
@@ -30,7 +30,7 @@ SHAPES = {"tiny": None, "smollm2-135m": SMOLLM2_135M, "qwen2-0.5b": QWEN2_05B}
 def build(shape: str, device: str, dtype: torch.dtype):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from grpo_core.models import build_tiny_model
+    from grpo_core.tasks.models import build_tiny_model
 
     tokenizer = build_tiny_tokenizer(None if SHAPES[shape] is None else SHAPES[shape]["vocab_size"])
     if SHAPES[shape] is None:

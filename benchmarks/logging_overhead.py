@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grpo_core.config_loading import config_from_dict
+from grpo_core.config.loading import config_from_dict
 from grpo_core.mlflow_logging import MlflowRunLogger
 from grpo_core.run import run_training
 

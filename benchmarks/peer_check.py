@@ -13,7 +13,7 @@ prompts per step × completions per prompt, max_completion_length, temperature, 
 config has it), max_grad_norm, Adam's betas and ε, max_steps and the seed. TRL samples its own
 prompts and completions (its sampler and RNG streams are not grpo-lab's), so the runs are compared
 as two independent samples, not paired. steps_to_learn is computed by grpo-lab's own code
-(grpo_core/run_metrics.py) against the baseline of grpo-lab's run of the same point and seed: the
+(grpo_core/record/run_metrics.py) against the baseline of grpo-lab's run of the same point and seed: the
 untrained policy's reward, which does not depend on the trainer.
 """
 
@@ -35,8 +35,8 @@ def parse_arm(items: list[str]) -> dict:
     (`grpo train --set` does the same)."""
     import yaml
 
-    from grpo_core.config_values import coerce_value
-    from grpo_core.errors import UserInputError
+    from grpo_core.config.values import coerce_value
+    from grpo_core.util.errors import UserInputError
 
     arm = {}
     for item in items:
@@ -49,7 +49,7 @@ def parse_arm(items: list[str]) -> dict:
 
 def _reward_of_messages(name: str):
     """A grpo-lab reward function for TRL's conversational completions ([{"role": ..., "content": ...}])."""
-    from grpo_core.rewards import REWARD_FUNCS
+    from grpo_core.tasks.rewards import REWARD_FUNCS
 
     func = REWARD_FUNCS[name]
 
@@ -64,7 +64,7 @@ def trl_args(cfg, output_dir: str):
     """TRL's GRPOConfig for grpo-lab's config `cfg` (one process, CPU)."""
     from trl import GRPOConfig as TRLConfig
 
-    from grpo_core.schedule import SCHEDULERS
+    from grpo_core.algo.schedule import SCHEDULERS
 
     return TRLConfig(
         output_dir=output_dir, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
@@ -90,10 +90,10 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     from transformers.trainer_callback import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer as TRLTrainer
 
-    from grpo_core.models import load_model_and_tokenizer
-    from grpo_core.provenance import versions
-    from grpo_core.run_metrics import summarize
-    from grpo_core.tasks import dataset_task
+    from grpo_core.tasks.models import load_model_and_tokenizer
+    from grpo_core.record.provenance import versions
+    from grpo_core.record.run_metrics import summarize
+    from grpo_core.tasks.catalog import dataset_task
 
     torch.set_num_threads(cfg.num_threads)
     train, _ = dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column).splits()
@@ -141,7 +141,7 @@ def ours_at(runs_root: Path, spec, point: dict) -> Optional[Path]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from grpo_core import cpu_math
+    from grpo_core.util import cpu_math
 
     cpu_math.pin("reproducible")  # before torch loads, as the `grpo` command does
     from sweeps.spec import load_spec
@@ -153,7 +153,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--runs", default="results/real/cpu/runs", help="grpo-lab's runs of the spec (for baselines)")
     parser.add_argument("--out", default=str(PEER_ROOT))
     args = parser.parse_args(argv)
-    from grpo_core.errors import UserInputError
+    from grpo_core.util.errors import UserInputError
 
     try:
         spec = load_spec(args.spec)

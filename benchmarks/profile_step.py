@@ -102,8 +102,8 @@ def report(prof, wall_s: float, steps: int, cuda: bool, top: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
-    from grpo_core.config_loading import config_from_dict, parse_override
-    from grpo_core.cpu_math import pin
+    from grpo_core.config.loading import config_from_dict, parse_override
+    from grpo_core.util.cpu_math import pin
     from sweeps.spec import load_spec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     pin(cfg.cpu_math)  # before torch loads, as the grpo command does
     import torch
 
-    from grpo_core.provenance import gpu_driver, machine, versions
+    from grpo_core.record.provenance import gpu_driver, machine, versions
     from grpo_core.trainer import GRPOTrainer
 
     trainer = GRPOTrainer(cfg)

@@ -18,8 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from grpo_core.errors import UserInputError
-from grpo_core.yaml_files import read_yaml_mapping
+from grpo_core.util.errors import UserInputError
+from grpo_core.util.yaml_files import read_yaml_mapping
 from sweeps.paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS
 from sweeps.reproduce import claim_specs
 

@@ -30,10 +30,10 @@ from typing import Optional
 
 import torch
 
-from grpo_core import defaults
-from grpo_core.errors import UserInputError
-from grpo_core.files import staged_folder
-from grpo_core.provenance import gpu_driver
+from grpo_core.util import defaults
+from grpo_core.util.errors import UserInputError
+from grpo_core.util.files import staged_folder
+from grpo_core.record.provenance import gpu_driver
 
 SMOLLM2_135M = dict(  # HuggingFaceTB/SmolLM2-135M config.json
     model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
@@ -84,7 +84,7 @@ class Knobs:
     seed: int = 0
     device: str = "cpu"  # cpu | cuda
     cache_dir: str = defaults.CACHE_DIR
-    cpu_math: str = "reproducible"  # grpo_core/cpu_math.py: set for this process before torch loaded
+    cpu_math: str = "reproducible"  # grpo_core/util/cpu_math.py: set for this process before torch loaded
 
 
 @dataclass
@@ -106,8 +106,8 @@ def model_dir(setup: Setup, knobs: Knobs) -> str:
             raise UserInputError(f"--setup {setup.name}: {path} holds no model; allowed: run `grpo fetch-model` first")
         return str(path)
     if setup.arch is None:
-        from grpo_core.models import resolve_model_path
-        from grpo_core.tasks import TASKS
+        from grpo_core.tasks.models import resolve_model_path
+        from grpo_core.tasks.catalog import TASKS
 
         return resolve_model_path("tiny", knobs.cache_dir, "addition", TASKS["addition"].tiny_pretrain_steps)
     target = Path(knobs.cache_dir) / f"bench-{setup.name}"
@@ -115,7 +115,7 @@ def model_dir(setup: Setup, knobs: Knobs) -> str:
         return str(target)
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from grpo_core.models import build_tiny_tokenizer
+    from grpo_core.tasks.models import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer(vocab_size=setup.arch["vocab_size"])
     arch = dict(setup.arch)
@@ -134,8 +134,8 @@ def _mixed_precision(knobs: Knobs) -> str:
 
 
 def build_ours(setup: Setup, knobs: Knobs, path: str):
-    from grpo_core.config import GRPOConfig
-    from grpo_core.config_validation import validate
+    from grpo_core.config.schema import GRPOConfig
+    from grpo_core.config.validation import validate
     from grpo_core.trainer import GRPOTrainer
 
     real = dict(dataset=str(REAL_DATA), reward_funcs=["math_answer"], use_peft=True, lora_r=LORA["r"],
@@ -153,8 +153,8 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
 
-    from grpo_core.rewards import exact_match
-    from grpo_core.tasks import get_task
+    from grpo_core.tasks.rewards import exact_match
+    from grpo_core.tasks.catalog import get_task
 
     train, _ = get_task("addition").splits()
     reward, peft_config = exact_match, None
@@ -170,7 +170,7 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
         reward = _math_answer_of_messages
         peft_config = LoraConfig(r=LORA["r"], lora_alpha=LORA["alpha"], lora_dropout=0.0, target_modules="all-linear",
                                  task_type="CAUSAL_LM")
-    from grpo_core.models import load_model_and_tokenizer
+    from grpo_core.tasks.models import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(path)  # left padding, pad token set: as ours
     args = TRLConfig(
@@ -191,7 +191,7 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
 
 def _math_answer_of_messages(completions, answer, **kwargs) -> list[float]:
     """math_answer for TRL's conversational completions ([{"role": "assistant", "content": ...}])."""
-    from grpo_core.rewards import math_answer
+    from grpo_core.tasks.rewards import math_answer
 
     return math_answer([c[-1]["content"] if isinstance(c, list) else c for c in completions], answer)
 
@@ -241,7 +241,7 @@ def _alternating_callback(ours, ours_m: Measured, trl_m: Measured, warmup: int, 
 def logps_check(ours) -> float:
     """Max |Δ| between the log-probs our loss uses (shared-prompt forward) and a plain forward
     pass over the whole sequence with a full-vocabulary log-softmax, on one fresh batch."""
-    from grpo_core.generation import completion_logps, positions_from_mask
+    from grpo_core.sampling.generation import completion_logps, positions_from_mask
 
     batch = ours.generate_batch()
     model = ours.policy
@@ -321,7 +321,7 @@ def _git_commit() -> str:
 def environment() -> dict:
     import accelerate
 
-    from grpo_core.cpu_math import process_mode
+    from grpo_core.util.cpu_math import process_mode
     import transformers
     import trl
 

@@ -3,6 +3,6 @@ yet: to the mode the `grpo` command chose for this process tree, else the defaul
 
 import os as _os
 
-from . import cpu_math as _cpu_math
+from grpo_core.util import cpu_math as _cpu_math
 
 _cpu_math.pin(_os.environ.get(_cpu_math.ENV_MODE, _cpu_math.DEFAULT))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional
 
-from .config import GRPOConfig
+from grpo_core.config.schema import GRPOConfig
 
 
 class LazyLogger:
@@ -31,7 +31,7 @@ class LazyLogger:
 
     def _get(self):
         if self.inner is None and self.error is None:
-            from .mlflow_logging import MlflowRunLogger
+            from grpo_core.mlflow_logging import MlflowRunLogger
 
             try:
                 self.inner = MlflowRunLogger(**self.kwargs)
@@ -83,14 +83,14 @@ def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional
     a run that never starts leaves nothing in the store. `on_step()` is called after every step.
     `figure(out_dir, summary)` draws a figure into the run folder, logged as the run's artifact.
     RecordIncomplete (trained, but the store failed) is raised as run_training raises it."""
-    from .run import run_training
+    from grpo_core.run import run_training
 
     out_dir = Path(out_dir)
     kwargs = dict(tracking_uri=tracking_uri or cfg.mlflow_tracking_uri, experiment=experiment or cfg.mlflow_experiment,
                   run_name=run_name or cfg.run_name or cfg.default_run_name(), params=cfg.to_dict(), tags=tags,
                   parent_run_id=parent_run_id, run_dir=out_dir)
     if create_now:
-        from .mlflow_logging import MlflowRunLogger
+        from grpo_core.mlflow_logging import MlflowRunLogger
 
         logger = MlflowRunLogger(**kwargs)
         if on_run is not None:
@@ -101,7 +101,7 @@ def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional
         summary = run_training(cfg, out_dir, logger=logger if on_step is None else _StepHook(logger, on_step),
                                progress=progress, allow_existing=allow_existing)
     except BaseException as exc:
-        from .errors import RecordIncomplete
+        from grpo_core.util.errors import RecordIncomplete
 
         if not isinstance(exc, RecordIncomplete) and not logger.ended:  # failed before training started
             status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"

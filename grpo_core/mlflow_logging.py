@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-from . import defaults
-from .config import TRACKING_SCHEMES
-from .errors import mask_secrets
-from .files import check_sqlite_writable
-from .provenance import owner_alive, owner_id
-from .run_metrics import CENSORED, censored_at
+from grpo_core.util import defaults
+from grpo_core.config.schema import TRACKING_SCHEMES
+from grpo_core.util.errors import mask_secrets
+from grpo_core.util.files import check_sqlite_writable
+from grpo_core.record.provenance import owner_alive, owner_id
+from grpo_core.record.run_metrics import CENSORED, censored_at
 
 _BATCH_LIMIT = 1000  # MLflow's per-request metric limit
 _WRITER_SWITCH_S = 0.0005  # the interpreter's switch interval while the writer thread writes
@@ -120,7 +120,7 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
     import urllib.error
     import urllib.request
 
-    from .errors import UserInputError, remember_secrets
+    from grpo_core.util.errors import UserInputError, remember_secrets
 
     remember_secrets(uri)
     allowed = "allowed: sqlite:///path.db, file:/path, http(s)://host:port"
@@ -294,7 +294,7 @@ class MlflowRunLogger:
                                         daemon=True)
         if writer == "thread":
             self._writer.start()
-        from .distributed import world_size
+        from grpo_core.util.distributed import world_size
 
         params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
         params_list = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
@@ -403,7 +403,7 @@ def record_end(client, run_id: str, summary: dict, status: str, max_steps: Optio
 def log_completions_table(client, run_id: str, path: Path) -> None:
     """completions.jsonl as an MLflow table (artifact `completions.json`: the run page's artifact
     view shows it as a table; one column per field, one `rewards/<name>` column per reward function)."""
-    from .run import read_metrics_lenient
+    from grpo_core.run import read_metrics_lenient
 
     rows = read_metrics_lenient(path) if path.is_file() else []
     if not rows:
@@ -427,7 +427,7 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
     import yaml
     from mlflow.entities import RunTag
 
-    from .run import RESERVE, RUN_MARKER, read_metrics_skipping, write_json
+    from grpo_core.run import RESERVE, RUN_MARKER, read_metrics_skipping, write_json
 
     backfilled, notes = 0, []
     folder = Path(run_dir) if run_dir else None

@@ -15,10 +15,10 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Protocol
 
-from .config import GRPOConfig, save_config
-from .distributed import dead_peer
-from .errors import PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError
-from .files import read_text_named, write_text_atomic
+from grpo_core.config.schema import GRPOConfig, save_config
+from grpo_core.util.distributed import dead_peer
+from grpo_core.util.errors import PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError
+from grpo_core.util.files import read_text_named, write_text_atomic
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
 
@@ -195,15 +195,15 @@ def run_training(
     """Claim the run folder, build the trainer and read the checkpoint (bad input raises before
     anything is written), then train and record. `allow_existing`: resume in the checkpoint's folder.
     In a data-parallel run only process 0 does this; the others train beside it and write nothing."""
-    from .distributed import is_main_process
+    from grpo_core.util.distributed import is_main_process
 
     if not is_main_process():
         return _train_beside_main(cfg, Path(out_dir), reward_funcs)
     global runs_started
     with claim_run_folder(Path(out_dir), allow_existing) as out:
         runs_started += 1  # from here an interrupted run is recorded (killed): the command says so
-        from .checkpoint import load_checkpoint
-        from .trainer import GRPOTrainer
+        from grpo_core.record.checkpoint import load_checkpoint
+        from grpo_core.trainer import GRPOTrainer
 
         trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
         try:
@@ -217,8 +217,8 @@ def run_training(
 def _train_beside_main(cfg: GRPOConfig, out: Path, reward_funcs) -> dict:
     """A process other than 0 of a data-parallel run: the same steps (its share of each batch),
     no folder, no MLflow, no progress bar. It takes part in checkpoints, which process 0 writes."""
-    from .checkpoint import load_checkpoint
-    from .trainer import GRPOTrainer
+    from grpo_core.record.checkpoint import load_checkpoint
+    from grpo_core.trainer import GRPOTrainer
 
     trainer = GRPOTrainer(cfg, reward_funcs=reward_funcs)
     try:

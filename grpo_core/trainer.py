@@ -24,26 +24,26 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from .advantages import AdvantageSettings, compute_advantages, normalize_rewards, signal_groups
-from .baseline import baseline_reward
-from .batch import GenerationBatch
-from .checkpoint import load_checkpoint, save_checkpoint
-from .config import GRPOConfig
-from .config_validation import batch_split_problem
-from .cpu_math import check_process
-from .distributed import note_peers
-from .errors import ConfigError, RunFailure
-from .generation import completion_logps, reference_logps, sample_completions
-from .loss_masks import MaskInputs, loss_rows
-from .loss import KL_ESTIMATORS, LossSettings, entropy_threshold, grpo_loss
-from .models import load_model_and_tokenizer, resolve_model_path, weights_sha256
-from .provenance import run_record
-from .reward_pool import make_pool
-from .rewards import (REWARD_AGGREGATIONS, RewardFunc, combine_rewards, compute_rewards, overlong_penalty, resolve_reward,
+from grpo_core.algo.advantages import AdvantageSettings, compute_advantages, normalize_rewards, signal_groups
+from grpo_core.tasks.baseline import baseline_reward
+from grpo_core.sampling.batch import GenerationBatch
+from grpo_core.record.checkpoint import load_checkpoint, save_checkpoint
+from grpo_core.config.schema import GRPOConfig
+from grpo_core.config.validation import batch_split_problem
+from grpo_core.util.cpu_math import check_process
+from grpo_core.util.distributed import note_peers
+from grpo_core.util.errors import ConfigError, RunFailure
+from grpo_core.sampling.generation import completion_logps, reference_logps, sample_completions
+from grpo_core.algo.loss_masks import MaskInputs, loss_rows
+from grpo_core.algo.loss import KL_ESTIMATORS, LossSettings, entropy_threshold, grpo_loss
+from grpo_core.tasks.models import load_model_and_tokenizer, resolve_model_path, weights_sha256
+from grpo_core.record.provenance import run_record
+from grpo_core.tasks.reward_pool import make_pool
+from grpo_core.tasks.rewards import (REWARD_AGGREGATIONS, RewardFunc, combine_rewards, compute_rewards, overlong_penalty, resolve_reward,
                       reward_names)
-from .run_metrics import completion_counts, summarize
-from .schedule import make_scheduler
-from .tasks import dataset_task, get_task, reward_funcs_of
+from grpo_core.record.run_metrics import completion_counts, summarize
+from grpo_core.algo.schedule import make_scheduler
+from grpo_core.tasks.catalog import dataset_task, get_task, reward_funcs_of
 
 _NOISE_SEED_OFFSET = 1_000_003  # the advantage-noise generator's seed = seed + this
 _RANK_SEED_OFFSET = 7_919_993  # process r > 0 of a data-parallel run samples with seed + r × this
@@ -202,7 +202,7 @@ class GRPOTrainer:
 
     def _make_decoder(self, use_cuda: bool):
         """The sampler's cache (config `decode`) and how often it looks for the end of every row."""
-        from .static_decode import AdapterWeights, StaticDecoder, supports
+        from grpo_core.sampling.static_decode import AdapterWeights, StaticDecoder, supports
 
         mode = self.cfg.decode if self.cfg.decode != "auto" else ("graph" if use_cuda else "dynamic")
         check_every = self.cfg.eos_check_every or (8 if mode == "graph" else 1)
@@ -306,7 +306,7 @@ class GRPOTrainer:
         return [sum(per_completion[i:i + repeat]) / repeat for i in range(0, len(per_completion), repeat)]
 
     def baseline_reward(self) -> dict:
-        """The untrained policy's reward, the threshold of steps_to_learn (grpo_core/baseline.py)."""
+        """The untrained policy's reward, the threshold of steps_to_learn (grpo_core/tasks/baseline.py)."""
         return baseline_reward(self)
 
     def eval_accuracy(self) -> float:
@@ -361,7 +361,7 @@ class GRPOTrainer:
         metrics["completions/mean_length"] = lengths.mean()
         metrics["completions/clipped_ratio"] = (~ended).float().mean()
 
-        # which rows enter the loss: the mask stages in their declared order (grpo_core/loss_masks.py)
+        # which rows enter the loss: the mask stages in their declared order (grpo_core/algo/loss_masks.py)
         in_loss, counted, mask_metrics = loss_rows(cfg, MaskInputs(trained, ended.cpu(), sampled))
         metrics.update(mask_metrics)
         mine_rows = slice(self.rank * self.gen_batch, (self.rank + 1) * self.gen_batch)

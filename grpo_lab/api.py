@@ -13,7 +13,7 @@ report are built on these (grpo_lab/cli.py).
     for v in grpo_lab.verdicts("experiments/c2_warmup.yaml", "results/local/reproduce/runs"):
         print(v.statement, v.verdict)
 
-Bad input raises grpo_core.errors.UserInputError (ConfigError for a config key) with the one line
+Bad input raises grpo_core.util.errors.UserInputError (ConfigError for a config key) with the one line
 the command prints; nothing is written before the input is checked.
 """
 
@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from grpo_core import defaults
-from grpo_core.config import GRPOConfig
-from grpo_core.errors import UserInputError
+from grpo_core.util import defaults
+from grpo_core.config.schema import GRPOConfig
+from grpo_core.util.errors import UserInputError
 
 __all__ = ["GRPOConfig", "Run", "Sweep", "config", "read_run", "report", "sweep", "train", "trials", "verdicts"]
 
@@ -34,8 +34,8 @@ __all__ = ["GRPOConfig", "Run", "Sweep", "config", "read_run", "report", "sweep"
 def config(path: Optional[str | Path] = None, **values: Any) -> GRPOConfig:
     """A validated config: the defaults, then the YAML file at `path` (any subset of the keys),
     then `values`. Unknown keys and bad values raise ConfigError naming the key and what is allowed."""
-    from grpo_core.config_loading import config_from_dict
-    from grpo_core.yaml_files import read_yaml_mapping
+    from grpo_core.config.loading import config_from_dict
+    from grpo_core.util.yaml_files import read_yaml_mapping
 
     data = dict(read_yaml_mapping(path)) if path is not None else {}
     data.update(values)
@@ -67,7 +67,7 @@ def read_run(folder: str | Path) -> Run:
     """A run folder (config.yaml, metrics.jsonl, summary.json, completions.jsonl) as a Run; a run that
     is still going or was killed reads what it wrote (its summary says which, or is empty). A file
     that cannot be read as what it should hold raises UserInputError naming it."""
-    from grpo_core.files import read_mapping_named
+    from grpo_core.util.files import read_mapping_named
     from grpo_core.run import COMPLETIONS, read_metrics_lenient
 
     folder = Path(folder)
@@ -93,9 +93,9 @@ def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] 
     (the defaults); `values` override keys of either. `mlflow`: also record it in
     cfg.mlflow_tracking_uri (as `grpo train` does unless --no-mlflow). A run resumed from a
     checkpoint (resume_from_checkpoint) goes on in the checkpoint's folder unless `out` says otherwise."""
-    from grpo_core.config_loading import config_from_dict
-    from grpo_core.config_validation import check_inputs
-    from grpo_core.cpu_math import check_process
+    from grpo_core.config.loading import config_from_dict
+    from grpo_core.config.validation import check_inputs
+    from grpo_core.util.cpu_math import check_process
     from grpo_core.run import run_training
 
     if isinstance(cfg, GRPOConfig):  # built in Python, perhaps by hand: every key is checked as in a file

@@ -7,9 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from grpo_core import defaults
-from grpo_core.distributed import is_main_process
-from grpo_core.errors import (PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets,
+from grpo_core.util import defaults
+from grpo_core.util.distributed import is_main_process
+from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets,
                               remember_secrets)
 
 
@@ -117,7 +117,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_train(args) -> int:
-    from grpo_core.config_loading import load_config
+    from grpo_core.config.loading import load_config
 
     cfg = load_config(args.config, args.overrides, inputs=False)  # grpo_lab.train checks the inputs
     from .api import default_run_folder
@@ -128,7 +128,7 @@ def _cmd_train(args) -> int:
     if args.num_processes != 1:
         return _launch_processes(args, cfg, out, resuming_in_place)
     if not is_main_process():  # a data-parallel run's other processes: no output of their own
-        from grpo_core.distributed import shut_down
+        from grpo_core.util.distributed import shut_down
         from grpo_core.run import run_training
 
         try:
@@ -139,7 +139,7 @@ def _cmd_train(args) -> int:
         return 0
     from .api import train
 
-    from grpo_core.provenance import usable_cpus
+    from grpo_core.record.provenance import usable_cpus
 
     cpus = usable_cpus()
     if cfg.num_threads > cpus:  # allowed (a run recorded on a larger machine is reproduced with its threads)
@@ -152,7 +152,7 @@ def _cmd_train(args) -> int:
     print(f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
           f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
           f"wall {summary['wall_time_s']:.1f}s")
-    from grpo_core.distributed import shut_down
+    from grpo_core.util.distributed import shut_down
 
     shut_down()
     return 0
@@ -162,13 +162,13 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
     """`grpo train --num-processes N`: check what can be checked here (nothing is written), then
     run this same command on N local processes, all with the same run folder."""
 
-    from grpo_core.distributed import launch_local, world_size
+    from grpo_core.util.distributed import launch_local, world_size
 
     n = args.num_processes
     if n < 1 or world_size() > 1:
         raise UserInputError(f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
                              f"allowed: an integer ≥ 1, given to a plain `grpo train`")
-    from grpo_core.config_validation import batch_split_problem, check_inputs
+    from grpo_core.config.validation import batch_split_problem, check_inputs
 
     check_inputs(cfg)
     if (problem := batch_split_problem(cfg, n)) is not None:
@@ -180,7 +180,7 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
              "--out", str(out), *(["--no-mlflow"] if args.no_mlflow else []),
              *(["--no-progress"] if args.no_progress else [])]
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))  # the cores, shared
-    from grpo_core.distributed import MainProcessDied
+    from grpo_core.util.distributed import MainProcessDied
 
     try:
         return launch_local(n, ["-m", "grpo_lab", *child])
@@ -220,8 +220,8 @@ def _leave(code: int) -> None:
 
 
 def _cmd_pretrain(args) -> int:
-    from grpo_core.models import resolve_model_path
-    from grpo_core.tasks import TASKS
+    from grpo_core.tasks.models import resolve_model_path
+    from grpo_core.tasks.catalog import TASKS
 
     if args.task not in TASKS:
         raise UserInputError(f"--task: unknown value {args.task!r}; allowed: {', '.join(TASKS)}")
@@ -257,7 +257,7 @@ def _cmd_bench(args) -> int:
     import shlex
 
     from benchmarks.trl_bench import SETUPS, Knobs, run_bench
-    from grpo_core.config import LOSS_TYPES
+    from grpo_core.config.schema import LOSS_TYPES
 
     if args.device not in ("cpu", "cuda"):
         raise UserInputError(f"--device: unknown value {args.device!r}; allowed: cpu, cuda")
@@ -303,7 +303,7 @@ def _check_writable_file(path: str, flag: str) -> None:
 
 
 def _cmd_fetch_model(args) -> int:
-    from grpo_core.models import fetch_smollm2
+    from grpo_core.tasks.models import fetch_smollm2
 
     print(fetch_smollm2(args.dest))
     return 0
@@ -369,8 +369,8 @@ def _cmd_ui(args) -> int:
 
 def _pin_cpu_math(args) -> None:
     """Set this process's CPU math (config key cpu_math) from what the command will run, before
-    anything imports torch; the processes it starts inherit it (grpo_core/cpu_math.py)."""
-    from grpo_core import cpu_math
+    anything imports torch; the processes it starts inherit it (grpo_core/util/cpu_math.py)."""
+    from grpo_core.util import cpu_math
 
     if args.command == "train":
         mode = cpu_math.mode_for_train(args.config, args.overrides)

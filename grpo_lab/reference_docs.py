@@ -1,5 +1,5 @@
 """The documentation's generated pages: the config reference (from GRPOConfig's field docstrings),
-the variant axes (from the table in grpo_core/axes.py and its registries) and the CLI reference
+the variant axes (from the table in grpo_core/algo/axes.py and its registries) and the CLI reference
 (from the `grpo` command's parsers). tests/test_docs.py fails when the
 committed pages drift from what this writes.
 
@@ -16,22 +16,22 @@ WIDTH = "100"  # argparse wraps help to the terminal: a fixed width, so the page
 
 
 def config_page() -> str:
-    from grpo_core.config_doc import markdown_table
+    from grpo_core.config.doc import markdown_table
 
     return ("# Config reference\n\n"
-            "Every key of `GRPOConfig` (`grpo_core/config.py`), its default and meaning; generated from the dataclass "
+            "Every key of `GRPOConfig` (`grpo_core/config/schema.py`), its default and meaning; generated from the dataclass "
             "by `python -m grpo_lab.reference_docs`. A YAML config, `--set key=value`, a sweep spec's `base`, `grid` "
             "and `search`, and `grpo_lab.config(**values)` all take these keys.\n\n" + markdown_table() + "\n")
 
 
 def axes_page() -> str:
-    from grpo_core.axes import STAGES, markdown_table
+    from grpo_core.algo.axes import STAGES, markdown_table
 
     return ("# Variant axes\n\n"
             "Every variant axis: the config keys that set it, the stage of a step where it acts "
             f"({' → '.join(STAGES)}), its values and the claim it tests. Generated from the table in "
-            "`grpo_core/axes.py` by `python -m grpo_lab.reference_docs`: a name registered in a registry "
-            "(`grpo_core/registry.py`) is an allowed value of its key, and appears here, with no other change. "
+            "`grpo_core/algo/axes.py` by `python -m grpo_lab.reference_docs`: a name registered in a registry "
+            "(`grpo_core/util/registry.py`) is an allowed value of its key, and appears here, with no other change. "
             "Keys and values are spelled as TRL spells them where TRL has the axis. The math: "
             "[the GRPO math](../concepts/grpo-math.md).\n\n" + markdown_table())
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from grpo_core.parent_death import die_with_parent
+from grpo_core.util.parent_death import die_with_parent
 
 GRACE_S = 10.0
 
@@ -59,7 +59,7 @@ def serve(cmd: list[str], env: dict | None = None) -> int:
                                 preexec_fn=die_with_parent, stdin=subprocess.DEVNULL)
     try:
         return proc.wait()
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (grpo_core.errors.handle_sigterm)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (grpo_core.util.errors.handle_sigterm)
         print("grpo ui: stopping the MLflow server", file=sys.stderr, flush=True)
         stop_group(proc.pid)
         proc.wait()

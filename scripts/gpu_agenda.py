@@ -58,7 +58,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tree, as on a GPU machine where the project is not pip-installed
 
-from grpo_core.files import write_text_atomic  # noqa: E402
+from grpo_core.util.files import write_text_atomic  # noqa: E402
 from sweeps.recovery import fail_running  # noqa: E402
 from sweeps.storage import open_storage  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Rebuild the committed tiny base models: grpo_core/tiny_bases/<task>/ and BASES.json.
 
-Each base is the built-in tiny model pretrained on its task (grpo_core.models.pretrain_tiny, the
+Each base is the built-in tiny model pretrained on its task (grpo_core.tasks.models.pretrain_tiny, the
 task's calibrated step count). Pretraining is deterministic on one machine but its float32
 rounding depends on the CPU, so the bases are committed and every run checks and records the
 SHA-256 of the one it loads. Rebuilding changes every number in results/: do it only on purpose.
@@ -22,8 +22,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_core.models import COMMITTED_BASES, committed_bases, pretrain_tiny, weights_sha256  # noqa: E402
-from grpo_core.tasks import TASKS  # noqa: E402
+from grpo_core.tasks.models import COMMITTED_BASES, committed_bases, pretrain_tiny, weights_sha256  # noqa: E402
+from grpo_core.tasks.catalog import TASKS  # noqa: E402
 
 
 def cpu_name() -> str:

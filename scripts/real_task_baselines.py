@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_core import cpu_math  # noqa: E402  (pins the CPU math before torch loads)
+from grpo_core.util import cpu_math  # noqa: E402  (pins the CPU math before torch loads)
 
 cpu_math.pin(cpu_math.DEFAULT)
 
@@ -36,8 +36,8 @@ SEEDS = (0, 1, 2)
 
 
 def base_config(dataset: str, **overrides):
-    from grpo_core.config_loading import config_from_dict
-    from grpo_core.yaml_files import read_yaml_mapping
+    from grpo_core.config.loading import config_from_dict
+    from grpo_core.util.yaml_files import read_yaml_mapping
 
     base = dict(read_yaml_mapping(SPEC)["base"])
     base.update(dataset=dataset, warmup_ratio=0.0, **overrides)

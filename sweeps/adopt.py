@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import yaml
 
-from grpo_core.errors import UserInputError
+from grpo_core.util.errors import UserInputError
 from grpo_core.run import read_metrics
 
 from .spec import SweepSpec, grid_point_of, grid_space, point_key
@@ -123,7 +123,7 @@ def config_difference(spec: SweepSpec, point: dict, config: dict,
     default: a new key's default is what runs did before it existed (absent_ok: it is not compared)."""
     import dataclasses
 
-    from grpo_core.config import GRPOConfig
+    from grpo_core.config.schema import GRPOConfig
 
     defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
                 for f in dataclasses.fields(GRPOConfig)}

@@ -26,13 +26,13 @@ from typing import Optional
 
 from filelock import FileLock
 
-from grpo_core import defaults
-from grpo_core.cpu_math import check_process
-from grpo_core.errors import Terminated, UserInputError, handle_sigterm, mask_secrets
+from grpo_core.util import defaults
+from grpo_core.util.cpu_math import check_process
+from grpo_core.util.errors import Terminated, UserInputError, handle_sigterm, mask_secrets
 from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
                                       git_commit, make_client)
-from grpo_core.provenance import owner_id, usable_cpus
-from grpo_core.files import check_writable_folder
+from grpo_core.record.provenance import owner_id, usable_cpus
+from grpo_core.util.files import check_writable_folder
 
 from .adopt import adopt_run_folders, free_folder, has_adopted, share_sibling_runs
 from .progress import SweepProgress
@@ -190,7 +190,7 @@ def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: di
     run id). The MLflow run exists before the model loads: `on_run(run_id)` records it in the trial,
     so that the run can be ended as KILLED if this process dies. A run that trained to the end but
     whose MLflow record failed stands, with `record_error` (the record is repaired later)."""
-    from grpo_core.errors import RecordIncomplete
+    from grpo_core.util.errors import RecordIncomplete
     from grpo_core.logged_run import train_logged
     from grpo_core.run import read_metrics
 
@@ -344,7 +344,7 @@ def spec_fingerprint(spec: SweepSpec) -> str:
 
 
 def _build_tiny_models(keys: list) -> None:
-    from grpo_core.models import ensure_tiny_model
+    from grpo_core.tasks.models import ensure_tiny_model
 
     for key in keys:
         ensure_tiny_model(*key)
@@ -355,7 +355,7 @@ def _prepare_models(spec: SweepSpec, in_child: bool) -> list[str]:
     With `in_child`, missing models are built in a spawned process, so that this process never
     runs a multi-threaded torch op before forking workers (GNU OpenMP is not fork-safe).
     Returns the model folders."""
-    from grpo_core.models import committed_base, resolve_model_path, tiny_cache_dir
+    from grpo_core.tasks.models import committed_base, resolve_model_path, tiny_cache_dir
 
     configs = [spec.config_for(p) for p in spec.grid_points()] if spec.mode == "grid" else [spec.config_for({})]
     keys = sorted({(c.cache_dir, c.task, c.tiny_pretrain_steps) for c in configs if c.model == "tiny"})

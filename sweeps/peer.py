@@ -16,7 +16,7 @@ from typing import Optional
 
 import yaml
 
-from grpo_core import statistics as st
+from sweeps import statistics as st
 from grpo_core.run import read_metrics
 
 from .report import ALPHA, Run, _label

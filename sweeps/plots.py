@@ -12,7 +12,7 @@ def reward_curve_png(metrics: list[dict], baseline: float | None, window: int, p
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from grpo_core.run_metrics import moving_average
+    from grpo_core.record.run_metrics import moving_average
 
     steps = [m["step"] for m in metrics]
     rewards = [m["reward"] for m in metrics]

@@ -4,7 +4,7 @@ the smallest effect a set of n seeds could have detected.
 The noise model is the comparison's own paired differences, centered on their Hodges-Lehmann
 estimate (per seed set, then pooled), resampled with replacement: a shift model. A simulated set of
 n pairs is `noise* + effect` in the claimed direction, and it counts as detected when the report's
-test (grpo_core.statistics.signed_rank_test: two-sided, exact) gives p < α/m with the estimate on the
+test (sweeps.statistics.signed_rank_test: two-sided, exact) gives p < α/m with the estimate on the
 claimed side, m the comparisons Holm corrects over in that test (α/m is Holm's first step, so this
 is a lower bound on Holm's power for that comparison). Draws reuse one table of random indices
 (common random numbers), so power rises monotonically enough in the effect for a bisection, and the
@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from grpo_core import statistics as st
+from sweeps import statistics as st
 
 ALPHA = 0.05
 POWER = 0.8
@@ -97,7 +97,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     """Seeds per set for a pilot sweep's paired differences (one metric, control against treatment)."""
     from pathlib import Path
 
-    from grpo_core.yaml_files import read_yaml_mapping
+    from grpo_core.util.yaml_files import read_yaml_mapping
     import json
 
     parser = argparse.ArgumentParser(prog="python -m sweeps.power", description=main.__doc__)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from grpo_core.config import GRPOConfig
+from grpo_core.config.schema import GRPOConfig
 
 from .spec import SweepSpec
 

@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-from grpo_core.provenance import owner_alive
+from grpo_core.record.provenance import owner_alive
 
 HEARTBEAT_REASON = "worker stopped sending heartbeats (died, or lost its machine)"
 

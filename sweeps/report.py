@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
-from grpo_core import statistics as st
-from grpo_core.config_validation import SEED_RANGE, seed_in_range
-from grpo_core.config_values import short_value
-from grpo_core.errors import UserInputError
+from sweeps import statistics as st
+from grpo_core.config.validation import SEED_RANGE, seed_in_range
+from grpo_core.config.values import short_value
+from grpo_core.util.errors import UserInputError
 from grpo_core.run import read_metrics
-from grpo_core.run_metrics import CENSORED, first_crossing_step, trailing_average
+from grpo_core.record.run_metrics import CENSORED, first_crossing_step, trailing_average
 
 from .spec import SweepSpec
 
@@ -184,7 +184,7 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
     (killed, failed, still running), damaged (a file missing, cut or unreadable), not this spec's
     (a point outside its grid, or a config that differs from its base), or a second finished run
     of one point (the later folder is kept, as a resumed sweep does)."""
-    from grpo_core.config_values import coerce_value
+    from grpo_core.config.values import coerce_value
 
     from .adopt import IGNORED, config_difference
     from .spec import point_key

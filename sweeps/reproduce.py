@@ -17,16 +17,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from grpo_core import defaults
-from grpo_core.config import GRPOConfig
-from grpo_core.rewards import PAYS_FOR_ECHO
-from grpo_core.yaml_files import dump_yaml, read_yaml_mapping
-from grpo_core.cpu_math import describe
-from grpo_core.errors import UserInputError
-from grpo_core.files import check_writable_folder
+from grpo_core.util import defaults
+from grpo_core.config.schema import GRPOConfig
+from grpo_core.tasks.rewards import PAYS_FOR_ECHO
+from grpo_core.util.yaml_files import dump_yaml, read_yaml_mapping
+from grpo_core.util.cpu_math import describe
+from grpo_core.util.errors import UserInputError
+from grpo_core.util.files import check_writable_folder
 from grpo_core.mlflow_logging import check_tracking_uri, git_commit
-from grpo_core.provenance import machine, versions
-from grpo_core.run_metrics import CENSORED
+from grpo_core.record.provenance import machine, versions
+from grpo_core.record.run_metrics import CENSORED
 
 from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
@@ -266,7 +266,7 @@ def sections_with_echo_appendix(paths: list[Path], derived: list[Path], runs_roo
 def rewards_of_spec(path: Path) -> set[str]:
     """The reward functions a spec's runs use: `reward_funcs` in its base or grid, else the defaults
     of its dataset or task."""
-    from grpo_core.tasks import DATASET_REWARDS, get_task
+    from grpo_core.tasks.catalog import DATASET_REWARDS, get_task
 
     data = read_yaml_mapping(path)
     base, grid = data.get("base") or {}, data.get("grid") or {}
@@ -396,7 +396,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "Timing: " + "; ".join(times) + ".",
         "",
         "Every number below comes from the runs of this command; each verdict is computed from the "
-        "statistics by `sweeps/report.py` (never typed by hand). **Steps-to-learn** (`grpo_core/run_metrics.py`): "
+        "statistics by `sweeps/report.py` (never typed by hand). **Steps-to-learn** (`grpo_core/record/run_metrics.py`): "
         "the first step at which the trailing moving average of the training reward over a full window of "
         "w = stl_window steps (so never below w: the floor stated in each table) reaches baseline + δ and "
         "from which it stays ≥ baseline + δ/2 to the end of the run, with at least w steps after it; the **baseline** is the untrained policy's reward on "

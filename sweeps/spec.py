@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, get_args
 
-from grpo_core.config import FIELD_NAMES, GRPOConfig, field_type
-from grpo_core.config_loading import config_from_dict
-from grpo_core.config_validation import SEED_RANGE, check_inputs, seed_in_range
-from grpo_core.config_values import coerce_value, short_value
-from grpo_core.errors import ConfigError, UserInputError
-from grpo_core.run_metrics import CENSORED, censored_at
-from grpo_core.yaml_files import read_yaml_mapping
+from grpo_core.config.schema import FIELD_NAMES, GRPOConfig, field_type
+from grpo_core.config.loading import config_from_dict
+from grpo_core.config.validation import SEED_RANGE, check_inputs, seed_in_range
+from grpo_core.config.values import coerce_value, short_value
+from grpo_core.util.errors import ConfigError, UserInputError
+from grpo_core.record.run_metrics import CENSORED, censored_at
+from grpo_core.util.yaml_files import read_yaml_mapping
 
 # Objectives: summary metrics of a run, with their natural direction.
 OBJECTIVES = {

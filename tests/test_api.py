@@ -78,7 +78,7 @@ def _run_folder(tmp_path):
 ])
 def test_read_run_names_the_file_it_cannot_read(tmp_path, name, text):
     import grpo_lab
-    from grpo_core.errors import UserInputError
+    from grpo_core.util.errors import UserInputError
 
     folder = _run_folder(tmp_path)
     (folder / name).write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -99,7 +99,7 @@ def test_read_run_leaves_out_a_last_line_cut_mid_write(tmp_path):
 
 def test_trials_on_a_store_that_is_not_one_is_one_line(tmp_path):
     import grpo_lab
-    from grpo_core.errors import UserInputError
+    from grpo_core.util.errors import UserInputError
 
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
@@ -110,7 +110,7 @@ def test_trials_on_a_store_that_is_not_one_is_one_line(tmp_path):
 
 def test_train_refused_leaves_the_users_folder_as_it_was(tmp_path):
     import grpo_lab
-    from grpo_core.errors import UserInputError
+    from grpo_core.util.errors import UserInputError
 
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -130,7 +130,7 @@ def test_the_api_refuses_what_grpo_train_refuses_with_the_same_line(tmp_path, va
 
     import grpo_lab
     from conftest import run_grpo_here
-    from grpo_core.errors import UserInputError
+    from grpo_core.util.errors import UserInputError
 
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "four"}\n')

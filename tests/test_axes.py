@@ -1,4 +1,4 @@
-"""The table of variant axes (grpo_core/axes.py): every named axis's allowed values are its
+"""The table of variant axes (grpo_core/algo/axes.py): every named axis's allowed values are its
 registry's names, a name registered twice is refused, and a newly registered name is allowed by
 the config and run by the trainer with no other change."""
 
@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from conftest import make_cfg
-from grpo_core import axes
-from grpo_core.config import GRPOConfig
-from grpo_core.config_validation import validate
-from grpo_core.errors import ConfigError
+from grpo_core.algo import axes
+from grpo_core.config.schema import GRPOConfig
+from grpo_core.config.validation import validate
+from grpo_core.util.errors import ConfigError
 
 
 def test_every_key_of_the_table_is_a_config_key_and_every_stage_is_declared():
@@ -47,7 +47,7 @@ def test_registering_a_name_twice_is_refused(axis):
 def test_a_new_estimator_is_one_registered_function(monkeypatch):
     """What the seam promises: register a function, and the config allows its name and the trainer
     runs it (here a baseline of the group's minimum, so every advantage is ≥ 0)."""
-    from grpo_core.advantages import ADVANTAGE_ESTIMATORS
+    from grpo_core.algo.advantages import ADVANTAGE_ESTIMATORS
     from grpo_core.run import run_training
 
     def min_baseline(group_rewards):  # (num_groups, G) -> (num_groups, G)

@@ -6,10 +6,10 @@ import shutil
 import pytest
 
 from conftest import make_cfg
-from grpo_core import models
-from grpo_core.errors import UserInputError
-from grpo_core.models import committed_base, committed_bases, resolve_model_path, weights_sha256
-from grpo_core.tasks import TASKS
+from grpo_core.tasks.catalog import models
+from grpo_core.util.errors import UserInputError
+from grpo_core.tasks.models import committed_base, committed_bases, resolve_model_path, weights_sha256
+from grpo_core.tasks.catalog import TASKS
 from grpo_core.trainer import GRPOTrainer
 
 

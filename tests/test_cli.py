@@ -314,7 +314,7 @@ def test_fetch_model_checks_its_destination_before_downloading(tmp_path):
 def test_an_interrupt_before_any_run_started_says_nothing_was_recorded(tmp_path, monkeypatch):
     # (a million-point grid's SIGTERM said "the run is recorded as killed" of a run that never existed)
     import sweeps.driver
-    from grpo_core.errors import Terminated
+    from grpo_core.util.errors import Terminated
 
     def interrupted(*args, **kwargs):
         raise Terminated()

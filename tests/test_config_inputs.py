@@ -3,10 +3,10 @@ the config it is given; check_inputs reads what must be read (datasets, reward m
 
 import pytest
 
-from grpo_core.config import GRPOConfig
-from grpo_core.config_validation import check_inputs, validate
-from grpo_core.errors import ConfigError
-from grpo_core.tasks import dataset_task
+from grpo_core.config.schema import GRPOConfig
+from grpo_core.config.validation import check_inputs, validate
+from grpo_core.util.errors import ConfigError
+from grpo_core.tasks.catalog import dataset_task
 
 
 def test_validate_reads_no_file_and_leaves_the_config_alone(tmp_path):
@@ -64,7 +64,7 @@ def test_a_sweep_checks_its_checkpoint_against_every_grid_point(tmp_path):
 def test_one_rule_splits_the_batch_for_one_process_and_for_several():
     import dataclasses
 
-    from grpo_core.config_validation import batch_split_problem
+    from grpo_core.config.validation import batch_split_problem
 
     cfg = GRPOConfig(prompts_per_step=4, num_generations=4, gradient_accumulation_steps=4)  # 16 completions
     # 1, 2 or 4 processes: 16, 8 or 4 completions each, in 4 equal micro-batches

@@ -1,6 +1,6 @@
 """The same numbers on every machine of this kind: runs made on another machine (and on this
 project's development machine) must come out bit for bit here, through the `grpo` command with its
-default CPU math (`cpu_math: reproducible`, grpo_core/cpu_math.py). Where they come from:
+default CPU math (`cpu_math: reproducible`, grpo_core/util/cpu_math.py). Where they come from:
 tests/data/repro/*/README.md."""
 
 import json
@@ -84,8 +84,8 @@ def test_cpu_math_is_recorded_and_native_is_an_opt_out(tmp_path):
 
 
 def test_a_config_whose_cpu_math_differs_from_the_process_is_refused(cfg_factory):
-    from grpo_core import cpu_math
-    from grpo_core.errors import ConfigError
+    from grpo_core.util import cpu_math
+    from grpo_core.util.errors import ConfigError
     from grpo_core.trainer import GRPOTrainer
 
     assert cpu_math.process_mode() == "reproducible"  # conftest imported grpo_core before torch
@@ -94,8 +94,8 @@ def test_a_config_whose_cpu_math_differs_from_the_process_is_refused(cfg_factory
 
 
 def test_mode_read_before_torch_loads(tmp_path):
-    from grpo_core import cpu_math
-    from grpo_core.errors import UserInputError
+    from grpo_core.util import cpu_math
+    from grpo_core.util.errors import UserInputError
 
     config = tmp_path / "c.yaml"
     config.write_text("cpu_math: native\n")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_core.config_loading import load_config
+from grpo_core.config.loading import load_config
 from conftest import run_grpo_here
 
 sys.path.insert(0, str(Path(__file__).parent))

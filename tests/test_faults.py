@@ -400,7 +400,7 @@ def test_a_csv_with_a_byte_order_mark_loads_and_a_huge_prompt_is_named(tmp_path)
     ("http://alice:wonder/land@127.0.0.1:1", "wonder/land"),
 ])
 def test_passwords_are_never_printed(tmp_path, url, secret):
-    from grpo_core.errors import mask_secrets
+    from grpo_core.util.errors import mask_secrets
 
     assert secret not in mask_secrets(f"error about '{url}': it failed")
     flag = "--tracking-uri" if url.startswith("http") else "--storage"
@@ -532,7 +532,7 @@ def test_recover_names_a_run_whose_process_is_alive_and_leaves_it_running(tmp_pa
     """A run in progress is never ended; `grpo recover` says it saw it (it said "0 left alone")."""
     from mlflow.tracking import MlflowClient
 
-    from grpo_core.provenance import owner_id
+    from grpo_core.record.provenance import owner_id
 
     db = f"sqlite:///{tmp_path / 'm.db'}"
     client = MlflowClient(tracking_uri=db)
@@ -584,7 +584,7 @@ def test_answers_of_mixed_kinds_are_named(tmp_path, rows, kinds):
 
 
 def test_a_json_file_keeps_its_types(tmp_path):
-    from grpo_core.tasks import load_dataset_rows
+    from grpo_core.tasks.catalog import load_dataset_rows
 
     data = tmp_path / "rows.json"  # datasets' loader cast the column to one type: "007" became 7
     data.write_text('[{"prompt": "a", "answer": "007"}, {"prompt": "b", "answer": "12"}]')

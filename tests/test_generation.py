@@ -4,11 +4,11 @@ import torch
 
 import pytest
 
-import grpo_core.generation as generation
-from grpo_core import fast_decode
-from grpo_core.generation import (completion_logps, filter_logits, positions_from_mask,
+import grpo_core.sampling.generation as generation
+from grpo_core.sampling import fast_decode
+from grpo_core.sampling.generation import (completion_logps, filter_logits, positions_from_mask,
                                   sample_categorical, sample_completions, token_logps)
-from grpo_core.models import build_tiny_model, build_tiny_tokenizer
+from grpo_core.tasks.models import build_tiny_model, build_tiny_tokenizer
 
 
 def _tiny():
@@ -228,7 +228,7 @@ def test_sampler_with_prebuilt_boolean_masks_equals_hf_masks(monkeypatch):
 def test_the_entropy_has_the_gradient_of_the_naive_entropy(temperature):
     # entropy_coef puts H in the loss: the fused log-prob function's ∂H/∂logits = −p·(z − Σ p·z)/τ
     # must be the gradient of −Σ softmax·log_softmax (float64; gradcheck too)
-    from grpo_core.generation import _TokenLogps
+    from grpo_core.sampling.generation import _TokenLogps
 
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 7, dtype=torch.float64, generator=gen, requires_grad=True)

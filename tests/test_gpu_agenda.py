@@ -153,7 +153,7 @@ def test_the_wheels_are_split_so_that_each_transfer_fits():
 
 
 def test_the_gpu_driver_is_read_from_nvidia_smi_and_empty_without_it(tmp_path, monkeypatch):
-    from grpo_core.provenance import gpu_driver
+    from grpo_core.record.provenance import gpu_driver
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here: no driver, no error
     assert gpu_driver() == ""

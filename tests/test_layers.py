@@ -20,7 +20,7 @@ def _lint(root: Path) -> subprocess.CompletedProcess:
 def test_imports_run_one_way():
     proc = _lint(ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "1 kept, 0 broken" in proc.stdout
+    assert "2 kept, 0 broken" in proc.stdout  # the packages, and grpo_core's wings
 
 
 def test_a_lazy_upward_import_breaks_the_contract(tmp_path):
@@ -36,6 +36,18 @@ def test_a_lazy_upward_import_breaks_the_contract(tmp_path):
     assert "grpo_core.trainer -> sweeps.driver" in proc.stdout
 
 
+def test_an_upward_import_between_wings_breaks_the_contract(tmp_path):
+    """The wings' order is enforced: a copy of the library whose util wing imports the trainer is refused."""
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("tiny_bases", "__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    files = tmp_path / "grpo_core" / "util" / "files.py"
+    files.write_text(files.read_text() + "\n\ndef _upward():\n    from grpo_core import trainer  # noqa\n")
+    proc = _lint(tmp_path)
+    assert proc.returncode == 1 and "1 kept, 1 broken" in proc.stdout, proc.stdout[-3000:]
+    assert "grpo_core.util.files -> grpo_core.trainer" in proc.stdout
+
+
 def test_no_import_cycle_inside_grpo_core():  # the checkpoint <-> trainer cycle: GenerationBatch moved to batch.py
     """No module of the library imports one that imports it back, at module level or inside a
     function (a function-level import hides a cycle from import-linter's layers, not from a reader)."""
@@ -43,17 +55,16 @@ def test_no_import_cycle_inside_grpo_core():  # the checkpoint <-> trainer cycle
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "grpo_core"
-    modules = {p.stem for p in root.glob("*.py")}
+    paths = {".".join(p.relative_to(root).with_suffix("").parts): p for p in root.rglob("*.py")
+             if p.name != "__init__.py"}
     graph = {}
-    for path in root.glob("*.py"):
+    for name, path in paths.items():
         deps = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grpo_core."):
-                deps.add(node.module.split(".")[1])
-        graph[path.stem] = (deps & modules) - {path.stem}
-
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grpo_core."):
+                module = node.module[len("grpo_core."):]
+                deps |= {module} | {f"{module}.{a.name}" for a in node.names}
+        graph[name] = (deps & set(paths)) - {name}
     def reaches(start, target, seen):
         return any(d == target or (d not in seen and not seen.add(d) and reaches(d, target, seen))
                    for d in graph[start])

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from grpo_core.loss import LossSettings as S, aggregate, clipped_surrogate, grpo_loss, k3_kl
+from grpo_core.algo.loss import LossSettings as S, aggregate, clipped_surrogate, grpo_loss, k3_kl
 
 # Unequal lengths: sequence 0 has 3 tokens, sequence 1 has 1 token (T = 3, max length 4)
 VALUES = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])  # the 9s are padding
@@ -236,7 +236,7 @@ def test_dropping_groups_is_training_on_the_live_groups_alone(loss_type):
 
 @pytest.mark.parametrize("registry", ["SURROGATES", "LOSS_TYPES", "IMPORTANCE_SAMPLING_LEVELS"])
 def test_a_name_registered_twice_is_refused(registry):
-    import grpo_core.loss as loss_module
+    import grpo_core.algo.loss as loss_module
 
     reg = getattr(loss_module, registry)
     name = next(iter(reg))
@@ -268,8 +268,8 @@ def test_cispo_by_hand_unequal_lengths_and_a_clipped_weight():
 
 def test_cispo_refuses_sequence_level_ratios_as_trl_does():
     from conftest import make_cfg
-    from grpo_core.config_validation import validate
-    from grpo_core.errors import ConfigError
+    from grpo_core.config.validation import validate
+    from grpo_core.util.errors import ConfigError
 
     with pytest.raises(ConfigError, match="loss_type: got cispo with importance_sampling_level 'sequence'"):
         validate(make_cfg(loss_type="cispo", importance_sampling_level="sequence"))
@@ -304,8 +304,8 @@ def test_sapo_by_hand_a_soft_gate_per_sign_of_the_advantage():
 
 def test_sapo_temperatures_must_be_positive():
     from conftest import make_cfg
-    from grpo_core.config_validation import validate
-    from grpo_core.errors import ConfigError
+    from grpo_core.config.validation import validate
+    from grpo_core.util.errors import ConfigError
 
     for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
         for bad in (0.0, -1.0, float("inf")):
@@ -320,7 +320,7 @@ def test_top_entropy_quantile_by_hand():
     # the 0.5 quantile of [0.1, 0.3, 0.5, 0.9] is 0.4 (linear interpolation), so the tokens of 0.9 and
     # 0.5 keep their policy loss. On-policy (ratio 1) each kept token's loss is −A; grpo's aggregation
     # still divides row 0 by its 3 tokens: (−1 −1)/3 for row 0, 0 for row 1, mean −1/3.
-    from grpo_core.loss import entropy_threshold
+    from grpo_core.algo.loss import entropy_threshold
 
     logps = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -9.0, -9.0]], requires_grad=True)
     entropies = torch.tensor([[0.1, 0.9, 0.5], [0.3, 7.0, 7.0]])
@@ -339,8 +339,8 @@ def test_top_entropy_quantile_by_hand():
 
 def test_top_entropy_quantile_must_be_a_share():
     from conftest import make_cfg
-    from grpo_core.config_validation import validate
-    from grpo_core.errors import ConfigError
+    from grpo_core.config.validation import validate
+    from grpo_core.util.errors import ConfigError
 
     for bad in (0.0, -0.1, 1.5, float("nan")):
         with pytest.raises(ConfigError, match=r"top_entropy_quantile: .*allowed: a (number in \(0, 1\]|finite number)"):
@@ -363,7 +363,7 @@ def test_two_sided_clip_by_hand(log_ratio, adv, loss):
 
 
 def test_kl_estimators_by_hand():
-    from grpo_core.loss import KL_ESTIMATORS
+    from grpo_core.algo.loss import KL_ESTIMATORS
 
     logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])  # d = ref − logp = −0.5, 1
     torch.testing.assert_close(KL_ESTIMATORS.get("k1")(logp, ref), torch.tensor([[0.5, -1.0]]))
@@ -380,8 +380,8 @@ def test_kl_estimators_by_hand():
 
 def test_delta_must_exceed_one():
     from conftest import make_cfg
-    from grpo_core.config_validation import validate
-    from grpo_core.errors import ConfigError
+    from grpo_core.config.validation import validate
+    from grpo_core.util.errors import ConfigError
 
     for bad in (1.0, 0.5, float("inf")):
         with pytest.raises(ConfigError, match="delta: "):
@@ -399,8 +399,8 @@ def test_kl_in_reward_leaves_the_loss_without_its_kl_term_but_measures_it():
 
 def test_kl_in_reward_needs_a_kl_weight_and_no_resampling():
     from conftest import make_cfg
-    from grpo_core.config_validation import validate
-    from grpo_core.errors import ConfigError
+    from grpo_core.config.validation import validate
+    from grpo_core.util.errors import ConfigError
 
     with pytest.raises(ConfigError, match="kl_in_reward: got True; allowed: false unless beta > 0"):
         validate(make_cfg(kl_in_reward=True))

@@ -1,10 +1,10 @@
-"""The mask stages (grpo_core/loss_masks.py): which rows enter the loss and which still count in
+"""The mask stages (grpo_core/algo/loss_masks.py): which rows enter the loss and which still count in
 the per-sequence normalizers, by hand."""
 
 import torch
 
 from conftest import make_cfg
-from grpo_core.loss_masks import MASK_STAGES, MaskInputs, loss_rows
+from grpo_core.algo.loss_masks import MASK_STAGES, MaskInputs, loss_rows
 
 G = 4
 # three groups: group 0 all right (zero std), group 1 one right, group 2 mixed
@@ -44,7 +44,7 @@ def test_the_stages_combine_in_order_and_counts_are_per_step():
 
 
 def test_each_stage_is_a_config_key_on_the_axes_table():
-    from grpo_core.axes import AXES
+    from grpo_core.algo.axes import AXES
 
     keys = {key: a.stage for a in AXES for key in a.keys}
     assert [(s.key, s.stage) for s in MASK_STAGES] == [(s.key, keys[s.key]) for s in MASK_STAGES]

@@ -4,7 +4,7 @@ gradient, on micro-batches with unequal lengths, stale old log-probs and a refer
 import pytest
 import torch
 
-from grpo_core.loss import LossSettings, grpo_loss
+from grpo_core.algo.loss import LossSettings, grpo_loss
 from trl_reference import trl_loss
 
 pytest.importorskip("trl", reason="TRL is the [bench] extra; scripts/bootstrap.sh installs it")
@@ -105,7 +105,7 @@ def test_sapo_agrees_with_trl(beta, corrected, level, temperatures):
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "cispo"])
 @pytest.mark.parametrize("quantile", [0.2, 0.5])
 def test_top_entropy_quantile_agrees_with_trl(loss_type, quantile):
-    from grpo_core.loss import entropy_threshold
+    from grpo_core.algo.loss import entropy_threshold
 
     for seed in range(3):
         logps, old, ref, adv, mask = _batch(seed)
@@ -135,7 +135,7 @@ def test_two_sided_clip_agrees_with_trl(loss_type, delta):
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_entropy_bonus_agrees_with_trl(loss_type, quantile, accumulation):
     # value and gradient through the log-probs and the entropies (TRL: loss − coef · masked mean H ÷ accumulation)
-    from grpo_core.loss import entropy_threshold
+    from grpo_core.algo.loss import entropy_threshold
 
     for seed in range(3):
         logps, old, ref, adv, mask = _batch(seed)

@@ -1,7 +1,7 @@
 """Models: a Hugging Face model directory (with a chat template) trains like the built-in one."""
 
 from conftest import make_cfg
-from grpo_core.models import build_tiny_model, build_tiny_tokenizer
+from grpo_core.tasks.models import build_tiny_model, build_tiny_tokenizer
 from grpo_core.trainer import GRPOTrainer
 
 TEMPLATE = "{% for m in messages %}q:{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}a:{% endif %}"
@@ -20,7 +20,7 @@ def test_local_model_directory_with_chat_template(tmp_path):
 
 
 def test_tiny_base_model_is_deterministic_and_cached(tmp_path):
-    from grpo_core.models import ensure_tiny_model
+    from grpo_core.tasks.models import ensure_tiny_model
 
     a = ensure_tiny_model(tmp_path / "a", "reverse", 3)
     b = ensure_tiny_model(tmp_path / "b", "reverse", 3)

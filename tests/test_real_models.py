@@ -8,7 +8,7 @@ import torch
 
 from conftest import CACHE, ROOT, make_cfg, run_grpo_here
 from grpo_lab.cli import main
-from grpo_core.rewards import answer_format, math_answer, think_answer_format
+from grpo_core.tasks.rewards import answer_format, math_answer, think_answer_format
 
 # ---- LoRA ----------------------------------------------------------------------------------------
 def _lora_trainer(**overrides):
@@ -18,8 +18,8 @@ def _lora_trainer(**overrides):
 
 
 def test_lora_reference_is_the_base_network_with_adapters_off_and_only_adapters_train():
-    from grpo_core.generation import completion_logps
-    from grpo_core.models import load_model_and_tokenizer, resolve_model_path
+    from grpo_core.sampling.generation import completion_logps
+    from grpo_core.tasks.models import load_model_and_tokenizer, resolve_model_path
 
     trainer = _lora_trainer()
     assert trainer.ref_model is None  # no second copy of the weights
@@ -51,7 +51,7 @@ def test_lora_reference_is_the_base_network_with_adapters_off_and_only_adapters_
 def test_lora_memory_holds_one_copy_of_the_base_weights():
     trainer = _lora_trainer()
     base_params = sum(p.numel() for n, p in trainer.policy.named_parameters() if "lora_" not in n)
-    from grpo_core.models import load_model_and_tokenizer, resolve_model_path
+    from grpo_core.tasks.models import load_model_and_tokenizer, resolve_model_path
 
     cfg = trainer.cfg
     plain, _ = load_model_and_tokenizer(resolve_model_path(cfg.model, cfg.cache_dir, cfg.task, cfg.tiny_pretrain_steps))
@@ -124,8 +124,8 @@ def test_bad_real_model_inputs_one_line_exit_2_nothing_written(tmp_path, capsys)
 
 
 def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
-    from grpo_core.config_loading import config_from_dict
-    from grpo_core.yaml_files import read_yaml_mapping
+    from grpo_core.config.loading import config_from_dict
+    from grpo_core.util.yaml_files import read_yaml_mapping
 
     spec = read_yaml_mapping(ROOT / "experiments" / "smollm2_arith_warmup.yaml")
     values = {**spec["base"], "model": str(smollm2), "dataset": str(ROOT / spec["base"]["dataset"]),
@@ -153,7 +153,7 @@ def test_the_newer_axes_train_two_steps_of_smollm2(smollm2, tmp_path):
     """The axes added through the table (RLOO, CISPO, SAPO, normalize_then_sum, top_entropy_quantile,
     the entropy bonus, the overlong penalty, k2, steps_per_generation) on the real model with LoRA: 2 steps each of two
     configs that cover them, finite and logged."""
-    from grpo_core.config_loading import config_from_dict
+    from grpo_core.config.loading import config_from_dict
     from grpo_core.run import read_metrics, run_training
 
     base = {"model": str(smollm2), "dataset": str(ROOT / "data" / "real" / "add_small.jsonl"), "use_peft": True,

@@ -106,7 +106,7 @@ def test_rdb_heartbeat_fails_a_silent_trial_and_enqueues_its_retry(tmp_path):
 
 
 def test_owner_detection_tells_live_dead_and_unknown():
-    from grpo_core.provenance import owner_alive, owner_id
+    from grpo_core.record.provenance import owner_alive, owner_id
 
     me = owner_id()
     assert owner_alive(me) is True

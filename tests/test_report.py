@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import CACHE, ROOT, run_grpo, run_grpo_here
-from grpo_core.models import committed_bases
+from grpo_core.tasks.models import committed_bases
 from sweeps.report import (Run, check_differ, check_paired, check_placebo, check_zero_loss_step1,
                            replicated_verdicts)
 from sweeps.spec import SweepSpec

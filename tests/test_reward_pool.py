@@ -4,9 +4,9 @@ cannot get around, failures reported as in the training process, and the same tr
 import pytest
 
 import reward_helpers
-from grpo_core.errors import RunFailure
-from grpo_core.reward_pool import RewardPool
-from grpo_core.rewards import compute_rewards, exact_match
+from grpo_core.util.errors import RunFailure
+from grpo_core.tasks.reward_pool import RewardPool
+from grpo_core.tasks.rewards import compute_rewards, exact_match
 
 
 def hang_on_seven(completions, **kwargs):
@@ -47,7 +47,7 @@ def test_reward_workers_end_with_a_trainer_killed_without_cleanup(sig, tmp_path)
     import time
     from pathlib import Path
 
-    code = ("import os, sys, time; from grpo_core.reward_pool import RewardPool; from grpo_core.rewards import exact_match\n"
+    code = ("import os, sys, time; from grpo_core.tasks.reward_pool import RewardPool; from grpo_core.tasks.rewards import exact_match\n"
             "pool = RewardPool({'exact_match': exact_match}, workers=3)\n"
             "print(' '.join(str(w.process.pid) for w in pool.workers), flush=True); time.sleep(600)")
     root = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_training_with_reward_workers_matches_training_in_process(tmp_path):
 
 def test_reward_weights_by_hand():
     # TRL's reward_weights: Σ_f w_f · r_f per completion, the functions in reward_funcs order
-    from grpo_core.rewards import combine_rewards
+    from grpo_core.tasks.rewards import combine_rewards
 
     per_func = {"exact_match": [1.0, 0.0, 1.0], "format_digits": [0.5, 0.5, 0.0]}
     assert combine_rewards(per_func, []) == [1.5, 0.5, 1.0]
@@ -120,7 +120,7 @@ def test_reward_weights_by_hand():
 
 def test_last_number_needs_the_number_where_math_answer_evaluates_an_echo():
     # the real model's completions (results/real/cpu/REPORT.md): math-verify scores a restated sum as correct
-    from grpo_core.rewards import last_number, math_answer
+    from grpo_core.tasks.rewards import last_number, math_answer
 
     completions = ["A fun math puzzle! 15+13 =", "15 + 13 = 28", "The sum is 28.", "28", "15 + 13 = 26 is the",
                    "<think>15 + 13</think><answer>28</answer>", "2 + 18 is an interesting combination"]
@@ -134,7 +134,7 @@ def test_a_reward_that_changes_its_arguments_changes_nothing_the_next_one_sees()
     """In the training process (reward_workers 0) each function gets copies: a reward that cleared
     `completions` left the baseline dividing by zero (a traceback), and a sort would have scored the
     next function's completions against the wrong answers."""
-    from grpo_core.rewards import compute_rewards
+    from grpo_core.tasks.rewards import compute_rewards
 
     def clears(completions, answer, **_):
         completions.clear()

@@ -2,9 +2,9 @@
 
 import pytest
 
-from grpo_core.run_metrics import (final_reward, first_crossing_step, loss_departure_step, moving_average, reward_auc,
+from grpo_core.record.run_metrics import (final_reward, first_crossing_step, loss_departure_step, moving_average, reward_auc,
                                    steps_to_learn, summarize, trailing_average)
-from grpo_core.schedule import lr_multiplier
+from grpo_core.algo.schedule import lr_multiplier
 
 
 @pytest.mark.parametrize("step,sched,expected", [
@@ -92,7 +92,7 @@ def test_scheduler_follows_the_hand_written_shape(sched):
     """make_scheduler is transformers' get_scheduler; lr_multiplier writes the shape out by hand."""
     import torch
 
-    from grpo_core.schedule import make_scheduler
+    from grpo_core.algo.schedule import make_scheduler
 
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     scheduler = make_scheduler(optimizer, 4, 12, sched)
@@ -108,6 +108,6 @@ def test_config_and_the_axes_names_load_without_torch():
     import subprocess
     import sys
 
-    code = "import sys, grpo_core.config as c; print('torch' in sys.modules, c.LOSS_TYPES, c.SCALE_REWARDS)"
+    code = "import sys, grpo_core.config.schema as c; print('torch' in sys.modules, c.LOSS_TYPES, c.SCALE_REWARDS)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False ('grpo', 'bnpo', 'dapo', 'dr_grpo', 'cispo', 'sapo') ('group', 'batch', 'none')"

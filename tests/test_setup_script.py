@@ -41,7 +41,7 @@ def _fake_venv(root: Path, compile_step: str = "exit 0") -> Path:
 
 
 def _stamp_text(root: Path) -> str:
-    digest = subprocess.run(f"cat pyproject.toml scripts/bootstrap.sh requirements/lock-cpu.txt | sha256sum",
+    digest = subprocess.run("cat pyproject.toml scripts/bootstrap.sh requirements/lock-cpu.txt | sha256sum",
                             shell=True, cwd=root, capture_output=True, text=True, check=True).stdout.split()[0]
     return f"{digest} torch==2.13.0\n"
 

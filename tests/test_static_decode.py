@@ -3,9 +3,9 @@ dynamic cache and a plain forward, and LoRA folded into weight buffers against t
 
 import torch
 
-from grpo_core.generation import positions_from_mask, returned_cache, sample_completions
-from grpo_core.models import build_tiny_model, build_tiny_tokenizer
-from grpo_core.static_decode import AdapterWeights, StaticCache, StaticDecoder, static_decode_step, supports
+from grpo_core.sampling.generation import positions_from_mask, returned_cache, sample_completions
+from grpo_core.tasks.models import build_tiny_model, build_tiny_tokenizer
+from grpo_core.sampling.static_decode import AdapterWeights, StaticCache, StaticDecoder, static_decode_step, supports
 
 
 def _tiny(seed=3):

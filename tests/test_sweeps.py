@@ -574,7 +574,7 @@ def test_workers_beyond_the_sweeps_runs_are_not_started_and_threads_follow_the_f
     """--workers 1000 on a one-run grid forked 1000 processes (24 s for a 1-step run). Only as many
     start as there are runs; each run's num_threads, part of its numbers, is still the one the
     flag gives (cores ÷ --workers), so a resumed sweep trains its last point as it would have."""
-    from grpo_core import defaults
+    from grpo_core.util import defaults
 
     write_spec(tmp_path, "one", grid={"loss_type": ["grpo"]}, seeds=[0])
     res = grpo("sweep", "one.yaml", "--workers", "6", cwd=tmp_path)

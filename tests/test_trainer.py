@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import make_cfg
-from grpo_core.models import committed_bases
+from grpo_core.tasks.models import committed_bases
 from grpo_core.run import read_metrics, run_training
 from grpo_core.trainer import GRPOTrainer
 
@@ -226,7 +226,7 @@ def test_reward_weights_weigh_each_function():
 
 
 def test_completions_to_learn_counts_what_was_generated(tmp_path):
-    from grpo_core.run_metrics import completion_counts
+    from grpo_core.record.run_metrics import completion_counts
 
     assert completion_counts([64, 128, 64, 192], 3) == {"completions_generated": 448, "completions_to_learn": 256}
     assert completion_counts([64, 64], None) == {"completions_generated": 128, "completions_to_learn": None}

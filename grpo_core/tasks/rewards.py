@@ -15,8 +15,8 @@ import numbers
 import re
 from typing import Callable
 
-from .errors import ConfigError, RunFailure
-from .registry import Registry
+from grpo_core.util.errors import ConfigError, RunFailure
+from grpo_core.util.registry import Registry
 
 RewardFunc = Callable[..., list]
 

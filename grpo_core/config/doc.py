@@ -6,7 +6,7 @@ import ast
 import dataclasses
 import inspect
 
-from .config import GRPOConfig
+from grpo_core.config.schema import GRPOConfig
 
 
 def field_docs() -> dict[str, str]:

@@ -1,5 +1,5 @@
 """Which completions of a generation batch enter the loss: the mask stages, in the order
-trainer.generate_batch runs them (the `tokens` and `groups` stages of grpo_core/axes.py).
+trainer.generate_batch runs them (the `tokens` and `groups` stages of grpo_core/algo/axes.py).
 
 Each stage is one pure function of the whole batch (every process's rows, groups contiguous):
 it returns the rows it keeps in the loss, (B,) bool, or None when it is off, and its metrics.
@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 import torch
 
-from .advantages import signal_groups
+from grpo_core.algo.advantages import signal_groups
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def zero_variance_rows(cfg, x: MaskInputs) -> tuple[Optional[torch.Tensor], dict
 @dataclass(frozen=True)
 class MaskStage:
     key: str  # the config key that switches it
-    stage: str  # its stage in grpo_core/axes.py
+    stage: str  # its stage in grpo_core/algo/axes.py
     rows: Callable[..., tuple[Optional[torch.Tensor], dict]]
     counted: bool  # rows it takes out still count in the per-sequence normalizers (grpo, dr_grpo)
 

@@ -103,13 +103,13 @@ def mkl_branch() -> str:
 def check_process(mode: str) -> None:
     """A run's `cpu_math` must be what this process computes with (the logged value is the value
     used). Raises a one-line ConfigError otherwise."""
-    from .errors import ConfigError
+    from grpo_core.util.errors import ConfigError
 
     actual = process_mode()
     if actual != mode:
         raise ConfigError("cpu_math", f"this process already loaded torch with {actual} CPU math, the config asks "
                                       f"for {mode}; allowed: {actual} here, or run through the `grpo` command (which "
-                                      f"sets it before torch loads), or call grpo_core.cpu_math.pin({mode!r}) "
+                                      f"sets it before torch loads), or call grpo_core.util.cpu_math.pin({mode!r}) "
                                       f"before importing torch")
 
 
@@ -117,7 +117,7 @@ def check_process(mode: str) -> None:
 def _read_mapping(path) -> dict:
     """A YAML file's top-level mapping, or {} when it cannot be read (the command's own validation
     reports that, after this)."""
-    from .yaml_files import read_yaml_mapping
+    from grpo_core.util.yaml_files import read_yaml_mapping
 
     try:
         return read_yaml_mapping(path)
@@ -126,7 +126,7 @@ def _read_mapping(path) -> dict:
 
 
 def _override(overrides: list[str]):
-    from .yaml_files import parse_yaml_value
+    from grpo_core.util.yaml_files import parse_yaml_value
 
     value = None
     for text in overrides:
@@ -151,7 +151,7 @@ def mode_for_specs(paths) -> str:
     """`grpo sweep` / `grpo reproduce`: the mode every spec's base asks for (one process pins one
     mode, so a grid cannot vary it: sweeps/spec.py refuses that). Raises UserInputError when specs
     of one command ask for different modes."""
-    from .errors import UserInputError
+    from grpo_core.util.errors import UserInputError
 
     modes = {}
     for path in paths:

@@ -20,9 +20,9 @@ import os
 import time
 from typing import Optional
 
-from .errors import RunFailure
-from .parent_death import die_with_parent
-from .rewards import RewardFunc, check_values
+from grpo_core.util.errors import RunFailure
+from grpo_core.util.parent_death import die_with_parent
+from grpo_core.tasks.rewards import RewardFunc, check_values
 
 _POLL = 0.05  # seconds between checks for results and overdue workers
 MAX_TIMEOUT_SHARE = 0.5  # a step where one reward function timed out on more of its completions fails the run

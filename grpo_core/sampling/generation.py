@@ -125,7 +125,8 @@ def sample_completions(
 
 def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, top_k,
             generator, greedy, group_size, decoder=None, check_every=1):
-    from . import fast_decode, static_decode
+    from grpo_core.sampling import fast_decode
+    from grpo_core.sampling import static_decode
 
     batch, P = prompt_ids.shape
     device = prompt_ids.device

@@ -1,6 +1,6 @@
 """Reading the project's YAML files (configs, sweep specs): a mapping with string keys, no
 repeated key, no aliases, and a one-line error for everything else. Imports nothing heavy, so the
-command line can read a config before torch loads (grpo_core/cpu_math.py)."""
+command line can read a config before torch loads (grpo_core/util/cpu_math.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .errors import UserInputError
+from grpo_core.util.errors import UserInputError
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

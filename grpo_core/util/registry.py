@@ -1,7 +1,7 @@
 """A registry: the named implementations of one variant axis (verl's register_policy_loss and
 register_adv_est are the model). The names are the values its config key allows; registering a
 name twice fails, so a second definition can never silently replace the first. No imports: the
-modules that implement the axes own their registries, and `grpo_core/axes.py` lists them."""
+modules that implement the axes own their registries, and `grpo_core/algo/axes.py` lists them."""
 
 from __future__ import annotations
 

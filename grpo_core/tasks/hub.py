@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Optional
 from urllib.parse import urlsplit
 
-from .errors import ConfigError
+from grpo_core.util.errors import ConfigError
 
 _OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 _PROXIES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")

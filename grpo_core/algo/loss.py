@@ -9,7 +9,7 @@ Per token (TRL's GRPOTrainer, early 2025):
 The per-token losses are then aggregated by `loss_type` (claim C5). Everything returns
 `(loss, metrics)`; metrics are detached 0-d tensors so the trainer decides when to sync.
 
-Three registries (grpo_core/axes.py lists them with the other axes):
+Three registries (grpo_core/algo/axes.py lists them with the other axes):
     IMPORTANCE_SAMPLING_LEVELS  importance_sampling_level -> the log-ratio: per token, or per sequence
     SURROGATES                  a policy loss: (log-ratio, log-probs, advantages) -> per-token loss
     LOSS_TYPES                  loss_type (TRL's spelling) -> (its surrogate, its normalizer)
@@ -25,7 +25,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from .registry import Registry
+from grpo_core.util.registry import Registry
 
 if TYPE_CHECKING:  # torch is imported by the functions: config reads the allowed names without it
     from torch import Tensor

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .registry import Registry
+from grpo_core.util.registry import Registry
 
 if TYPE_CHECKING:
     import torch
 
 # lr_scheduler_type -> (transformers' scheduler name, the decay after warmup as a function of the
-# progress p in [0, 1]); the allowed names are the registered ones (grpo_core/axes.py)
+# progress p in [0, 1]); the allowed names are the registered ones (grpo_core/algo/axes.py)
 SCHEDULERS = Registry("lr_scheduler_type")
 SCHEDULERS.add("constant", ("constant_with_warmup", lambda p: 1.0), "warmup, then constant")
 SCHEDULERS.add("linear", ("linear", lambda p: max(0.0, 1.0 - p)), "warmup, then linear decay to 0")

@@ -129,7 +129,7 @@ def _read_rows(source: str) -> list[dict]:
             extra["encoding"] = "utf-8-sig"
         rows = list(load_dataset(kind, data_files=str(path), split="train", keep_in_memory=True, **extra))
     else:
-        from .hub import check_hub_reachable
+        from grpo_core.tasks.hub import check_hub_reachable
 
         check_hub_reachable("dataset", source)
         rows = list(load_dataset(source, split="train"))
@@ -181,7 +181,7 @@ def _first_byte(path) -> bytes:
 def check_dataset_source(source: str) -> None:
     """Without reading it: a local data file (by its suffix) exists; anything else is taken for a
     hub dataset id, which loads (or fails with one line) when the run starts."""
-    from .errors import ConfigError
+    from grpo_core.util.errors import ConfigError
 
     path = Path(source).expanduser()
     if path.suffix in DATASET_SUFFIXES and not path.is_file():
@@ -195,7 +195,7 @@ def check_dataset_source(source: str) -> None:
 
 def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> list[dict]:
     """The rows, or a one-line ConfigError unless the dataset loads and every row has both columns."""
-    from .errors import ConfigError
+    from grpo_core.util.errors import ConfigError
 
     path = Path(source).expanduser()
     if path.suffix in DATASET_SUFFIXES and path.is_file() and not _first_byte(path):

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from .errors import UserInputError
+from grpo_core.util.errors import UserInputError
 
 
 def write_text_atomic(path: Path, text: str) -> None:

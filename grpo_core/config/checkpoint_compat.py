@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import GRPOConfig
-from .errors import ConfigError
-from .files import read_mapping_named
+from grpo_core.config.schema import GRPOConfig
+from grpo_core.util.errors import ConfigError
+from grpo_core.util.files import read_mapping_named
 
 CHECKPOINT_STATE = "trainer_state.pt"
 _RESUME_MAY_DIFFER = {"resume_from_checkpoint", "save_steps", "run_name", "mlflow_tracking_uri",

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from .files import write_text_atomic
+from grpo_core.util.files import write_text_atomic
 
 BASELINE_SEED = 12_345  # baseline sampling uses one fixed stream, so every seed shares the threshold
 MAX_FACTOR = 16  # the baseline uses at most 16 × baseline_prompts prompts
@@ -83,7 +83,7 @@ def cache_path(trainer) -> Optional[Path]:
 
 def _data_file_digest(source: str) -> Optional[str]:
     """sha256 of a local data file's bytes, or None for anything else (a hub dataset id)."""
-    from .tasks import DATASET_SUFFIXES
+    from grpo_core.tasks.catalog import DATASET_SUFFIXES
 
     path = Path(source).expanduser()
     if path.suffix not in DATASET_SUFFIXES or not path.is_file():

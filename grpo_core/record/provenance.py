@@ -79,7 +79,7 @@ def run_record(device: str, base_sha256: str) -> dict[str, str]:
     weights (string values: MLflow tags)."""
     import torch
 
-    from .cpu_math import cpu_capability, mkl_branch, process_mode
+    from grpo_core.util.cpu_math import cpu_capability, mkl_branch, process_mode
 
     return {"base_model_sha256": base_sha256,
             "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name(),

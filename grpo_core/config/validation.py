@@ -9,12 +9,12 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from . import axes
-from .checkpoint_compat import check_checkpoint, check_checkpoint_folder
-from .config import DECODE_MODES, DEVICES, DTYPES, MIXED_PRECISION, TRACKING_SCHEMES, GRPOConfig
-from .config_values import short_value
-from .cpu_math import MODES as CPU_MATH_MODES
-from .errors import ConfigError, UserInputError
+from grpo_core.algo import axes
+from grpo_core.config.checkpoint_compat import check_checkpoint, check_checkpoint_folder
+from grpo_core.config.schema import DECODE_MODES, DEVICES, DTYPES, MIXED_PRECISION, TRACKING_SCHEMES, GRPOConfig
+from grpo_core.config.values import short_value
+from grpo_core.util.cpu_math import MODES as CPU_MATH_MODES
+from grpo_core.util.errors import ConfigError, UserInputError
 
 def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
@@ -56,15 +56,15 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     the values that depend on others filled in (tiny_pretrain_steps: the task's). What needs
     reading (a dataset's columns, a reward function's module, a checkpoint's config) is
     check_inputs."""
-    from .models import check_model_name
-    from .rewards import check_reward_list
-    from .tasks import TASKS, check_dataset_source, reward_funcs_of
+    from grpo_core.tasks.models import check_model_name
+    from grpo_core.tasks.rewards import check_reward_list
+    from grpo_core.tasks.catalog import TASKS, check_dataset_source, reward_funcs_of
 
     def require(cond: bool, key: str, allowed: str) -> None:
         if not cond:
             raise ConfigError(key, f"got {short_value(getattr(cfg, key))}; allowed: {allowed}")
 
-    axes.check(cfg)  # every variant axis whose values are names: a registered name (grpo_core/axes.py)
+    axes.check(cfg)  # every variant axis whose values are names: a registered name (grpo_core/algo/axes.py)
     _one_of("dtype", cfg.dtype, DTYPES)
     require(cfg.lora_r >= 1, "lora_r", "an integer ≥ 1")
     require(cfg.lora_alpha >= 1, "lora_alpha", "an integer ≥ 1")
@@ -195,21 +195,21 @@ def check_inputs(cfg: GRPOConfig) -> None:
     """What validate does not read: the dataset loads and has both columns, every reward function
     imports, a checkpoint was written by a run with this config. One-line ConfigError otherwise.
     `grpo train` calls it before anything is written; a sweep once per distinct input."""
-    from .rewards import check_reward_names
+    from grpo_core.tasks.rewards import check_reward_names
 
     if cfg.dataset is not None:
-        from .tasks import load_dataset_rows
+        from grpo_core.tasks.catalog import load_dataset_rows
 
         load_dataset_rows(cfg.dataset, cfg.prompt_column, cfg.answer_column)
     check_reward_names(cfg.reward_funcs)
     if cfg.resume_from_checkpoint is not None:
         check_checkpoint(cfg)
-    from .models import check_model_config
+    from grpo_core.tasks.models import check_model_config
 
     check_model_config(cfg)  # a causal LM, and a LoRA rank within its size
     if cfg.model == "tiny":  # a base pretrained here needs a cache it can write
-        from .files import check_writable_folder
-        from .models import committed_base, tiny_cache_dir
+        from grpo_core.util.files import check_writable_folder
+        from grpo_core.tasks.models import committed_base, tiny_cache_dir
 
         steps = cfg.tiny_pretrain_steps
         if committed_base(cfg.task, steps) is None and not (tiny_cache_dir(cfg.cache_dir, cfg.task, steps)

@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .advantages import ADVANTAGE_ESTIMATORS, REWARD_SCALES, ZERO_VARIANCE_GROUPS
-from .loss import IMPORTANCE_SAMPLING_LEVELS, KL_ESTIMATORS, LOSS_TYPES, SURROGATES
-from .registry import Registry
-from .rewards import REWARD_AGGREGATIONS
-from .schedule import SCHEDULERS
+from grpo_core.algo.advantages import ADVANTAGE_ESTIMATORS, REWARD_SCALES, ZERO_VARIANCE_GROUPS
+from grpo_core.algo.loss import IMPORTANCE_SAMPLING_LEVELS, KL_ESTIMATORS, LOSS_TYPES, SURROGATES
+from grpo_core.util.registry import Registry
+from grpo_core.tasks.rewards import REWARD_AGGREGATIONS
+from grpo_core.algo.schedule import SCHEDULERS
 
 STAGES = ("rewards", "advantages", "groups", "tokens", "loss", "schedule")
 
@@ -97,7 +97,7 @@ def named_axes() -> tuple[Axis, ...]:
 def check(cfg) -> None:
     """Every named axis's value is a registered name, and each name's own check passes; raises
     ConfigError naming the key and what is allowed."""
-    from .errors import ConfigError
+    from grpo_core.util.errors import ConfigError
 
     for axis in named_axes():
         key = axis.keys[0]

@@ -2,7 +2,7 @@
 
 Pure functions: tensors in, `(advantages, metrics)` out; metrics are 0-d tensors (as loss.py's), so
 the trainer copies a step's metrics to the host once. `compute_advantages` runs the stages in their
-declared order (grpo_core/axes.py): baseline (advantage_estimator) -> divide (scale_rewards) ->
+declared order (grpo_core/algo/axes.py): baseline (advantage_estimator) -> divide (scale_rewards) ->
 perturb (claim C3) -> scale (claim C4). A new estimator is one function registered in
 ADVANTAGE_ESTIMATORS: the config allows its name and the trainer runs it, unchanged.
 """
@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .registry import Registry
+from grpo_core.util.registry import Registry
 
 if TYPE_CHECKING:  # torch is imported by the functions: config reads the registries' names without it
     import torch
@@ -186,7 +186,7 @@ def compute_advantages(
     noise_generator: torch.Generator | None,
     reward: torch.Tensor | None = None,  # (B,) the policy's reward to log, where `rewards` is another (normalize_then_sum)
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:  # (B,), metrics
-    """The advantage stages in their declared order (grpo_core/axes.py): baseline and std scaling
+    """The advantage stages in their declared order (grpo_core/algo/axes.py): baseline and std scaling
     (normalize_rewards), noise (claim C3, while noise_active), scale (claim C4). The logged reward
     statistics are `reward`'s where it is given and differs."""
     G = settings.num_generations

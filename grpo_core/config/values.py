@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any, get_args, get_origin
 
-from .config import field_type
-from .errors import ConfigError
-from .yaml_files import parse_yaml_value
+from grpo_core.config.schema import field_type
+from grpo_core.util.errors import ConfigError
+from grpo_core.util.yaml_files import parse_yaml_value
 
 _INT_LIMIT = 2 ** 63
 

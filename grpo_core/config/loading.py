@@ -8,11 +8,11 @@ from typing import Any
 
 import yaml
 
-from .config import FIELD_NAMES, GRPOConfig
-from .config_validation import check_inputs, validate
-from .config_values import coerce_value
-from .errors import ConfigError, UserInputError, remember_secrets
-from .yaml_files import parse_yaml_value, read_yaml_mapping
+from grpo_core.config.schema import FIELD_NAMES, GRPOConfig
+from grpo_core.config.validation import check_inputs, validate
+from grpo_core.config.values import coerce_value
+from grpo_core.util.errors import ConfigError, UserInputError, remember_secrets
+from grpo_core.util.yaml_files import parse_yaml_value, read_yaml_mapping
 
 def parse_override(text: str) -> tuple[str, Any]:
     """`key=value` with the value parsed as a YAML scalar."""
@@ -33,7 +33,7 @@ def unknown_key(key: Any, source: str) -> ConfigError:
 
     close = difflib.get_close_matches(str(key), FIELD_NAMES, n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else \
-        "see `python -m grpo_core.config_doc` or the README's config reference for the allowed keys"
+        "see `python -m grpo_core.config.doc` or the README's config reference for the allowed keys"
     return ConfigError(str(key), f"unknown key in {source}; {hint}")
 
 

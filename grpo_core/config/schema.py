@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, get_type_hints
 
-from . import axes, defaults
-from .yaml_files import dump_yaml
+from grpo_core.algo import axes
+from grpo_core.util import defaults
+from grpo_core.util.yaml_files import dump_yaml
 
 TRACKING_SCHEMES = ("sqlite:///", "file:", "http://", "https://")  # MLflow stores: a file, a folder, a server
 
 # Allowed names of the string-valued switches: the variant axes' names are the names registered in
-# the modules that implement them (grpo_core/axes.py, checked there); the others are listed here
-# (cpu_math's in grpo_core/cpu_math.py). Each error lists the allowed names.
+# the modules that implement them (grpo_core/algo/axes.py, checked there); the others are listed here
+# (cpu_math's in grpo_core/util/cpu_math.py). Each error lists the allowed names.
 
 LOSS_TYPES = tuple(axes.LOSS_TYPES)  # the names, for the commands that take a loss type (grpo bench)
 SCALE_REWARDS = tuple(axes.REWARD_SCALES)
@@ -352,15 +353,15 @@ def field_type(key: str):
 
 def save_config(cfg: GRPOConfig, folder: Path) -> None:
     """`folder/config.yaml`: the resolved config, every key (a run folder and each checkpoint)."""
-    from .files import write_text_atomic
+    from grpo_core.util.files import write_text_atomic
 
     write_text_atomic(Path(folder) / "config.yaml", dump_yaml(masked_dict(cfg.to_dict())))
 
 
 def masked_dict(values: dict) -> dict:
-    """A config's values with every password in them masked (grpo_core.errors.mask_secrets): what
+    """A config's values with every password in them masked (grpo_core.util.errors.mask_secrets): what
     a run folder and MLflow hold of a tracking URI is `user:***@host`."""
-    from .errors import mask_secrets
+    from grpo_core.util.errors import mask_secrets
 
     def mask(v):
         return mask_secrets(v) if isinstance(v, str) else [mask(x) for x in v] if isinstance(v, list) else v

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from filelock import FileLock
 
-from .errors import ConfigError, UserInputError
-from .files import staged_folder
+from grpo_core.util.errors import ConfigError, UserInputError
+from grpo_core.util.files import staged_folder
 
 TINY_CHARS = list("0123456789+-*=:,. abcdefghijklmnopqrstuvwxyz")
 TINY_SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -72,7 +72,7 @@ def tiny_cache_dir(cache_dir: str | Path, task: str, pretrain_steps: int) -> Pat
 def pretrain_tiny(task_name: str, steps: int):
     """Supervised next-token training on the task's train split (loss on answer + EOS only).
     Deterministic: fixed seeds, independent of the run's seed, so every run shares one base."""
-    from .tasks import get_task
+    from grpo_core.tasks.catalog import get_task
 
     from transformers.utils import logging as hf_logging
 
@@ -131,7 +131,7 @@ def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> 
 # pretrained on an AMD EPYC differs from one pretrained on an Intel Xeon (measured: addition
 # baseline 0.135 vs 0.254). The bases the claims use are therefore committed (≈1.6 MB each) with
 # their SHA-256 in BASES.json; `scripts/make_tiny_bases.py` rebuilds them.
-COMMITTED_BASES = Path(__file__).resolve().parent / "tiny_bases"
+COMMITTED_BASES = Path(__file__).resolve().parents[1] / "tiny_bases"  # grpo_core/tiny_bases
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 
 
@@ -195,20 +195,20 @@ def check_model_config(cfg) -> None:
     causal language model (transformers' AutoModelForCausalLM loads it; an encoder such as BERT
     fails at generation), and a LoRA rank within its hidden size. 'tiny' is checked against its
     shape; a hub id or a GGUF file is checked when it loads."""
-    from .errors import ConfigError
+    from grpo_core.util.errors import ConfigError
 
     if cfg.model == "tiny":
         config, where = {"model_type": "qwen2", "hidden_size": TINY_ARCH["hidden_size"]}, "the tiny model"
     else:
         if not Path(cfg.model).expanduser().is_dir():
-            from .hub import check_hub_reachable
+            from grpo_core.tasks.hub import check_hub_reachable
 
             check_hub_reachable("model", cfg.model)
             return
         path = Path(cfg.model).expanduser() / "config.json"
         if cfg.gguf_file is not None or not path.is_file():
             return
-        from .files import read_mapping_named
+        from grpo_core.util.files import read_mapping_named
 
         config, where = read_mapping_named(path), str(path)
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL
@@ -290,7 +290,7 @@ def fetch_smollm2(dest: str | Path) -> Path:
     blocker = next((p for p in dest.parents if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise UserInputError(f"--dest {dest}: {blocker} is a file; allowed: a path under folders")
-    from .files import check_writable_folder
+    from grpo_core.util.files import check_writable_folder
 
     check_writable_folder(dest.parent, "--dest")  # before ~20 s of download
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import fast_decode
+from grpo_core.sampling import fast_decode
 
 Tensor = torch.Tensor
 

@@ -13,11 +13,11 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .batch import GenerationBatch
-from .checkpoint_compat import CHECKPOINT_STATE
-from .config import save_config
-from .errors import UserInputError
-from .files import staged_folder
+from grpo_core.sampling.batch import GenerationBatch
+from grpo_core.config.checkpoint_compat import CHECKPOINT_STATE
+from grpo_core.config.schema import save_config
+from grpo_core.util.errors import UserInputError
+from grpo_core.util.files import staged_folder
 
 
 def _numpy_state_to_plain(state: tuple) -> tuple:
