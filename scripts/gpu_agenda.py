@@ -1,4 +1,4 @@
-"""The GPU agenda of issue 23 in one command, run in slices under a wall-time budget.
+"""The GPU measurement agenda in one command, run in slices under a wall-time budget.
 
     python3 scripts/gpu_agenda.py --out DIR --budget 540 --pack "$OUT/agenda.tgz" [--resume PACK]
                                   [--work /tmp/grpo-gpu] [--specs r1_zero_loss ...] [--dry-run]
@@ -25,17 +25,17 @@ each step measured), so a rerun goes on where the last slice stopped:
             the CPU-side share of a SmolLM2 step, into OUT/profile.md (a goal missed is reported
             with it).
 
-What comes back from a device call is at most 8 files, 2 folders deep (/work/.library/device/
-README.md), so the agenda works in DIR (on the machine's disk, kept between calls while it stays
+A machine reached through calls that bring back a few files each (docs/development/air-gapped-gpu.md):
+the agenda works in DIR (on the machine's disk, kept between calls while it stays
 up) and `--pack FILE` writes DIR and the sweeps' Optuna journals into one tar.gz after every slice,
-whatever ended it. On a fresh machine (a later session), `--resume PACK` (the last pack, carried)
+whatever ended it. On a fresh machine later, `--resume PACK` (the last pack, carried)
 puts them back first: the steps done stay done, the sweeps go on with their finished trials, and
 trials the lost machine left running are failed, so they run again. Here, `--collect PACK` copies
 the run folders to results/real/runs/, the benchmark tables to results/benchmarks/ and agenda.json
 to results/real/, and keeps the pack as .gpu/state/agenda.tgz for the next --resume.
 
 --dry-run: the same steps on the CPU with the built-in tiny model, 2 steps, one seed, so the
-command cannot rot between GPU sessions (tests/test_gpu_agenda.py runs it). Exit 0 when every
+command cannot rot between GPU runs (tests/test_gpu_agenda.py runs it). Exit 0 when every
 step is done, 3 when the budget ran out first (run it again), 1 when a step failed.
 """
 
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                         "results/ and keep it as .gpu/state/agenda.tgz")
     parser.add_argument("--work", default="/tmp/grpo-gpu", help="stores and run folders between slices")
     parser.add_argument("--specs", nargs="+", metavar="NAME", help="sweep only these specs of experiments/real/ "
-                        "(file names without .yaml; default: every one), e.g. when a machine is lent for little time")
+                        "(file names without .yaml; default: every one), e.g. when a machine is held for little time")
     parser.add_argument("--dry-run", action="store_true", help="tiny model on the CPU, 2 steps: the test of this command")
     args = parser.parse_args(argv)
     for flag, path in (("--collect", args.collect), ("--resume", args.resume)):

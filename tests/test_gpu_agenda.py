@@ -1,6 +1,6 @@
-"""The GPU agenda (scripts/gpu_agenda.py, issue 23) on the CPU: its slicing (stop cleanly before the
+"""The GPU agenda (scripts/gpu_agenda.py) on the CPU: its slicing (stop cleanly before the
 budget, go on where the last slice stopped) with stand-in steps, and a dry run of every real step
-(tiny model, 2 steps, one seed), so the command cannot rot between GPU sessions."""
+(tiny model, 2 steps, one seed), so the command cannot rot between GPU runs."""
 
 import importlib.util
 import json
