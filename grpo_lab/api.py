@@ -157,14 +157,16 @@ def trials(spec: str | Path, *, storage: Optional[str] = None, exit_code: int = 
 
 def verdicts(spec: str | Path, runs_root: str | Path, figures: Optional[str | Path] = None) -> list:
     """The verdicts of a claim spec computed from the finished run folders under
-    runs_root/<spec name>/ (sweeps/report.py): each with .statement, .verdict, .reason, .table and
+    runs_root/<spec name>/ (sweeps/verdicts.py): each with .statement, .verdict, .reason, .table and
     .facts (pairs per seed set, the smallest effect detectable with 80% power, the control arm's
     median). Each test on steps_to_learn is followed by its twin on reward AUC. The testbed's
     placebo and positive-control gates are applied by `report`, not here (one spec alone).
     Figures go to `figures` (a temporary folder when None)."""
     import tempfile
 
-    from sweeps.report import claim_section, collect_runs, validate_report
+    from sweeps.report import claim_section
+
+    from sweeps.report_inputs import collect_runs, validate_report
     from sweeps.spec import load_spec
 
     loaded = load_spec(spec, check_points=False)

@@ -36,7 +36,7 @@ from grpo_core.util.files import check_writable_folder
 
 from .adopt import adopt_run_folders, free_folder, has_adopted, share_sibling_runs
 from .progress import SweepProgress
-from .report import validate_report
+from .report_inputs import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
 from .spec import SweepSpec, grid_point_of, grid_space, load_spec, point_key
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,

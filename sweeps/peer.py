@@ -19,7 +19,7 @@ import yaml
 from sweeps import statistics as st
 from grpo_core.run import read_metrics
 
-from .report import ALPHA, Run, _label
+from .report_inputs import _label, ALPHA, Run
 from .spec import SweepSpec
 
 AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow

@@ -31,8 +31,10 @@ from grpo_core.record.run_metrics import CENSORED
 from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from .peer import peer_section
-from .report import (NO_POSITIVE_CONTROL, POSITIVE_CONTROL, SUPPORTED, Verdict, bases_table, claim_section,
-                     collect_runs, detectable_text, placebo_gate, placebo_record, report_tests, validate_report)
+from .gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
+from .report import bases_table, claim_section, detectable_text
+from .report_inputs import collect_runs, report_tests, validate_report
+from .verdicts import SUPPORTED, Verdict
 from .spec import load_spec
 from .storage import check_distinct, check_storage, journal_url
 
@@ -396,7 +398,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "Timing: " + "; ".join(times) + ".",
         "",
         "Every number below comes from the runs of this command; each verdict is computed from the "
-        "statistics by `sweeps/report.py` (never typed by hand). **Steps-to-learn** (`grpo_core/record/run_metrics.py`): "
+        "statistics by `sweeps/verdicts.py` (never typed by hand). **Steps-to-learn** (`grpo_core/record/run_metrics.py`): "
         "the first step at which the trailing moving average of the training reward over a full window of "
         "w = stl_window steps (so never below w: the floor stated in each table) reaches baseline + δ and "
         "from which it stays ≥ baseline + δ/2 to the end of the run, with at least w steps after it; the **baseline** is the untrained policy's reward on "

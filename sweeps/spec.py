@@ -47,7 +47,7 @@ class SweepSpec:
     replication_seeds: list = field(default_factory=list)
     """A second seed set, disjoint from `seeds` (grid mode): its runs are trained as the others; the
     report tests every comparison on each set and calls a claim supported or contradicted only when
-    both agree (sweeps/report.py)."""
+    both agree (sweeps/verdicts.py)."""
     search: dict = field(default_factory=dict)
     """Config key -> {low, high, log, type: float|int} or {choices: [...]}; non-empty = search mode."""
     sampler: str = "tpe"

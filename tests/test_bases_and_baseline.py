@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from conftest import make_cfg
-from grpo_core.tasks.catalog import models
+from grpo_core.tasks import models
 from grpo_core.util.errors import UserInputError
 from grpo_core.tasks.models import committed_base, committed_bases, resolve_model_path, weights_sha256
 from grpo_core.tasks.catalog import TASKS

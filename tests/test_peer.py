@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from sweeps.peer import AGREE, CANNOT_TELL, DISAGREE, peer_section
-from sweeps.report import Run
+from sweeps.report_inputs import Run
 from sweeps.spec import SweepSpec
 
 SPEC = SweepSpec(name="pc", base={}, grid={"learning_rate": [5e-5, 1e-4]}, seeds=list(range(8)),

@@ -204,7 +204,7 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
     import yaml
 
     import sweeps.reproduce as reproduce
-    from sweeps.report import validate_report
+    from sweeps.report_inputs import validate_report
     from sweeps.spec import load_spec
 
     exp, checked = tmp_path / "experiments", tmp_path / "checked"
@@ -251,7 +251,7 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     import yaml
 
     import sweeps.reproduce as reproduce
-    from sweeps.report import validate_report
+    from sweeps.report_inputs import validate_report
     from sweeps.spec import load_spec
 
     exp, checked = tmp_path / "experiments", tmp_path / "checked"

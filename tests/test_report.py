@@ -10,8 +10,8 @@ import yaml
 
 from conftest import CACHE, ROOT, run_grpo, run_grpo_here
 from grpo_core.tasks.models import committed_bases
-from sweeps.report import (Run, check_differ, check_paired, check_placebo, check_zero_loss_step1,
-                           replicated_verdicts)
+from sweeps.report_inputs import Run
+from sweeps.verdicts import check_differ, check_paired, check_placebo, check_zero_loss_step1, replicated_verdicts
 from sweeps.spec import SweepSpec
 
 
@@ -117,7 +117,7 @@ def test_no_effect_states_the_largest_effect_still_allowed():
 
 
 def test_the_largest_effect_allowed_names_its_comparison_among_several():
-    from sweeps.report import Comparison, _allowed
+    from sweeps.verdicts import _allowed, Comparison
 
     def comparison(label, low, high):
         return Comparison(label=label, n_pairs=6, estimate=0.0, low=low, high=high, p=1.0, best_p=0.03,
@@ -268,12 +268,17 @@ def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_pat
     monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", tmp_path / "results" / "real" / "cpu")
     sections, rows, found = reproduce._real_sections(tmp_path / "figures", tmp_path)
     assert len(found) == 10 and "not run yet on a GPU" in sections[0]
-    assert sections[-1].startswith("## C1 on a CPU (float32) — r1") and "**Verdict: supported**" in sections[-1]
+    # r1 rewards with math_answer, which pays for an echo of the question: its section is in the appendix
+    text = "\n".join(sections)
+    assert text.index("## Appendix: the real model on a CPU under a reward that pays for echoing") < text.index("### C1 — r1")
+    assert sections[-1].startswith("### C1 — r1") and "**Verdict: supported**" in sections[-1]
     assert f"learning not checked ({spec['base']['max_steps']}-step runs)" in sections[-1]
     assert "discovery seeds 0–2; replication seeds 3, 4" in sections[-1]
-    assert rows[-1].startswith("| real model, CPU · C1 | the step-1 loss is 0 under grpo while the gradient is not")
+    appendix_row = next(r for r in text.splitlines() if r.startswith("| appendix · C1 |"))
+    assert "the step-1 loss is 0 under grpo while the gradient is not" in appendix_row
+    assert _cells(appendix_row)[2:4] == ["**supported**", "–"]  # a step-1 check: no reward-AUC twin
     gpu_specs = len(list((ROOT / "experiments" / "real").glob("*.yaml")))  # the placebo and r1–r3
-    assert _cells(rows[-1])[2:4] == ["**supported**", "–"]  # a step-1 check: no reward-AUC twin
+    assert not any("C1 | the step-1" in r for r in rows)  # not in the headline table
     assert sum("not run yet (needs a GPU)" in r for r in rows) == gpu_specs == 4
 
 
@@ -441,7 +446,7 @@ def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path
 
 
 def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_its_status(tmp_path):
-    from sweeps.report import collect_runs
+    from sweeps.report_inputs import collect_runs
 
     spec = _spec({"learning_rate": [1e-4]}, seeds=3)
     for i, summary in enumerate(('[1, 2]', '{"status": "killed"}', '{}')):
@@ -454,7 +459,8 @@ def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_it
 def test_a_test_that_names_no_metric_compares_steps_to_learn():
     """`metric` is optional (steps_to_learn); a spec without it trained every run and then crashed on
     a KeyError where the verdict was computed."""
-    from sweeps.report import rests_on_steps_to_learn, verdicts
+    from sweeps.gates import rests_on_steps_to_learn
+    from sweeps.verdicts import verdicts
 
     runs = [_run({"warmup_ratio": w, "seed": s}, stl=10 + s + (6 if w else 0)) for w in (0.0, 0.25) for s in range(10)]
     without = {k: v for k, v in WARMUP.items() if k != "metric"}
@@ -467,7 +473,7 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
     """A report counts a folder only as the run its spec trains at that point: a folder whose values
     are of the wrong type, outside the grid, from another config, or a second run of one point is
     left out and named (each was counted in silence, or crashed the report)."""
-    from sweeps.report import collect_runs
+    from sweeps.report_inputs import collect_runs
 
     spec = SweepSpec(name="t", base={"max_steps": 2}, grid={"beta": [0.0, 0.04]}, seeds=[0, 1], replication_seeds=[2],
                      report={"tests": []})
@@ -584,7 +590,7 @@ def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tm
 
 
 def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
-    from sweeps.report import _fmt_num
+    from sweeps.verdicts import _fmt_num
 
     assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == ["+0", "+0", "+0", "-1"]
     assert [_fmt_num(v, "final_reward") for v in (-0.0001, 0.0125, float("-inf"))] == ["+0.000", "+0.013", "−unbounded"]

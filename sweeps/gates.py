@@ -1,0 +1,89 @@
+"""The testbed's gates over verdicts: a verdict that rests on steps_to_learn is withheld unless the
+placebos of its runs' set-up passed (placebo_gate, withheld), and every 'no effect detected' unless
+the testbed's positive control passed (unproven)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .report_inputs import Run, compared_metric
+from .verdicts import INCONCLUSIVE, NO_EFFECT, SUPPORTED, Verdict
+
+
+def rests_on_steps_to_learn(test: dict) -> bool:
+    """Whether a test's verdict reads steps_to_learn, the metric the placebo calibrates."""
+    if test["kind"] in ("paired", "differ"):
+        return compared_metric(test) == "steps_to_learn"
+    return test["kind"] == "zero_loss_step1" and not test.get("step1_only")
+
+
+def withheld(v: Verdict, untrusted: str) -> Verdict:
+    """A verdict that rests on steps_to_learn where the placebo did not pass: inconclusive, with
+    what the runs alone read kept in its reason (the tables below it are unchanged)."""
+    return Verdict(v.statement, f"{INCONCLUSIVE} (placebo not passed)",
+                   f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}",
+                   v.table, v.comparisons, v.facts)
+
+
+# What makes a placebo's false-positive check apply to a claim's runs: the reward's noise (model,
+# data, reward functions, completion length, batch, temperature) and steps_to_learn's own settings;
+# the placebo must also have run at least as many steps (more steps, more chances to cross by noise)
+SETUP_KEYS = ("model", "task", "dataset", "reward_funcs", "max_completion_length", "prompts_per_step",
+              "num_generations", "temperature", "stl_window", "stl_delta")
+
+
+def setup_of(config: dict) -> tuple:
+    return tuple((k, str(config.get(k))) for k in SETUP_KEYS)
+
+
+@dataclass
+class PlaceboRecord:
+    name: str  # the placebo spec's file stem
+    horizons: dict  # set-up → the most steps its finished runs ran
+    passed: bool
+    verdict: str
+
+
+def placebo_record(name: str, runs: list[Run], results: list[Verdict]) -> PlaceboRecord:
+    horizons: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
+    passed = bool(results) and all(v.verdict == SUPPORTED for v in results)
+    return PlaceboRecord(name, horizons, passed, results[0].verdict if results else "no finished runs")
+
+
+def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str]:
+    """Why a claim's steps_to_learn is not trusted (None: it is): each set-up its runs use must be
+    covered by a placebo with finished runs of that set-up over at least as many steps, and every
+    such placebo must have passed. A placebo spec none of whose runs finished covers nothing."""
+    needed: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        needed[key] = max(needed.get(key, 0), r.config["max_steps"])
+    for key, steps in needed.items():
+        covering = [p for p in placebos if p.horizons.get(key, -1) >= steps]
+        if not covering:
+            what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
+            return f"no placebo has finished runs of this set-up ({what}) over {steps} steps or more"
+        failed = [p for p in covering if not p.passed]
+        if failed:
+            return f"the placebo ({failed[0].name}) reads {failed[0].verdict}"
+    return None
+
+
+POSITIVE_CONTROL = "positive_control"  # a spec's `claim` for the testbed's positive control
+NO_POSITIVE_CONTROL = "this testbed has no positive control"
+
+
+def unproven(v: Verdict, insensitive: str) -> Verdict:
+    """A "no effect detected" on a testbed whose positive control did not read supported: the
+    testbed has not shown it can detect an effect known to exist, so the null result says nothing
+    yet. Inconclusive, with what the runs alone read kept in its reason."""
+    if v.verdict != NO_EFFECT:
+        return v
+    why = "no positive control" if insensitive.startswith(NO_POSITIVE_CONTROL) else "positive control not passed"
+    return Verdict(v.statement, f"{INCONCLUSIVE} ({why})",
+                   f"a null result is not trusted here: {insensitive}; the runs alone read {v.verdict}: {v.reason}",
+                   v.table, v.comparisons, v.facts)
