@@ -43,7 +43,9 @@ say "byte-compiling the installed packages, so that each command starts faster (
 compiled=0
 "$venv/bin/python" -m compileall -q -j 0 "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
   "$root/grpo_core" "$root/grpo_lab" "$root/sweeps" "$root/benchmarks" >/dev/null 2>&1 || compiled=$?
-if [ "$compiled" -gt 1 ]; then  # 1: some package ships a file that does not compile (harmless); more: stopped
+if [ "$compiled" -ge 128 ]; then  # ended by a signal (Ctrl-C reaches it too): as the trap would
+  say "interrupted; nothing is marked installed: run it again to finish"; exit 130
+elif [ "$compiled" -gt 1 ]; then  # 1: some package ships a file that does not compile (harmless); more: stopped
   say "byte-compiling stopped (exit $compiled); nothing is marked installed"; exit 1
 fi
 if ! works; then say "the environment does not import grpo-lab after the install"; exit 1; fi

@@ -283,12 +283,12 @@ def _echo_appendix(paths: list[Path], sections: list[str], rows: list[str]) -> l
     """The claims that rest on a reward paying for an echo of the question, apart from the headline
     table: their own summary, and their sections a level down."""
     names = ", ".join(sorted(PAYS_FOR_ECHO))
-    return ["## Appendix: the real model on a CPU under a reward that pays for echoing the question", "",
+    return ["\n".join(["## Appendix: the real model on a CPU under a reward that pays for echoing the question", "",
             f"These specs ({', '.join(f'`{p.name}`' for p in paths)}) reward with {names}, which evaluates what it "
             f"parses: a reply that restates the question (`15+13 =`) scores 1, so part of what their steps_to_learn "
             f"times is how fast the model learns to echo. Their completions in each section show it. They are kept "
             f"for that record, with their own placebo; the verdicts above, under last_number, are the ones this "
-            f"report stands on.", "", *SUMMARY_HEAD, *[r.replace("| ", "| appendix · ", 1) for r in rows], "",
+            f"report stands on.", "", *SUMMARY_HEAD, *[r.replace("| ", "| appendix · ", 1) for r in rows], ""]),
             *[re.sub(r"(?m)^(#{2,}) ", r"#\1 ", text) for text in sections]]  # every heading a level down
 
 

@@ -288,4 +288,8 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     monkeypatch.setattr(reproduce, "REAL_CPU_EXPERIMENTS", quick)
     monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", out)
     sections, rows, runs = reproduce._real_cpu_sections(tmp_path / "figures", tmp_path)
-    assert len(runs) == 5 and len(sections) == 2 and all(r.startswith("| real model, CPU · C") for r in rows)
+    # both rest on math_answer, which pays for an echo of the question: the appendix, and its two sections
+    assert len(runs) == 5 and len(sections) == 3 and rows == []
+    assert sections[0].startswith("## Appendix:") and sections[0].count("| appendix · C") >= 2
+    assert [s.split("\n", 1)[0] for s in sections[1:]] == ["### C3 — r3_advantage_noise_cpu",
+                                                           "### C6 — r6_zero_variance_groups_cpu"]
