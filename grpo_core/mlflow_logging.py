@@ -427,7 +427,7 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
     import yaml
     from mlflow.entities import RunTag
 
-    from grpo_core.run import RESERVE, RUN_MARKER, read_metrics_skipping, write_json
+    from grpo_core.run import RUN_MARKER, mark_killed, read_metrics_skipping
 
     backfilled, notes = 0, []
     folder = Path(run_dir) if run_dir else None
@@ -457,13 +457,8 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
             max_steps = None
         record_end(client, run_id, summary, "finished", max_steps, folder)
         return backfilled, "FINISHED"
-    if folder is not None:
-        (folder / RESERVE).unlink(missing_ok=True)  # the space a SIGKILLed run kept
-        if folder.is_dir() and not (folder / "summary.json").exists():
-            try:
-                write_json(folder / "summary.json", {"status": "killed", "error": reason})
-            except OSError as exc:
-                notes.append(f"its summary.json could not be written ({exc.strerror})")
+    if folder is not None and (note := mark_killed(folder, reason)) is not None:
+        notes.append(note)
     if notes:
         reason += "; " + "; ".join(notes)
     client.log_batch(run_id, tags=[RunTag("failure_reason", reason[:5000]), RunTag("error", reason[:5000]),

@@ -127,6 +127,19 @@ def read_metrics_lenient(path: str | Path) -> list[dict]:
     return rows
 
 
+def mark_killed(folder: Path, reason: str) -> Optional[str]:
+    """The folder of a run whose process died unrecorded: its reserved space freed and, where it has
+    no summary.json yet, one that says killed with `reason`. Returns why that could not be written,
+    or None."""
+    (folder / RESERVE).unlink(missing_ok=True)  # the space a SIGKILLed run kept
+    if folder.is_dir() and not (folder / "summary.json").exists():
+        try:
+            write_json(folder / "summary.json", {"status": "killed", "error": reason})
+        except OSError as exc:
+            return f"its summary.json could not be written ({exc.strerror})"
+    return None
+
+
 RUN_LOCK = ".grpo-run.lock"  # held by the run writing the folder, for the run's whole life
 
 

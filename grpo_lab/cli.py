@@ -128,13 +128,13 @@ def _cmd_train(args) -> int:
     if args.num_processes != 1:
         return _launch_processes(args, cfg, out, resuming_in_place)
     if not is_main_process():  # a data-parallel run's other processes: no output of their own
-        from grpo_core.util.distributed import shut_down
+        from grpo_core.util.distributed import leave, shut_down
         from grpo_core.run import run_training
 
         try:
             run_training(cfg, out, progress=False)
         except BaseException:  # process 0 (or, were it the one that died, the launcher) says what happened
-            _leave(1)
+            leave(1)
         shut_down()
         return 0
     from .api import train
@@ -194,7 +194,7 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
 def _record_killed(cfg, out: Path, reason: str, mlflow: bool) -> str:
     """Record a run whose process 0 died as killed, with `reason`: its summary.json, and its MLflow
     run (from the steps in its folder). Returns where it is recorded."""
-    from grpo_core.run import RESERVE, RUN_MARKER, write_json
+    from grpo_core.run import RUN_MARKER, mark_killed
 
     marker = out / RUN_MARKER
     if mlflow and marker.is_file():
@@ -202,21 +202,8 @@ def _record_killed(cfg, out: Path, reason: str, mlflow: bool) -> str:
 
         backfill_and_end(make_client(cfg.mlflow_tracking_uri), marker.read_text().strip(), out, reason)
         return f"recorded as killed in {out} and in MLflow"
-    if out.is_dir() and not (out / "summary.json").exists():
-        (out / RESERVE).unlink(missing_ok=True)
-        write_json(out / "summary.json", {"status": "killed", "error": reason})
-    return f"recorded as killed in {out}"
-
-
-def _leave(code: int) -> None:
-    """Leave a data-parallel process now, its output flushed, without the interpreter's teardown
-    (gloo's threads can abort it: distributed.shut_down)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
+    note = mark_killed(out, reason)
+    return f"recorded as killed in {out}" if note is None else f"not recorded: {note}"
 
 
 def _cmd_pretrain(args) -> int:
@@ -418,7 +405,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except PeerDied as exc:  # recorded as killed, naming the process that died
         print(f"grpo: run killed: {mask_secrets(exc)}; recorded as killed", file=sys.stderr)
-        _leave(1)
+        from grpo_core.util.distributed import leave
+
+        leave(1)
     except RunFailure as exc:
         if is_main_process():
             print(f"grpo: run failed: {mask_secrets(exc)}", file=sys.stderr)

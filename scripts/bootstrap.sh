@@ -17,7 +17,8 @@ works() {  # the interpreter runs, grpo-lab and torch are importable, the comman
   [ -x "$venv/bin/grpo" ] && "$venv/bin/python" -c \
     'import importlib.util, grpo_lab; assert importlib.util.find_spec("torch")' >/dev/null 2>&1
 }
-trap 'say "interrupted; nothing is marked installed: run it again to finish"; exit 130' INT TERM
+interrupted() { say "interrupted; nothing is marked installed: run it again to finish"; exit 130; }
+trap interrupted INT TERM
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && works; then
   exit 0
@@ -43,8 +44,8 @@ say "byte-compiling the installed packages, so that each command starts faster (
 compiled=0
 "$venv/bin/python" -m compileall -q -j 0 "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
   "$root/grpo_core" "$root/grpo_lab" "$root/sweeps" "$root/benchmarks" >/dev/null 2>&1 || compiled=$?
-if [ "$compiled" -ge 128 ]; then  # ended by a signal (Ctrl-C reaches it too): as the trap would
-  say "interrupted; nothing is marked installed: run it again to finish"; exit 130
+if [ "$compiled" -ge 128 ]; then  # ended by a signal (Ctrl-C reaches it too), whichever of this and the trap comes first
+  interrupted
 elif [ "$compiled" -gt 1 ]; then  # 1: some package ships a file that does not compile (harmless); more: stopped
   say "byte-compiling stopped (exit $compiled); nothing is marked installed"; exit 1
 fi

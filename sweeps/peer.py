@@ -17,6 +17,7 @@ from typing import Optional
 import yaml
 
 from sweeps import statistics as st
+from grpo_core.record.run_metrics import CENSORED
 from grpo_core.run import read_metrics
 
 from .report_inputs import _label, ALPHA, Run
@@ -49,11 +50,11 @@ def peer_runs(folder: Path) -> list[PeerRun]:
     return sorted(out, key=lambda r: r.seed)
 
 
-def _value(summary: dict, metric: str, horizon: int) -> float:
-    v = summary.get(metric)
-    if metric == "steps_to_learn":
-        return float(horizon) if v is None else min(float(v), horizon)  # never learned: at the horizon
-    return math.nan if v is None else float(v)
+def _values(runs: list[Run], metric: str, horizon: int) -> list[float]:
+    """A metric of each run, as the report reads it (Run.value), a censored one counted at the
+    horizon (never learned: at max_steps)."""
+    values = [r.value(metric) for r in runs]
+    return st.capped(values, horizon) if metric in CENSORED else values
 
 
 def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, Optional[str]]:
@@ -90,8 +91,8 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
               "|---|---|---|---|---|---|"]
     outcome = None
     for metric in ("steps_to_learn", "reward_auc"):
-        a = [_value(r.summary, metric, horizon) for r in ours]
-        b = [_value(p.summary, metric, horizon) for p in peers]
+        a = _values(ours, metric, horizon)
+        b = _values([Run({"seed": p.seed}, p.config, p.summary, p.metrics) for p in peers], metric, horizon)
         est, lo, hi = st.hodges_lehmann_two_sample(b, a)
         p = st.rank_sum_test(b, a)
         if p < ALPHA:

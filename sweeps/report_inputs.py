@@ -13,13 +13,12 @@ from pathlib import Path
 import yaml
 
 from sweeps import statistics as st
-from grpo_core.config.validation import SEED_RANGE, seed_in_range
 from grpo_core.config.values import short_value
 from grpo_core.util.errors import UserInputError
 from grpo_core.run import read_metrics
 from grpo_core.record.run_metrics import CENSORED
 
-from .spec import SweepSpec
+from .spec import SweepSpec, check_seeds
 
 
 ALPHA = 0.05
@@ -96,10 +95,7 @@ def _check_quick(spec: SweepSpec) -> None:
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise UserInputError(f"{spec.path}: quick.max_steps: {short_value(steps)}; allowed: an integer ≥ 1")
     for key in ("seeds", "replication_seeds"):
-        seeds = quick.get(key, [])
-        if not isinstance(seeds, list) or not all(seed_in_range(s) for s in seeds):
-            raise UserInputError(f"{spec.path}: quick.{key}: {short_value(seeds)}; allowed: a list of integer seeds "
-                                 f"in {SEED_RANGE}")
+        check_seeds(spec.path, f"quick.{key}", quick.get(key, []))  # the rule of the spec's own seed lists
     grid = quick.get("grid", {})
     if not isinstance(grid, dict):
         raise UserInputError(f"{spec.path}: quick.grid: {short_value(grid)}; allowed: a mapping of grid axes to "

@@ -268,7 +268,7 @@ def sections_with_echo_appendix(paths: list[Path], derived: list[Path], runs_roo
 def rewards_of_spec(path: Path) -> set[str]:
     """The reward functions a spec's runs use: `reward_funcs` in its base or grid, else the defaults
     of its dataset or task."""
-    from grpo_core.tasks.catalog import DATASET_REWARDS, get_task
+    from grpo_core.tasks.catalog import default_rewards
 
     data = read_yaml_mapping(path)
     base, grid = data.get("base") or {}, data.get("grid") or {}
@@ -276,7 +276,7 @@ def rewards_of_spec(path: Path) -> set[str]:
     named |= {r for value in grid.get("reward_funcs") or [] for r in (value or []) if isinstance(r, str)}
     if named:
         return named
-    return set(DATASET_REWARDS if base.get("dataset") else get_task(base.get("task", "addition")).default_rewards)
+    return set(default_rewards(base.get("dataset"), base.get("task", GRPOConfig.task)))
 
 
 def _echo_appendix(paths: list[Path], sections: list[str], rows: list[str]) -> list[str]:

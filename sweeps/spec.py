@@ -176,7 +176,7 @@ def _search_entry(path: str, key: str, entry: Any) -> dict:
     return {"low": low, "high": high, "log": log, "type": kind}
 
 
-def _check_seeds(path: str, key: str, seeds) -> None:
+def check_seeds(path: str, key: str, seeds) -> None:
     """A list of distinct integers in numpy's seed range (the config's rule for `seed`, named here by
     the spec's key)."""
     allowed = f"a list of distinct integers in {SEED_RANGE}"
@@ -225,9 +225,9 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     seeds = data.get("seeds")
     if seeds is None or seeds == []:
         raise _err(path, "seeds", "empty or missing; give a non-empty list of integer seeds")
-    _check_seeds(path, "seeds", seeds)
+    check_seeds(path, "seeds", seeds)
     replication = data.get("replication_seeds") or []
-    _check_seeds(path, "replication_seeds", replication)
+    check_seeds(path, "replication_seeds", replication)
     if set(replication) & set(seeds):
         raise _err(path, "replication_seeds", f"{sorted(set(replication) & set(seeds))} also in seeds; allowed: "
                                               f"seeds disjoint from `seeds` (an independent replication)")

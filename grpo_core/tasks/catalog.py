@@ -249,7 +249,12 @@ def dataset_task(source: str, prompt_column: str, answer_column: str) -> Task:
 def reward_funcs_of(cfg) -> list[str]:
     """The reward functions a run uses: `reward_funcs`, else its task's defaults (a dataset's when
     `dataset` is set); reward_weights line up with these."""
-    return list(cfg.reward_funcs) or list(DATASET_REWARDS if cfg.dataset else get_task(cfg.task).default_rewards)
+    return list(cfg.reward_funcs) or default_rewards(cfg.dataset, cfg.task)
+
+
+def default_rewards(dataset, task: str) -> list[str]:
+    """The reward functions of a run that names none: a dataset's when it has one, else its task's."""
+    return list(DATASET_REWARDS if dataset else get_task(task).default_rewards)
 
 
 def get_task(name: str) -> Task:

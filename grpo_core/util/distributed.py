@@ -98,12 +98,18 @@ def shut_down() -> None:
         import logging
 
         logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe or stream: nothing left to say there
-                pass
-        os._exit(0)
+        leave(0)
+
+
+def leave(code: int) -> None:
+    """Leave this process now with `code`, its output flushed, without the interpreter's teardown,
+    where gloo's threads can abort it (shut_down). It never returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing left to say there
+            pass
+    os._exit(code)
 
 
 class MainProcessDied(Exception):
