@@ -51,9 +51,10 @@ class LazyLogger:
 
 
 class _StepHook:
-    """The run's logger, plus a call after every step (a sweep's progress line)."""
+    """The run's logger, plus a call after every step with its metrics (a sweep's progress line, a
+    search's pruner)."""
 
-    def __init__(self, inner, on_step: Callable[[], None]):
+    def __init__(self, inner, on_step: Callable[[dict], None]):
         self.inner, self.on_step = inner, on_step
 
     @property
@@ -62,7 +63,7 @@ class _StepHook:
 
     def log_step(self, metrics: dict) -> None:
         self.inner.log_step(metrics)
-        self.on_step()
+        self.on_step(metrics)
 
     def end(self, summary: dict, status: str, run_dir) -> None:
         self.inner.end(summary, status, run_dir)
@@ -71,7 +72,7 @@ class _StepHook:
 def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional[str] = None,
                  experiment: Optional[str] = None, run_name: Optional[str] = None, tags: Optional[dict] = None,
                  parent_run_id: Optional[str] = None, create_now: bool = False,
-                 on_run: Optional[Callable[[str], None]] = None, on_step: Optional[Callable[[], None]] = None,
+                 on_run: Optional[Callable[[str], None]] = None, on_step: Optional[Callable[[dict], None]] = None,
                  figure: Optional[Callable[[Path, dict], Path]] = None, progress: bool = False,
                  allow_existing: bool = False) -> tuple[dict, Optional[str]]:
     """Train `cfg` into `out_dir` with its own MLflow run; returns (summary, MLflow run id).
@@ -80,7 +81,8 @@ def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional
     `create_now`: create the MLflow run before the model loads and call `on_run(run_id)` at once (a
     sweep's trial records the id, so that the run can be ended as KILLED if its worker dies; a
     failure before training ends it as failed). Otherwise the run is created at the first step, so
-    a run that never starts leaves nothing in the store. `on_step()` is called after every step.
+    a run that never starts leaves nothing in the store. `on_step(metrics)` is called after every
+    step; a RunPruned it raises stops the run, recorded as pruned.
     `figure(out_dir, summary)` draws a figure into the run folder, logged as the run's artifact.
     RecordIncomplete (trained, but the store failed) is raised as run_training raises it."""
     from grpo_core.run import run_training

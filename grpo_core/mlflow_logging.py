@@ -25,7 +25,8 @@ from grpo_core.record.run_metrics import CENSORED, censored_at
 
 _BATCH_LIMIT = 1000  # MLflow's per-request metric limit
 _WRITER_SWITCH_S = 0.0005  # the interpreter's switch interval while the writer thread writes
-_STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
+# a pruned run (a search's pruner stopped it) is KILLED, MLflow's nearest state; its tag status says pruned
+_STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED", "pruned": "KILLED"}
 
 
 def make_client(tracking_uri: str):

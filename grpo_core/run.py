@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
-from grpo_core.util.errors import PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError
+from grpo_core.util.errors import PeerDied, RecordIncomplete, RunFailure, RunPruned, Terminated, UserInputError
 from grpo_core.util.files import read_text_named, write_text_atomic
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
@@ -296,6 +296,8 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
 
         summary = trainer.train(on_step=on_step, checkpoint_dir=out, history=history)
         status = "finished"
+    except RunPruned as exc:  # a search's pruner: the steps so far stand, as pruned
+        status, summary, error = "pruned", {"pruned_after_step": exc.step, "prune_reason": str(exc)}, exc
     except RunFailure as exc:
         summary, error = {"error": str(exc)}, exc
     except BaseException as exc:

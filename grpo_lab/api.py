@@ -146,10 +146,12 @@ def sweep(spec: str | Path, *, workers: int = 1, storage: Optional[str] = None, 
 def trials(spec: str | Path, *, storage: Optional[str] = None, exit_code: int = 0) -> Sweep:
     """A sweep's trials, read from its study (nothing runs): the checks and the one-line errors of
     `grpo trials`."""
-    from sweeps.driver import load_sweep_study
+    from sweeps.trials import load_sweep_study
 
     loaded, study = load_sweep_study(spec, storage)
-    rows = [{"number": t.number, "state": t.state.name, "params": dict(t.params), "value": t.value,
+    rows = [{"number": t.number, "state": t.state.name, "params": dict(t.params),
+             "value": t.values[0] if t.values and t.state.name == "COMPLETE" else None,
+             "values": list(t.values) if t.values and t.state.name == "COMPLETE" else None,
              "run_dir": t.user_attrs.get("run_dir"), "error": t.user_attrs.get("error")}
             for t in study.get_trials(deepcopy=False)]
     return Sweep(name=loaded.name, trials=rows, exit_code=exit_code)

@@ -52,6 +52,17 @@ def _build_parser() -> argparse.ArgumentParser:
     trials = sub.add_parser("trials", help="list a sweep's trials and their states")
     trials.add_argument("spec", help="sweep spec YAML")
     trials.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
+    trials.add_argument("--importance", choices=["fanova", "ped-anova"], nargs="?", const="fanova", default=None,
+                        help="also each parameter's importance for each objective, from the complete trials "
+                             "(Optuna's fANOVA, the default, or PED-ANOVA)")
+
+    report = sub.add_parser("report", help="a search's result on one page: best trials, importance, Pareto front, "
+                                           "curves (a grid's report is `grpo reproduce`)")
+    report.add_argument("spec", help="search spec YAML")
+    report.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
+    report.add_argument("--out-root", default=defaults.SWEEPS, help="where the sweep's trial run folders are")
+    report.add_argument("--out", default=None, metavar="DIR",
+                        help="where REPORT.md and its figures go (default: results/local/search-reports/NAME)")
 
     rep = sub.add_parser("reproduce", help="run every claim in experiments/ and write the report")
     rep.add_argument("--quick", action="store_true",
@@ -227,9 +238,16 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_trials(args) -> int:
-    from sweeps.driver import list_trials
+    from sweeps.trials import list_trials
 
-    return list_trials(args.spec, args.storage)
+    return list_trials(args.spec, args.storage, evaluator=args.importance)
+
+
+def _cmd_report(args) -> int:
+    from sweeps.search_report import search_report
+
+    print(f"grpo report: {search_report(args.spec, args.storage, args.out_root, args.out)}")
+    return 0
 
 
 def _cmd_reproduce(args) -> int:
@@ -378,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
     remember_secrets(*(sys.argv[1:] if argv is None else argv), *os.environ.values())  # masked wherever they show
     args = _build_parser().parse_args(argv)
-    handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials,
+    handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials, "report": _cmd_report,
                 "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
                 "fetch-model": _cmd_fetch_model, "recover": _cmd_recover}
     if args.verbose:  # MLflow's documented switch; quiet by default (its INFO lines are about its database)

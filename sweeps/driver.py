@@ -6,7 +6,9 @@ never runs a point twice, even from several machines. A global cap, checked unde
 before each trial is created, stops workers once every point is complete or running; points
 whose trial failed in an earlier invocation are re-enqueued with fixed params on a rerun.
 Search mode: TPE (or random) over `search`, seeds inside the objective (mean over seeds), a cap
-of `n_trials` trials in the study.
+of `n_trials` trials in the study, an optional pruner and several objectives (sweeps/search.py).
+The claims are sweeps/claims.py, one trial's runs sweeps/trial_run.py, the study read back
+sweeps/trials.py.
 """
 
 from __future__ import annotations
@@ -19,275 +21,31 @@ import os
 import sys
 import time
 import uuid
-import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
-
-from filelock import FileLock
 
 from grpo_core.util import defaults
 from grpo_core.util.cpu_math import check_process
 from grpo_core.util.errors import Terminated, UserInputError, handle_sigterm, mask_secrets
-from grpo_core.mlflow_logging import (MlflowRunLogger, check_tracking_uri, get_or_create_experiment,
-                                      git_commit, make_client)
+from grpo_core.mlflow_logging import check_tracking_uri, get_or_create_experiment, git_commit, make_client
 from grpo_core.record.provenance import owner_id, usable_cpus
 from grpo_core.util.files import check_writable_folder
 
-from .adopt import adopt_run_folders, free_folder, has_adopted, share_sibling_runs
+from .adopt import adopt_run_folders, share_sibling_runs
+from .claims import claim_trial, has_work
 from .progress import SweepProgress
 from .report_inputs import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
-from .spec import SweepSpec, grid_point_of, grid_space, load_spec, point_key
+from .search import make_pruner, make_sampler, search_objective, undefined
+from .spec import SweepSpec, load_spec
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage, repair_journal_tail)
-
-
-@dataclass(frozen=True)
-class WorkerContext:
-    """Everything a worker process needs; picklable for the spawn start method."""
-    spec_path: str
-    storage_url: Optional[str]
-    tracking_uri: str
-    parent_run_id: str
-    invocation: str  # one id per `grpo sweep` call: a point that failed in it is not retried in it
-    worker_index: int = 0
-    num_threads: int = 0
-    gpu: Optional[str] = None
-    out_root: str = defaults.SWEEPS
-    heartbeat_interval: int = 30  # seconds; RDB storages only
-
-
-# ---- grid bookkeeping ----------------------------------------------------------------------
-def make_grid_sampler(spec: SweepSpec):
-    import optuna
-
-    class SweepGridSampler(optuna.samplers.GridSampler):
-        """GridSampler that leaves stopping to the driver's cap: the stock after_trial calls
-        study.stop(), valid only inside optimize()."""
-
-        def after_trial(self, study, trial, state, values) -> None:
-            return None
-
-    return SweepGridSampler(grid_space(spec), seed=0)  # same seed in every process: same order
-
-
-def _claimed_point(spec: SweepSpec, trial) -> Optional[dict]:
-    """grid_point_of, or for an enqueued trial not yet suggested the point it was enqueued with."""
-    fixed = trial.system_attrs.get("fixed_params") or {}
-    return grid_point_of(spec, trial) or (dict(fixed) if set(fixed) == set(grid_space(spec)) else None)
-
-
-def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
-    """Grid points with no COMPLETE or RUNNING trial, and no failure in this invocation."""
-    from optuna.trial import TrialState
-
-    taken = set()
-    for t in trials:
-        point = _claimed_point(spec, t)
-        if point is None or t.state == TrialState.WAITING:  # free until asked for: the next ask runs it
-            continue
-        if t.state in (TrialState.COMPLETE, TrialState.RUNNING):
-            taken.add(point_key(point))
-        elif t.user_attrs.get("invocation") == invocation:  # failed just now: retry on a rerun
-            taken.add(point_key(point))
-    return [p for p in spec.grid_points() if point_key(p) not in taken]
-
-
-SETTLE_S = 10.0  # how long a claim waits for trials other machines have just asked for to show their point
-DUPLICATE = "its grid point was claimed at the same moment by trial {} (another machine); not run"
-
-
-def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
-    """Create the next trial, or None when the sweep has nothing left for this invocation.
-    Trials of dead workers are failed first (sweeps/recovery.py); each new trial records its
-    owner process, so that its own death can be detected. A grid trial past the first pass that
-    finds its point claimed by an earlier trial (two machines at once: the lock is per host) is
-    ended as PRUNED, saying so, and the claim starts over."""
-    from optuna.trial import TrialState
-
-    while True:
-        trial = _claim_once(study, storage, spec, lock_path, invocation)
-        if trial is None or spec.mode != "grid" or (trial.number < len(spec.grid_points())
-                                                    and not has_adopted(study.get_trials(deepcopy=False))):
-            return trial  # first-pass trials run the point of their trial number, which is unique
-        first = earlier_claim(study, spec, trial.number, grid_point_of(spec, trial))
-        if first is None:
-            return trial
-        trial.set_user_attr("error", DUPLICATE.format(first))
-        study.tell(trial, state=TrialState.PRUNED)
-
-
-def earlier_claim(study, spec: SweepSpec, number: int, point: dict) -> Optional[int]:
-    """The number of a live trial (complete, running or waiting) before trial `number` on `point`,
-    or None. A trial another machine has just asked for shows its point once that machine has
-    suggested its params, milliseconds later: such trials are read again until they show it, for
-    at most SETTLE_S (a worker that died in between never shows it)."""
-    from optuna.trial import TrialState
-
-    live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        earlier = [t for t in study.get_trials(deepcopy=False, states=live) if t.number < number]
-        points = [(t.number, _claimed_point(spec, t)) for t in earlier]
-        same = [n for n, p in points if p is not None and point_key(p) == point_key(point)]
-        if same:
-            return same[0]
-        if all(p is not None for _, p in points) or time.monotonic() > deadline:
-            return None
-        time.sleep(0.05)
-
-
-def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
-    with FileLock(lock_path):
-        fail_stale(study, storage)
-        trials = study.get_trials(deepcopy=False)
-        if spec.mode == "search":
-            if len(trials) >= spec.n_trials:
-                return None
-        else:
-            free = free_points(spec, trials, invocation)
-            if not free:
-                return None
-            waiting = any(t.state.name == "WAITING" for t in trials)  # e.g. a heartbeat retry
-            if (len(trials) >= len(spec.grid_points()) or has_adopted(trials)) and not waiting:
-                study.enqueue_trial(free[0])  # past the first pass, or beside adopted folders: fix the point
-        with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
-            warnings.simplefilter("ignore", UserWarning)
-            trial = study.ask()
-        if spec.mode == "grid":  # its point, recorded as params while no other worker of this host can claim
-            for name, choices in grid_space(spec).items():
-                trial.suggest_categorical(name, choices)
-        trial.set_user_attr("owner", owner_id())
-        return trial
-
-
-def has_work(study, spec: SweepSpec, invocation: str) -> bool:
-    trials = study.get_trials(deepcopy=False)
-    if spec.mode == "search":
-        return len(trials) < spec.n_trials
-    return bool(free_points(spec, trials, invocation))
-
-
-# ---- one trial ----------------------------------------------------------------------------------
-def _run_extras(spec: SweepSpec, ctx: WorkerContext) -> dict:
-    extras = {"mlflow_tracking_uri": ctx.tracking_uri, "mlflow_experiment": spec.experiment}
-    if "num_threads" not in spec.base and "num_threads" not in spec.grid and "num_threads" not in spec.search:
-        extras["num_threads"] = ctx.num_threads
-    return extras
-
-
-def _run_name(spec: SweepSpec, number: int, point: dict) -> str:
-    parts = [f"{k}={v}" for k, v in point.items() if k != "seed"]
-    seed = f"-seed{point['seed']}" if "seed" in point else ""
-    return f"{spec.name}-t{number}-{','.join(parts)}{seed}"
-
-
-def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
-               out_dir: Path, on_run=None, on_step=None) -> tuple[dict, str]:
-    """One trial's run, recorded as every run is (grpo_core/logged_run.py), as a child of
-    `parent_run_id` in the sweep's store and experiment, with its reward curve; returns (summary,
-    run id). The MLflow run exists before the model loads: `on_run(run_id)` records it in the trial,
-    so that the run can be ended as KILLED if this process dies. A run that trained to the end but
-    whose MLflow record failed stands, with `record_error` (the record is repaired later)."""
-    from grpo_core.util.errors import RecordIncomplete
-    from grpo_core.logged_run import train_logged
-    from grpo_core.run import read_metrics
-
-    from .plots import reward_curve_png
-
-    def figure(folder: Path, summary: dict) -> Path:
-        return reward_curve_png(read_metrics(folder / "metrics.jsonl"), summary.get("baseline_reward"),
-                                cfg.stl_window, folder / "reward_curve.png")
-
-    run_ids = []
-
-    def created(run_id: str) -> None:
-        run_ids.append(run_id)
-        if on_run is not None:
-            on_run(run_id)
-
-    try:
-        return train_logged(cfg, out_dir, tracking_uri=ctx.tracking_uri, experiment=spec.experiment,
-                            run_name=run_name, tags=tags, parent_run_id=parent_run_id, create_now=True,
-                            on_run=created, on_step=on_step, figure=figure)
-    except RecordIncomplete as exc:  # trained to the end: the result stands; MLflow's record is repaired later
-        print(f"grpo sweep: {exc}", file=sys.stderr, flush=True)
-        return {**exc.summary, "record_error": str(exc)}, run_ids[0]
-
-
-def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> float:
-    point = {axis: trial.suggest_categorical(axis, values) for axis, values in grid_space(spec).items()}
-    cfg = spec.config_for(point, **_run_extras(spec, ctx))
-    tags = {"sweep": spec.name, "trial_number": trial.number, "seed": point["seed"],
-            **{f"variant.{k}": v for k, v in point.items() if k != "seed"}}
-    if "claim" in spec.text:
-        tags["claim"] = spec.text["claim"]
-    if spec.replication_seeds:  # the report tests each set on its own
-        tags["seed_set"] = "replication" if point["seed"] in spec.replication_seeds else "discovery"
-    out = free_folder(Path(ctx.out_root) / spec.name, trial.number, ctx.invocation)
-    trial.set_user_attr("run_dir", str(out))
-    summary, run_id = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
-                                 on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid), on_step=on_step)
-    for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward",
-                "record_error"):
-        if key in summary:
-            trial.set_user_attr(key, summary[key])
-    return spec.censor(summary, cfg.max_steps)
-
-
-def _suggest(trial, key: str, entry: dict):
-    if "choices" in entry:
-        return trial.suggest_categorical(key, entry["choices"])
-    if entry["type"] == "int":
-        return trial.suggest_int(key, entry["low"], entry["high"], log=entry["log"])
-    return trial.suggest_float(key, entry["low"], entry["high"], log=entry["log"])
-
-
-def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> float:
-    """Seeds stay inside the objective: the value is the mean over seeds, never a searched knob."""
-    params = {axis: trial.suggest_categorical(axis, values) for axis, values in spec.grid.items()}
-    params.update({key: _suggest(trial, key, entry) for key, entry in spec.search.items()})
-    extras = _run_extras(spec, ctx)
-    first = spec.config_for({**params, "seed": spec.seeds[0]}, **extras)
-    trial_params = {k: v for k, v in first.to_dict().items() if k != "seed"}
-    trial_params["seeds"] = spec.seeds
-    tags = {"sweep": spec.name, "trial_number": trial.number, **{f"variant.{k}": v for k, v in params.items()}}
-    trial_logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, _run_name(spec, trial.number, params),
-                                   trial_params, tags=tags, parent_run_id=ctx.parent_run_id)
-    trial.set_user_attr("mlflow_run_id", trial_logger.run_id)
-    values, learned = [], []
-    try:
-        for seed in spec.seeds:
-            cfg = spec.config_for({**params, "seed": seed}, **extras)
-            out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}" / f"seed-{seed}"
-            summary, _ = run_logged(cfg, spec, ctx, _run_name(spec, trial.number, {**params, "seed": seed}),
-                                    {**tags, "seed": seed}, trial_logger.run_id, out, on_step=on_step)
-            values.append(spec.censor(summary, cfg.max_steps))
-            learned.append(summary.get("learned", 0))
-    except BaseException as exc:
-        status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
-        trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
-        raise
-    mean = sum(values) / len(values)
-    trial.set_user_attr("seed_values", values)
-    trial.set_user_attr("mlflow_run_id", trial_logger.run_id)
-    trial_logger.end({"objective": mean, f"{spec.objective}_mean": mean,
-                      "learned_fraction": sum(learned) / len(learned)}, "finished", None)
-    return mean
+from .trial_run import WorkerContext, grid_objective
+from .trials import log_importance, trials_table
 
 
 # ---- workers ----------------------------------------------------------------------------------
-def make_sampler(spec: SweepSpec, worker_index: int = 0):
-    import optuna
-
-    if spec.mode == "grid":
-        return make_grid_sampler(spec)
-    if spec.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=worker_index)
-    return optuna.samplers.TPESampler(seed=worker_index)
-
-
 def worker_loop(ctx: WorkerContext, progress=None) -> None:
     """Claim and run trials until the sweep has none left. A trial that raises is FAIL in Optuna
     (FAILED in MLflow) and the worker goes on; Ctrl-C marks the trial FAIL and stops. `progress`
@@ -300,15 +58,21 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(ctx.spec_path)
     storage = open_storage(ctx.storage_url, ctx.heartbeat_interval)
-    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec, ctx.worker_index))
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec, ctx.worker_index),
+                              pruner=make_pruner(spec))
     lock = claim_lock_path(ctx.storage_url, spec.name)
     objective = grid_objective if spec.mode == "grid" else search_objective
-    on_step = None if progress is None else progress.poll
+    on_step = None if progress is None else (lambda *_: progress.poll())
     while (trial := claim_trial(study, storage, spec, lock, ctx.invocation)) is not None:
         trial.set_user_attr("invocation", ctx.invocation)
         try:
             with Heartbeat(storage, study, trial):
                 value = objective(trial, spec, ctx, on_step)
+        except optuna.TrialPruned:  # its runs and MLflow run are recorded as pruned; never retried
+            study.tell(trial, state=TrialState.PRUNED)
+            if progress is not None:
+                progress.poll(force=True)
+            continue
         except KeyboardInterrupt as exc:
             trial.set_user_attr("error", "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
             study.tell(trial, state=TrialState.FAIL)
@@ -319,8 +83,8 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
             study.tell(trial, state=TrialState.FAIL)
             print(f"grpo sweep: trial {trial.number} failed: {message}", file=sys.stderr, flush=True)
             continue
-        if math.isnan(value):
-            trial.set_user_attr("error", f"objective {spec.objective} is not defined for this run")
+        if undefined(value):
+            trial.set_user_attr("error", f"objective {', '.join(spec.all_objectives)} is not defined for this run")
             study.tell(trial, state=TrialState.FAIL)
         else:
             study.tell(trial, value)
@@ -338,8 +102,11 @@ def _worker_entry(ctx: WorkerContext) -> None:
 
 # ---- the sweep ------------------------------------------------------------------------------------
 def spec_fingerprint(spec: SweepSpec) -> str:
-    key = json.dumps([spec.base, spec.grid, spec.grid_seeds, spec.search, spec.objective, spec.direction,
-                      spec.sampler, spec.n_trials], sort_keys=True, default=str)
+    parts = [spec.base, spec.grid, spec.grid_seeds, spec.search, spec.objective, spec.direction, spec.sampler,
+             spec.n_trials]
+    if spec.objectives or spec.pruner:  # (only then: the fingerprints of the studies before them stand)
+        parts += [spec.objectives, spec.directions, spec.pruner]
+    key = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -426,8 +193,10 @@ def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     tags = {"sweep": spec.name, "sweep_role": "parent", "git_commit": git_commit(), "spec_path": spec.path,
             "mode": spec.mode, "owner": owner_id(), **{k: v[:5000] for k, v in spec.text.items()}}
     run = client.create_run(experiment_id, run_name=spec.name, tags=tags)
-    client.log_param(run.info.run_id, "objective", spec.objective)
-    client.log_param(run.info.run_id, "direction", spec.direction)
+    client.log_param(run.info.run_id, "objective", ",".join(spec.all_objectives))
+    client.log_param(run.info.run_id, "direction", ",".join(spec.all_directions))
+    if spec.pruner:
+        client.log_param(run.info.run_id, "pruner", json.dumps(spec.pruner))
     client.log_param(run.info.run_id, "grid", json.dumps(spec.grid)[:6000])
     client.log_param(run.info.run_id, "search", json.dumps(spec.search)[:6000])
     client.log_param(run.info.run_id, "seeds", json.dumps(spec.seeds))
@@ -544,6 +313,8 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
     _recover(study, storage, tracking_uri, storage_url)  # a worker of this sweep that was killed
     print(trials_table(study, spec))
+    if spec.mode == "search":
+        log_importance(study, spec, make_client(tracking_uri), parent_run_id)
     failed = [t for t in study.get_trials(deepcopy=False)
               if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation]
     started_workers = len(procs) or 1
@@ -592,7 +363,7 @@ def _open_study(spec: SweepSpec, storage, storage_url: Optional[str], wait_s: fl
     fingerprint = spec_fingerprint(spec)
     try:
         study = optuna.create_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec),
-                                    direction=spec.direction)
+                                    directions=spec.all_directions)
         study.set_user_attr("spec_fingerprint", fingerprint)
         return study
     except optuna.exceptions.DuplicatedStudyError:
@@ -619,42 +390,3 @@ def _recover(study, storage, tracking_uri: str, storage_url: Optional[str]) -> N
               f"{len(ended)} MLflow run(s) ended as KILLED; their grid points run again", file=sys.stderr, flush=True)
 
 
-def trials_table(study, spec: SweepSpec) -> str:
-    """One line per trial: number, state, params, objective value."""
-    names = list(grid_space(spec)) if spec.mode == "grid" else list(spec.grid) + list(spec.search)
-    header = ["trial", "state", *names, spec.objective]
-    rows = [header]
-    for t in study.get_trials(deepcopy=False):
-        point = grid_point_of(spec, t) if spec.mode == "grid" else dict(t.params)
-        point = point or {}
-        value = "" if t.value is None else spec.value_text(t.value, t.user_attrs)
-        if t.state.name in ("FAIL", "PRUNED") and t.user_attrs.get("error"):
-            value = ("error: " if t.state.name == "FAIL" else "") + str(t.user_attrs["error"])[:60]
-        rows.append([str(t.number), t.state.name, *[str(point.get(n, "")) for n in names], value])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
-
-
-def load_sweep_study(spec_path: str | Path, storage_url: Optional[str] = None):
-    """A sweep's spec and its study, read only: `grpo trials` and grpo_lab.trials. A store that is
-    missing, is not one, or holds no such sweep is a one-line UserInputError; nothing is created."""
-    import optuna
-
-    spec = load_spec(spec_path)
-    if storage_url is None and not Path(defaults.JOURNAL).exists():
-        raise UserInputError(f"{spec.path}: no sweep has run on this machine yet ({defaults.JOURNAL} is missing)")
-    check_storage(storage_url, must_exist=True)  # a read-only command creates no database
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        study = optuna.load_study(study_name=spec.name, storage=open_storage(storage_url),
-                                  sampler=make_sampler(spec))
-    except KeyError:
-        raise UserInputError(f"{spec.path}: no sweep named {spec.name!r} in {describe_storage(storage_url)} "
-                             f"yet; run `grpo sweep {spec.path}` first") from None
-    return spec, study
-
-
-def list_trials(spec_path: str, storage_url: Optional[str] = None) -> int:
-    spec, study = load_sweep_study(spec_path, storage_url)
-    print(trials_table(study, spec))
-    return 0

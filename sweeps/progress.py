@@ -64,7 +64,7 @@ class SweepProgress:
         from optuna.trial import TrialState
 
         trials = self.study.get_trials(deepcopy=False)
-        done_points, failed, running, walls, ended = set(), [], [], [], []
+        done_points, failed, running, walls, ended, pruned = set(), [], [], [], [], 0
         now = time.time()
         for t in trials:
             mine = t.user_attrs.get("invocation") == self.invocation
@@ -74,14 +74,16 @@ class SweepProgress:
                     walls.append((t.datetime_complete - t.datetime_start).total_seconds())
             elif t.state == TrialState.FAIL and mine:
                 failed.append(t)
+            elif t.state == TrialState.PRUNED and self.spec.mode == "search":  # a search's pruner stopped it
+                pruned += 1
             elif t.state == TrialState.RUNNING:
                 step = _steps_written(t.user_attrs.get("run_dir"))
                 elapsed = now - t.datetime_start.timestamp() if t.datetime_start else 0.0
                 running.append((t.number, step, self._max_steps(t.params), elapsed))
-            if mine and t.state in (TrialState.COMPLETE, TrialState.FAIL):
+            if mine and t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED):
                 ended.append(t)
         done = len(done_points)
-        remaining = max(0, self.total - done - len(failed))
+        remaining = max(0, self.total - done - len(failed) - pruned)
         # time per trial: the finished ones of this invocation; before any has finished, the running
         # ones extrapolated from their steps
         per_trial = sum(walls) / len(walls) if walls else None
@@ -90,13 +92,14 @@ class SweepProgress:
             per_trial = sum(rates) / len(rates) if rates else None
         left_work = remaining - sum(min(1.0, step / max_steps) for _, step, max_steps, _ in running)
         eta = None if per_trial is None else max(0.0, left_work) * per_trial / max(1, self.workers)
-        return {"done": done, "failed": len(failed), "running": running, "eta": eta, "ended": ended}
+        return {"done": done, "failed": len(failed), "running": running, "eta": eta, "ended": ended, "pruned": pruned}
 
     # ---- showing it --------------------------------------------------------------------------------
     def _line(self, snap: dict) -> str:
         running = ", ".join(f"t{n} {s}/{m}" for n, s, m, _ in sorted(snap["running"])[:4])
         more = len(snap["running"]) - 4
         return (f"{snap['done']}/{self.total} done, {snap['failed']} failed"
+                + (f", {snap['pruned']} pruned" if snap.get("pruned") else "")
                 + (f" · running {running}{f' (+{more})' if more > 0 else ''}" if running else "")
                 + f" · ETA {_duration(snap['eta'])}")
 
@@ -127,9 +130,12 @@ class SweepProgress:
                 continue
             self._reported.add(t.number)
             point = ", ".join(f"{k}={v}" for k, v in t.params.items())
-            what = (f"{self.spec.objective} {self.spec.value_text(t.value, t.user_attrs)}"
-                    if t.state.name == "COMPLETE" and t.value is not None
-                    else str(t.user_attrs.get("error", t.state.name))[:80])
+            if t.state.name == "COMPLETE" and t.values is not None and len(t.values) > 1:
+                what = ", ".join(f"{o} {v:g}" for o, v in zip(self.spec.all_objectives, t.values))
+            elif t.state.name == "COMPLETE" and t.values is not None:
+                what = f"{self.spec.objective} {self.spec.value_text(t.values[0], t.user_attrs)}"
+            else:
+                what = str(t.user_attrs.get("error", t.state.name))[:80]
             print(f"[{self.spec.name}] trial {t.number} {t.state.name.lower()} ({point}): {what} · {self._line(snap)}",
                   file=self.stream, flush=True)
 

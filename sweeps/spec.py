@@ -28,9 +28,11 @@ OBJECTIVES = {
     "wall_time_s": "minimize",
 }
 SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "successive_halving", "hyperband")  # Optuna's; on the runs' smoothed reward (sweeps/search.py)
+PRUNER_KEYS = ("type", "warmup_steps", "startup_trials")
 TEXT_KEYS = ("question", "claim", "source", "hypothesis", "expected", "notes")
 SPEC_KEYS = ("name", "base", "grid", "seeds", "replication_seeds", "search", "sampler", "n_trials", "objective", "direction",
-             "mlflow_experiment", "report", "quick", *TEXT_KEYS)
+             "pruner", "mlflow_experiment", "report", "quick", *TEXT_KEYS)
 SEARCH_KEYS = ("low", "high", "log", "type", "choices")
 
 
@@ -58,6 +60,14 @@ class SweepSpec:
     """Summary metric to optimize."""
     direction: str = "minimize"
     """`minimize` or `maximize`; defaults to the objective's natural direction."""
+    objectives: list = field(default_factory=list)
+    """A search's objectives, when it has several (`objective: [steps_to_learn, final_reward]`): the
+    first is `objective`; Optuna's multi-objective search keeps their Pareto front. Empty = one."""
+    directions: list = field(default_factory=list)
+    """The direction of each of `objectives`."""
+    pruner: dict = field(default_factory=dict)
+    """A search's pruner: {type: median | successive_halving | hyperband, warmup_steps, startup_trials}
+    on each run's smoothed reward (sweeps/search.py); empty = none. Never in a grid."""
     mlflow_experiment: str = ""
     """MLflow experiment; empty = the sweep name."""
     text: dict = field(default_factory=dict)
@@ -67,6 +77,14 @@ class SweepSpec:
     quick: dict = field(default_factory=dict)
     """For `grpo reproduce --quick`: fewer `seeds` and `max_steps`."""
     path: str = ""
+
+    @property
+    def all_objectives(self) -> list:
+        return self.objectives or [self.objective]
+
+    @property
+    def all_directions(self) -> list:
+        return self.directions or [self.direction]
 
     @property
     def mode(self) -> str:
@@ -96,10 +114,12 @@ class SweepSpec:
             return f"{'not learned' if self.objective == 'steps_to_learn' else 'not reached'} (counted as {value:g})"
         return f"{value:g}"
 
-    def censor(self, summary: dict, max_steps: int) -> float:
-        value = summary.get(self.objective)
-        if value is None and self.objective in CENSORED:
-            return censored_at(self.objective, summary, max_steps)
+    def censor(self, summary: dict, max_steps: int, objective: Optional[str] = None) -> float:
+        """The run's value of `objective` (default the first): a censored metric counts as max_steps."""
+        objective = objective or self.objective
+        value = summary.get(objective)
+        if value is None and objective in CENSORED:
+            return censored_at(objective, summary, max_steps)
         if value is None:
             return math.nan
         return float(value)
@@ -253,12 +273,9 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     if points > MAX_GRID_POINTS:
         raise _err(path, "grid", f"{points:,} runs (points × seeds); allowed: at most {MAX_GRID_POINTS:,} (a larger "
                                  f"space is a search's: `search` with n_trials)")
-    objective = data.get("objective", "steps_to_learn")
-    if not isinstance(objective, str) or objective not in OBJECTIVES:
-        raise _err(path, "objective", f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    direction = data.get("direction", OBJECTIVES[objective])
-    if not isinstance(direction, str) or direction not in ("minimize", "maximize"):
-        raise _err(path, "direction", f"{direction!r}; allowed: minimize, maximize")
+    objectives, directions = _objectives(path, data, bool(search))
+    objective, direction = objectives[0], directions[0]
+    pruner = _pruner(path, data.get("pruner"), bool(search), len(objectives))
     sampler = data.get("sampler", "tpe")
     if not isinstance(sampler, str) or sampler not in SAMPLERS:
         raise _err(path, "sampler", f"unknown sampler {sampler!r}; allowed: {', '.join(SAMPLERS)}")
@@ -285,11 +302,53 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
             raise _err(path, key, "expected a mapping")
     spec = SweepSpec(name=name, base=base, grid=grid, seeds=seeds, replication_seeds=replication, search=search, sampler=sampler,
                      n_trials=n_trials, objective=objective, direction=direction,
+                     objectives=objectives if len(objectives) > 1 else [],
+                     directions=directions if len(objectives) > 1 else [], pruner=pruner,
                      mlflow_experiment=str(experiment), text=text, report=data.get("report") or {},
                      quick=data.get("quick") or {}, path=path)
     if check_points:
         _check_every_point(spec)
     return spec
+
+
+def _objectives(path: str, data: dict, search: bool) -> tuple[list, list]:
+    """`objective` (a name, or a search's list of names) and `direction` (one per objective; each
+    defaults to its objective's natural direction)."""
+    raw = data.get("objective", "steps_to_learn")
+    names = raw if isinstance(raw, list) else [raw]
+    allowed = ", ".join(OBJECTIVES)
+    if not names or any(not isinstance(n, str) or n not in OBJECTIVES for n in names):
+        raise _err(path, "objective", f"unknown objective {raw!r}; allowed: one of {allowed}, or a search's list of them")
+    if len(set(names)) != len(names):
+        raise _err(path, "objective", f"{raw!r} names one twice; allowed: distinct objectives")
+    if isinstance(raw, list) and not search:
+        raise _err(path, "objective", f"{raw!r}: a list of objectives is a search's (`search` with n_trials); "
+                                      "allowed in a grid: one name")
+    raw_dir = data.get("direction", [OBJECTIVES[n] for n in names] if isinstance(raw, list) else OBJECTIVES[names[0]])
+    directions = raw_dir if isinstance(raw_dir, list) else [raw_dir]
+    if isinstance(raw_dir, list) != isinstance(raw, list) or len(directions) != len(names) or any(d not in ("minimize", "maximize") for d in directions):
+        raise _err(path, "direction", f"{raw_dir!r}; allowed: minimize or maximize, one per objective")
+    return names, directions
+
+
+def _pruner(path: str, raw, search: bool, objectives: int) -> dict:
+    """`pruner: median` or `pruner: {type: hyperband, warmup_steps: 20, startup_trials: 4}`."""
+    if raw is None or raw == "none":
+        return {}
+    entry = {"type": raw} if isinstance(raw, str) else raw
+    if not isinstance(entry, dict) or entry.get("type") not in PRUNERS:
+        raise _err(path, "pruner", f"{raw!r}; allowed: none, {', '.join(PRUNERS)}, or a mapping with `type`")
+    if unknown := sorted(set(entry) - set(PRUNER_KEYS)):
+        raise _err(path, f"pruner.{unknown[0]}", f"unknown key; allowed: {', '.join(PRUNER_KEYS)}")
+    if not search:
+        raise _err(path, "pruner", "only for a search; a grid's paired verdicts need every run to finish")
+    if objectives > 1:
+        raise _err(path, "pruner", "only with one objective (Optuna prunes single-objective studies)")
+    out = {"type": entry["type"], "warmup_steps": entry.get("warmup_steps", 0), "startup_trials": entry.get("startup_trials", 4)}
+    for key in ("warmup_steps", "startup_trials"):
+        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
+            raise _err(path, f"pruner.{key}", f"got {out[key]!r}; allowed: an integer ≥ 0")
+    return out
 
 
 def _check_every_point(spec: SweepSpec) -> None:

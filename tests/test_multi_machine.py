@@ -23,7 +23,8 @@ def test_two_machines_share_one_grid_on_postgresql_and_an_mlflow_server(tmp_path
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
-    from sweeps.driver import grid_point_of, make_sampler, point_key
+    from sweeps.search import make_sampler
+    from sweeps.spec import grid_point_of, point_key
     from sweeps.spec import load_spec
     from sweeps.storage import open_storage
 

@@ -25,7 +25,7 @@ def _spec(tmp_path, name, max_steps):
 def _study(storage_url, name, spec_path):
     import optuna
 
-    from sweeps.driver import make_sampler
+    from sweeps.search import make_sampler
     from sweeps.spec import load_spec
     from sweeps.storage import open_storage
 
@@ -37,7 +37,7 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
-    from sweeps.driver import grid_point_of, point_key
+    from sweeps.spec import grid_point_of, point_key
 
     spec_path = _spec(tmp_path, "killme", max_steps=60)  # killed at step 20 or so: 40 steps of margin
     journal = f"journal://{tmp_path}/optuna.log"
@@ -146,7 +146,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
-    from sweeps.driver import grid_point_of, point_key
+    from sweeps.spec import grid_point_of, point_key
 
     spec_path = _spec(tmp_path, "ctrlc", max_steps=60)  # interrupted at step 20 or so: 40 steps of margin
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"

@@ -26,7 +26,7 @@ def write_spec(tmp_path, name="spec", **fields):
 def load(tmp_path, name):
     import optuna
 
-    from sweeps.driver import make_sampler
+    from sweeps.search import make_sampler
     from sweeps.spec import load_spec
 
     spec = load_spec(tmp_path / f"{name}.yaml")
@@ -46,7 +46,7 @@ def mlflow_runs(tmp_path, experiment):
 def test_grid_two_workers_complete_once_and_rerun_adds_nothing(tmp_path):
     from optuna.trial import TrialState
 
-    from sweeps.driver import point_key
+    from sweeps.spec import point_key
 
     write_spec(tmp_path, "grid", question="smoke", grid={"loss_type": ["grpo", "bnpo"], "learning_rate": [1e-4, 3e-4]},
                seeds=[0, 1])
@@ -393,7 +393,7 @@ def test_ui_on_a_busy_port_exits_2(tmp_path):
 def _two_point_study(tmp_path):
     import optuna
 
-    from sweeps.driver import make_sampler
+    from sweeps.search import make_sampler
     from sweeps.spec import load_spec
     from sweeps.storage import open_storage
 
@@ -412,7 +412,8 @@ def test_a_point_claimed_by_two_machines_at_once_runs_once(tmp_path, monkeypatch
     it is being asked for) and ends as PRUNED, saying so; nothing is left to claim then."""
     from optuna.trial import TrialState
 
-    import sweeps.driver as driver
+    import sweeps.claims as driver
+    from sweeps.trials import trials_table
 
     spec, storage, study = _two_point_study(tmp_path)
     lock = tmp_path / "a.lock"
@@ -441,7 +442,7 @@ def test_a_point_claimed_by_two_machines_at_once_runs_once(tmp_path, monkeypatch
     states = {t.number: t.state.name for t in study.trials}
     assert states == {0: "COMPLETE", 1: "FAIL", 2: "RUNNING", 3: "PRUNED"}
     assert "claimed at the same moment by trial 2" in study.trials[3].user_attrs["error"]
-    assert "PRUNED" in driver.trials_table(study, spec) and "claimed at the same moment" in driver.trials_table(study, spec)
+    assert "PRUNED" in trials_table(study, spec) and "claimed at the same moment" in trials_table(study, spec)
 
 
 def test_a_claim_waits_for_a_trial_another_machine_is_asking_for(tmp_path, monkeypatch):
@@ -450,7 +451,8 @@ def test_a_claim_waits_for_a_trial_another_machine_is_asking_for(tmp_path, monke
     import threading
     import time
 
-    import sweeps.driver as driver
+    import sweeps.claims as driver
+    from sweeps.trials import trials_table
 
     spec, storage, study = _two_point_study(tmp_path)
     done = driver.claim_trial(study, storage, spec, tmp_path / "a.lock", "i1")

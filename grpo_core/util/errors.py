@@ -34,6 +34,16 @@ class RecordIncomplete(RunFailure):
         self.summary = summary
 
 
+class RunPruned(Exception):
+    """A search's pruner stopped the run after `step` (its smoothed reward behind the other trials'
+    at that step): recorded as pruned in its folder, in MLflow (KILLED, tag status=pruned) and in
+    Optuna (PRUNED), never as failed or finished."""
+
+    def __init__(self, step: int, reason: str):
+        super().__init__(f"pruned after step {step}: {reason}")
+        self.step = step
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (kill, Slurm, Kubernetes, docker stop): handled as Ctrl-C is, exit code 143."""
 

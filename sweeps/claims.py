@@ -1,0 +1,135 @@
+"""Grid bookkeeping: which trial runs which grid point, claimed under a host lock so that no point
+runs twice, even from several machines (sweeps/driver.py starts the workers that claim).
+
+`GridSampler` maps trial number k < grid size to grid point k, and the storage allocates trial
+numbers atomically, so the first pass never runs a point twice. Past it (points whose trial failed
+in an earlier invocation, or beside adopted run folders) the point is enqueued with fixed params;
+two machines that enqueue the same point at once are told apart by `earlier_claim`. A search
+claims a trial while its study has fewer than `n_trials` (any state: a pruned or failed trial is
+never retried).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+from typing import Optional
+
+from filelock import FileLock
+
+from grpo_core.record.provenance import owner_id
+
+from .adopt import has_adopted
+from .recovery import fail_stale
+from .spec import SweepSpec, grid_point_of, grid_space, point_key
+
+
+def make_grid_sampler(spec: SweepSpec):
+    import optuna
+
+    class SweepGridSampler(optuna.samplers.GridSampler):
+        """GridSampler that leaves stopping to the driver's cap: the stock after_trial calls
+        study.stop(), valid only inside optimize()."""
+
+        def after_trial(self, study, trial, state, values) -> None:
+            return None
+
+    return SweepGridSampler(grid_space(spec), seed=0)  # same seed in every process: same order
+
+
+def _claimed_point(spec: SweepSpec, trial) -> Optional[dict]:
+    """grid_point_of, or for an enqueued trial not yet suggested the point it was enqueued with."""
+    fixed = trial.system_attrs.get("fixed_params") or {}
+    return grid_point_of(spec, trial) or (dict(fixed) if set(fixed) == set(grid_space(spec)) else None)
+
+
+def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
+    """Grid points with no COMPLETE or RUNNING trial, and no failure in this invocation."""
+    from optuna.trial import TrialState
+
+    taken = set()
+    for t in trials:
+        point = _claimed_point(spec, t)
+        if point is None or t.state == TrialState.WAITING:  # free until asked for: the next ask runs it
+            continue
+        if t.state in (TrialState.COMPLETE, TrialState.RUNNING):
+            taken.add(point_key(point))
+        elif t.user_attrs.get("invocation") == invocation:  # failed just now: retry on a rerun
+            taken.add(point_key(point))
+    return [p for p in spec.grid_points() if point_key(p) not in taken]
+
+
+SETTLE_S = 10.0  # how long a claim waits for trials other machines have just asked for to show their point
+DUPLICATE = "its grid point was claimed at the same moment by trial {} (another machine); not run"
+
+
+def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
+    """Create the next trial, or None when the sweep has nothing left for this invocation.
+    Trials of dead workers are failed first (sweeps/recovery.py); each new trial records its
+    owner process, so that its own death can be detected. A grid trial past the first pass that
+    finds its point claimed by an earlier trial (two machines at once: the lock is per host) is
+    ended as PRUNED, saying so, and the claim starts over."""
+    from optuna.trial import TrialState
+
+    while True:
+        trial = _claim_once(study, storage, spec, lock_path, invocation)
+        if trial is None or spec.mode != "grid" or (trial.number < len(spec.grid_points())
+                                                    and not has_adopted(study.get_trials(deepcopy=False))):
+            return trial  # first-pass trials run the point of their trial number, which is unique
+        first = earlier_claim(study, spec, trial.number, grid_point_of(spec, trial))
+        if first is None:
+            return trial
+        trial.set_user_attr("error", DUPLICATE.format(first))
+        study.tell(trial, state=TrialState.PRUNED)
+
+
+def earlier_claim(study, spec: SweepSpec, number: int, point: dict) -> Optional[int]:
+    """The number of a live trial (complete, running or waiting) before trial `number` on `point`,
+    or None. A trial another machine has just asked for shows its point once that machine has
+    suggested its params, milliseconds later: such trials are read again until they show it, for
+    at most SETTLE_S (a worker that died in between never shows it)."""
+    from optuna.trial import TrialState
+
+    live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        earlier = [t for t in study.get_trials(deepcopy=False, states=live) if t.number < number]
+        points = [(t.number, _claimed_point(spec, t)) for t in earlier]
+        same = [n for n, p in points if p is not None and point_key(p) == point_key(point)]
+        if same:
+            return same[0]
+        if all(p is not None for _, p in points) or time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
+    with FileLock(lock_path):
+        fail_stale(study, storage)
+        trials = study.get_trials(deepcopy=False)
+        if spec.mode == "search":
+            if len(trials) >= spec.n_trials:
+                return None
+        else:
+            free = free_points(spec, trials, invocation)
+            if not free:
+                return None
+            waiting = any(t.state.name == "WAITING" for t in trials)  # e.g. a heartbeat retry
+            if (len(trials) >= len(spec.grid_points()) or has_adopted(trials)) and not waiting:
+                study.enqueue_trial(free[0])  # past the first pass, or beside adopted folders: fix the point
+        with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
+            warnings.simplefilter("ignore", UserWarning)
+            trial = study.ask()
+        if spec.mode == "grid":  # its point, recorded as params while no other worker of this host can claim
+            for name, choices in grid_space(spec).items():
+                trial.suggest_categorical(name, choices)
+        trial.set_user_attr("owner", owner_id())
+        return trial
+
+
+def has_work(study, spec: SweepSpec, invocation: str) -> bool:
+    trials = study.get_trials(deepcopy=False)
+    if spec.mode == "search":
+        return len(trials) < spec.n_trials
+    return bool(free_points(spec, trials, invocation))

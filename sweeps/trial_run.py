@@ -1,0 +1,97 @@
+"""One trial's runs: the context a worker process gets, the run's name and extras, and a run
+recorded as every run is (grpo_core/logged_run.py) under the sweep's parent run; the grid's
+objective (one run per trial). The search's objective (several seeds per trial) is sweeps/search.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from grpo_core.util import defaults
+
+from .adopt import free_folder
+from .spec import SweepSpec, grid_space
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """Everything a worker process needs; picklable for the spawn start method."""
+    spec_path: str
+    storage_url: Optional[str]
+    tracking_uri: str
+    parent_run_id: str
+    invocation: str  # one id per `grpo sweep` call: a point that failed in it is not retried in it
+    worker_index: int = 0
+    num_threads: int = 0
+    gpu: Optional[str] = None
+    out_root: str = defaults.SWEEPS
+    heartbeat_interval: int = 30  # seconds; RDB storages only
+
+
+def run_extras(spec: SweepSpec, ctx: WorkerContext) -> dict:
+    extras = {"mlflow_tracking_uri": ctx.tracking_uri, "mlflow_experiment": spec.experiment}
+    if "num_threads" not in spec.base and "num_threads" not in spec.grid and "num_threads" not in spec.search:
+        extras["num_threads"] = ctx.num_threads
+    return extras
+
+
+def run_name(spec: SweepSpec, number: int, point: dict) -> str:
+    parts = [f"{k}={v}" for k, v in point.items() if k != "seed"]
+    seed = f"-seed{point['seed']}" if "seed" in point else ""
+    return f"{spec.name}-t{number}-{','.join(parts)}{seed}"
+
+
+def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
+               out_dir: Path, on_run=None, on_step=None) -> tuple[dict, str]:
+    """One trial's run, recorded as every run is (grpo_core/logged_run.py), as a child of
+    `parent_run_id` in the sweep's store and experiment, with its reward curve; returns (summary,
+    run id). The MLflow run exists before the model loads: `on_run(run_id)` records it in the trial,
+    so that the run can be ended as KILLED if this process dies. A run that trained to the end but
+    whose MLflow record failed stands, with `record_error` (the record is repaired later)."""
+    from grpo_core.util.errors import RecordIncomplete
+    from grpo_core.logged_run import train_logged
+    from grpo_core.run import read_metrics
+
+    from .plots import reward_curve_png
+
+    def figure(folder: Path, summary: dict) -> Path:
+        return reward_curve_png(read_metrics(folder / "metrics.jsonl"), summary.get("baseline_reward"),
+                                cfg.stl_window, folder / "reward_curve.png")
+
+    run_ids = []
+
+    def created(run_id: str) -> None:
+        run_ids.append(run_id)
+        if on_run is not None:
+            on_run(run_id)
+
+    try:
+        return train_logged(cfg, out_dir, tracking_uri=ctx.tracking_uri, experiment=spec.experiment,
+                            run_name=run_name, tags=tags, parent_run_id=parent_run_id, create_now=True,
+                            on_run=created, on_step=on_step, figure=figure)
+    except RecordIncomplete as exc:  # trained to the end: the result stands; MLflow's record is repaired later
+        print(f"grpo sweep: {exc}", file=sys.stderr, flush=True)
+        return {**exc.summary, "record_error": str(exc)}, run_ids[0]
+
+
+def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> float:
+    point = {axis: trial.suggest_categorical(axis, values) for axis, values in grid_space(spec).items()}
+    cfg = spec.config_for(point, **run_extras(spec, ctx))
+    tags = {"sweep": spec.name, "trial_number": trial.number, "seed": point["seed"],
+            **{f"variant.{k}": v for k, v in point.items() if k != "seed"}}
+    if "claim" in spec.text:
+        tags["claim"] = spec.text["claim"]
+    if spec.replication_seeds:  # the report tests each set on its own
+        tags["seed_set"] = "replication" if point["seed"] in spec.replication_seeds else "discovery"
+    out = free_folder(Path(ctx.out_root) / spec.name, trial.number, ctx.invocation)
+    trial.set_user_attr("run_dir", str(out))
+    summary, run_id = run_logged(cfg, spec, ctx, run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
+                                 on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid), on_step=on_step)
+    for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward",
+                "record_error"):
+        if key in summary:
+            trial.set_user_attr(key, summary[key])
+    return spec.censor(summary, cfg.max_steps)
