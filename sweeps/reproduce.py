@@ -138,6 +138,21 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
 
 
+def timing_lines(timing: dict, run_time: float, workers: int, quick: bool) -> list[str]:
+    """What the report says of the time its runs took. `timing`: the last training invocation's
+    record (wall_time_s None when no invocation here trained; runs_before: the finished run folders
+    it took as done); `run_time`: the runs' wall_time_s summed."""
+    in_parts = [f"the runs were trained in parts; together they ran {run_time / 60:.1f} min (the sum of their "
+                f"wall_time_s: about {run_time / 60 / max(workers, 1):.1f} min of wall time on {workers} workers)"]
+    if timing["wall_time_s"] is None:
+        return in_parts
+    if timing.get("runs_before"):  # the last invocation trained what was missing beside finished run folders
+        return in_parts + [f"the last part: {timing['wall_time_s'] / 60:.1f} min wall ({timing['date']}, beside "
+                           f"{timing['runs_before']} finished run folders it took as done)"]
+    return [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
+            f"({timing['date']}, training every run of this report)"]
+
+
 SUMMARY_HEAD = ["| claim | question | verdict | on reward AUC | n per set | detectable with 80% power | control: median "
                 "(censored) |", "|---|---|---|---|---|---|---|"]
 
@@ -382,16 +397,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     report_dir.mkdir(parents=True, exist_ok=True)
     quick_timing = Path(defaults.QUICK) / "timing.json"
     run_time = sum(float(r.summary.get("wall_time_s") or 0) for r in all_runs)
-    in_parts = [f"the runs were trained in parts; together they ran {run_time / 60:.1f} min (the sum of their "
-                f"wall_time_s: about {run_time / 60 / max(workers, 1):.1f} min of wall time on {workers} workers)"]
-    if timing["wall_time_s"] is None:
-        times = in_parts
-    elif timing.get("runs_before"):  # the last invocation trained what was missing beside finished run folders
-        times = in_parts + [f"the last part: {timing['wall_time_s'] / 60:.1f} min wall ({timing['date']}, beside "
-                            f"{timing['runs_before']} finished run folders it took as done)"]
-    else:
-        times = [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
-                 f"({timing['date']}, training every run of this report)"]
+    times = timing_lines(timing, run_time, workers, quick)
     if not quick and quick_timing.is_file():
         qt = json.loads(quick_timing.read_text())
         times.append(f"`grpo reproduce --quick` on this machine: {qt['wall_time_s'] / 60:.1f} min wall ({qt['date']})")

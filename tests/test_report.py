@@ -713,3 +713,17 @@ def test_claims_under_a_reward_that_pays_for_an_echo_go_to_an_appendix(tmp_path)
     text = "\n".join(sections)
     assert text.index("## C2 — strict") < text.index("## Appendix") < text.index("### C3 — echo")
     assert "| appendix · C3 | echo learns sooner |" in text and "\n## C3" not in text
+
+
+def test_the_timing_line_says_when_the_runs_were_trained_in_parts():
+    from sweeps.reproduce import timing_lines
+
+    whole = {"wall_time_s": 600.0, "date": "2026-11-26", "runs_before": 0}
+    assert timing_lines(whole, 1500.0, 2, False) == ["this full reproduction: 10.0 min wall (2026-11-26, training "
+                                                     "every run of this report)"]
+    # the last invocation trained beside 256 finished folders: it did not train every run
+    lines = timing_lines({**whole, "runs_before": 256}, 1500.0, 2, False)
+    assert lines[0].startswith("the runs were trained in parts; together they ran 25.0 min")
+    assert lines[1] == "the last part: 10.0 min wall (2026-11-26, beside 256 finished run folders it took as done)"
+    assert not any("every run" in line for line in lines)
+    assert timing_lines({**whole, "wall_time_s": None}, 1500.0, 2, True)[0].endswith("12.5 min of wall time on 2 workers)")
