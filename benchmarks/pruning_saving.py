@@ -39,16 +39,16 @@ def run_search(spec: dict, work: Path) -> tuple[Path, float]:
 
 def costs(path: Path, work: Path) -> dict:
     """Per trial in number order: its state, value and training seconds; and the totals."""
-    from sweeps.search_report import _metrics, seed_folders
+    from sweeps.search_report import trial_cost
     from sweeps.trials import load_sweep_study
 
     spec, study = load_sweep_study(path, f"journal:///{work}/journal.log")
     trials = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        rows = [r for f in seed_folders(work / "runs", spec, t.number) for r in _metrics(f)]
+        _, steps, seconds = trial_cost(work / "runs", spec, t.number)
         value = t.values[0] if t.values and t.state.name == "COMPLETE" else None  # (a pruned one's: its last report)
         trials.append({"number": t.number, "state": t.state.name, "value": value,
-                       "steps": len(rows), "train_s": sum(float(r.get("step_time", 0.0)) for r in rows)})
+                       "steps": steps, "train_s": seconds})
     return {"spec": spec, "trials": trials}
 
 

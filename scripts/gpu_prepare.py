@@ -117,7 +117,8 @@ def download(args: list[str], into: Path, python_version: str) -> None:
                            "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
                            *platforms, "-d", str(into), *args], stderr=subprocess.PIPE, text=True)
     said = [line for line in proc.stderr.splitlines() if "is ignored" not in line]  # (an index's missing mirrors)
-    print("\n".join(said), file=sys.stderr) if said else None
+    if said:
+        print("\n".join(said), file=sys.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"pip download {' '.join(args)} failed (exit {proc.returncode}; its lines above)")
 

@@ -23,7 +23,7 @@ from grpo_core.tasks.rewards import PAYS_FOR_ECHO
 from grpo_core.util.yaml_files import dump_yaml, read_yaml_mapping
 from grpo_core.util.cpu_math import describe
 from grpo_core.util.errors import UserInputError
-from grpo_core.util.files import check_writable_folder
+from grpo_core.util.files import check_writable_folder, read_mapping_named
 from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.record.provenance import machine, versions
 from grpo_core.record.run_metrics import CENSORED
@@ -136,6 +136,15 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
 
     spec = load_spec(spec_path)
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
+
+
+def _status(summary: Path) -> object:
+    """A run folder's summary.json status; None when it does not read as a mapping (a damaged
+    folder is retrained, not counted)."""
+    try:
+        return read_mapping_named(summary).get("status")
+    except UserInputError:
+        return None
 
 
 def timing_lines(timing: dict, run_time: float, workers: int, quick: bool) -> list[str]:
@@ -354,7 +363,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         print(f"grpo reproduce: this invocation's Optuna journal: {journal} (`grpo trials SPEC --storage "
               f"{storage}` lists a sweep's trials)", flush=True)
     failures, trained = 0, False
-    before = sum(1 for f in Path(runs_root).glob("*/trial-*/summary.json") if '"finished"' in f.read_text())
+    before = sum(_status(path) == "finished" for path in Path(runs_root).glob("*/trial-*/summary.json"))
     for i, p in enumerate(derived if not report_only else [], 1):  # --report-only: the folders as they are
         print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)
         trained |= _pending(p, runs_root)

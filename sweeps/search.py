@@ -101,8 +101,7 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
         for index, seed in enumerate(spec.seeds):
             cfg = spec.config_for({**params, "seed": seed}, **extras)
             out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}" / f"seed-{seed}"
-            hook = on_step if not spec.pruner else PruneCheck(trial, cfg.stl_window, index * cfg.max_steps, sign,
-                                                              None if on_step is None else on_step)
+            hook = PruneCheck(trial, cfg.stl_window, index * cfg.max_steps, sign, on_step) if spec.pruner else on_step
             summary, _ = run_logged(cfg, spec, ctx, run_name(spec, trial.number, {**params, "seed": seed}),
                                     {**tags, "seed": seed}, trial_logger.run_id, out, on_step=hook)
             for name in spec.all_objectives:

@@ -6,11 +6,11 @@ trains nothing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 from grpo_core.record.run_metrics import moving_average
+from grpo_core.run import read_metrics_lenient
 from grpo_core.util import defaults
 from grpo_core.util.errors import UserInputError
 from grpo_core.util.files import write_text_atomic
@@ -29,16 +29,15 @@ def seed_folders(out_root: str | Path, spec: SweepSpec, number: int) -> list[Pat
 
 
 def _metrics(folder: Path) -> list[dict]:
+    """A seed's metrics.jsonl as read_run reads it (a last line cut mid-write left out); [] before its first step."""
     path = folder / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:  # a last line cut mid-write (a killed run)
-            break
-    return rows
+    return read_metrics_lenient(path) if path.is_file() else []
+
+
+def trial_cost(out_root: str | Path, spec: SweepSpec, number: int) -> tuple[int, int, float]:
+    """A trial's runs (one per seed that ran), their optimizer steps and their step times summed."""
+    rows = [_metrics(folder) for folder in seed_folders(out_root, spec, number)]
+    return len(rows), sum(len(r) for r in rows), sum(float(m.get("step_time", 0.0)) for r in rows for m in r)
 
 
 def spent(study, spec: SweepSpec, out_root: str | Path) -> dict:
@@ -49,11 +48,8 @@ def spent(study, spec: SweepSpec, out_root: str | Path) -> dict:
     seconds = 0.0
     for t in study.get_trials(deepcopy=False):
         states[t.state.name] = states.get(t.state.name, 0) + 1
-        for folder in seed_folders(out_root, spec, t.number):
-            rows = _metrics(folder)
-            runs += 1
-            steps += len(rows)
-            seconds += sum(float(r.get("step_time", 0.0)) for r in rows)
+        trial_runs, trial_steps, trial_seconds = trial_cost(out_root, spec, t.number)
+        runs, steps, seconds = runs + trial_runs, steps + trial_steps, seconds + trial_seconds
     return {"states": states, "runs": runs, "steps": steps, "train_time_s": seconds}
 
 
