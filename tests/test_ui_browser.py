@@ -36,12 +36,12 @@ def _chromium() -> str:
 
 def _browse(chromium: str, url: str, profile, screenshot=None) -> tuple[str, str]:
     """The page after its scripts ran, in a fresh profile: its HTML and its text (and a screenshot
-    of it, taken after, when the server has answered the page's requests once)."""
+    of that same state, taken by the same browser run after it wrote the HTML)."""
     args = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            f"--user-data-dir={profile}", "--window-size=1600,1000", "--virtual-time-budget=60000"]
-    dom = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=300).stdout
+            f"--user-data-dir={profile}", "--window-size=1600,1000", "--virtual-time-budget=60000", "--dump-dom"]
     if screenshot is not None:
-        subprocess.run([*args, f"--screenshot={screenshot}", url], capture_output=True, timeout=300)
+        args.append(f"--screenshot={screenshot}")
+    dom = subprocess.run([*args, url], capture_output=True, text=True, timeout=300).stdout
     return dom, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
 
 
