@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from conftest import make_cfg, run_grpo
+from conftest import make_cfg, run_grpo_here
 from grpo_core.run import read_metrics, run_training
 from grpo_core.trainer import GRPOTrainer
 
@@ -101,8 +101,8 @@ def test_resume_between_two_slices_matches_an_uninterrupted_run(tmp_path):
 
 @pytest.mark.parametrize("value", ["3", "0", "-2"])
 def test_steps_per_generation_not_a_multiple_of_accumulation_is_one_line_exit_2(tmp_path, value):
-    r = run_grpo("train", "--no-mlflow", "--out", str(tmp_path / "run"), "--set", "gradient_accumulation_steps=2",
-                 "--set", f"steps_per_generation={value}")
+    r = run_grpo_here("train", "--no-mlflow", "--out", str(tmp_path / "run"), "--set",
+                      "gradient_accumulation_steps=2", "--set", f"steps_per_generation={value}")
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "steps_per_generation" in r.stderr
     assert "a multiple of gradient_accumulation_steps (2)" in r.stderr
