@@ -31,7 +31,7 @@ from .spec import SweepSpec, grid_point_of, grid_space, point_key
 IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads")
 
 
-def _finished_run(folder: Path) -> Optional[tuple[dict, dict]]:
+def finished_run(folder: Path) -> Optional[tuple[dict, dict]]:
     """(summary, config) of a finished, undamaged run folder; None for one unfinished, damaged (a
     file missing or unreadable, metrics.jsonl cut short of summary's steps_completed) or not a run."""
     try:
@@ -56,7 +56,7 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
     if not folder_root.is_dir():
         return found
     for folder in sorted(p for p in folder_root.iterdir() if p.is_dir()):
-        if (read := _finished_run(folder)) is None:
+        if (read := finished_run(folder)) is None:
             continue
         summary, config = read
         point = {axis: config.get(axis) for axis in [*spec.grid, "seed"]}
@@ -91,7 +91,7 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
         if not missing:
             break
         for folder in sorted(p for p in sibling.iterdir() if p.is_dir()):
-            read = _finished_run(folder)
+            read = finished_run(folder)
             if read is None or any(a not in read[1] for a in [*spec.grid, "seed"]):
                 continue
             config = read[1]

@@ -23,11 +23,12 @@ from grpo_core.tasks.rewards import PAYS_FOR_ECHO
 from grpo_core.util.yaml_files import dump_yaml, read_yaml_mapping
 from grpo_core.util.cpu_math import describe
 from grpo_core.util.errors import UserInputError
-from grpo_core.util.files import check_writable_folder, read_mapping_named
+from grpo_core.util.files import check_writable_folder
 from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.record.provenance import machine, versions
 from grpo_core.record.run_metrics import CENSORED
 
+from .adopt import finished_folders, finished_run
 from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from .peer import peer_section
@@ -132,19 +133,8 @@ def cpu_math_line(runs: list) -> str:
 
 def _pending(spec_path: Path, runs_root: Path) -> bool:
     """Whether the sweep of this spec still has grid points without a finished run folder."""
-    from .adopt import finished_folders
-
     spec = load_spec(spec_path)
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
-
-
-def _status(summary: Path) -> object:
-    """A run folder's summary.json status; None when it does not read as a mapping (a damaged
-    folder is retrained, not counted)."""
-    try:
-        return read_mapping_named(summary).get("status")
-    except UserInputError:
-        return None
 
 
 def timing_lines(timing: dict, run_time: float, workers: int, quick: bool) -> list[str]:
@@ -363,7 +353,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         print(f"grpo reproduce: this invocation's Optuna journal: {journal} (`grpo trials SPEC --storage "
               f"{storage}` lists a sweep's trials)", flush=True)
     failures, trained = 0, False
-    before = sum(_status(path) == "finished" for path in Path(runs_root).glob("*/trial-*/summary.json"))
+    before = sum(finished_run(folder) is not None for folder in Path(runs_root).glob("*/trial-*"))
     for i, p in enumerate(derived if not report_only else [], 1):  # --report-only: the folders as they are
         print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)
         trained |= _pending(p, runs_root)
