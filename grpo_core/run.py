@@ -301,7 +301,8 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
     except RunFailure as exc:
         summary, error = {"error": str(exc)}, exc
     except BaseException as exc:
-        peer = dead_peer() if not type(exc) is KeyboardInterrupt else None  # not Ctrl-C, which every process gets
+        with _sigterm_held():  # the launcher's SIGTERM may come while it looks: it says the same
+            peer = dead_peer(wait_s=5.0) if not type(exc) is KeyboardInterrupt else None  # not Ctrl-C, which every process gets
         if peer is not None:  # gloo's "Connection closed by peer", or the launcher's SIGTERM: a peer died first
             message = f"{peer}; the run stopped after step {trainer.step}"
             status, summary, error = "killed", {"error": message}, PeerDied(message)

@@ -199,3 +199,22 @@ def test_a_worker_killed_mid_run_is_one_line_and_one_record(tmp_path, rank):
     runs = client.search_runs([client.get_experiment_by_name("dp").experiment_id])
     assert len(runs) == 1 and runs[0].info.status == "KILLED"
     assert runs[0].data.tags["error"].startswith(reason)
+
+
+def test_a_survivor_waits_for_a_dying_peer_to_show_as_ended(monkeypatch):
+    # A killed peer's sockets close before /proc shows it ended: the survivor that sees its collective
+    # fail looks again for a moment, rather than reporting a plain error with a gloo traceback.
+    import time
+
+    from grpo_core.util import distributed
+
+    peer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])  # not reaped by us: a zombie once done
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(distributed, "_PEERS", {0: os.getpid(), 1: peer.pid})
+    assert distributed.dead_peer() is None  # still running: a plain look finds nothing
+    start = time.monotonic()
+    assert distributed.dead_peer(wait_s=10.0) == f"worker 1 of 2 (pid {peer.pid}) exited with status 0"
+    assert time.monotonic() - start < 9.0
+    peer.wait()
+    assert distributed.dead_peer(wait_s=0.2) == f"worker 1 of 2 (pid {peer.pid}) died"  # reaped: gone from /proc

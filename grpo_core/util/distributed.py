@@ -72,13 +72,22 @@ def _how_it_ended(pid: int) -> str | None:
     return f"exited with status {code >> 8}"
 
 
-def dead_peer() -> str | None:
+def dead_peer(wait_s: float = 0.0) -> str | None:
     """'worker R of N (pid P) died (SIGKILL)' for the first other process of this run that ended,
-    or None while all run."""
-    for rank, pid in sorted(_PEERS.items()):
-        if rank != process_rank() and (how := _how_it_ended(pid)) is not None:
-            return f"worker {rank} of {world_size()} (pid {pid}) {how}"
-    return None
+    or None while all run, after looking again for up to `wait_s` seconds. A killed peer's sockets
+    close while the kernel is still taking it down, before /proc shows it ended: the survivor's
+    "Connection reset by peer" can come first (seen in a CI run of 2026-11-27), so a caller that
+    has just seen a collective fail waits a moment for the cause to show."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        for rank, pid in sorted(_PEERS.items()):
+            if rank != process_rank() and (how := _how_it_ended(pid)) is not None:
+                return f"worker {rank} of {world_size()} (pid {pid}) {how}"
+        if not _PEERS or time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
 
 
 def shut_down() -> None:
