@@ -65,8 +65,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="grpo-gpu-share-"))
-    rows = [run(Path(args.spec), n, args.steps, work) for n in args.workers]
+    with tempfile.TemporaryDirectory(prefix="grpo-gpu-share-") as work:
+        rows = [run(Path(args.spec), n, args.steps, Path(work)) for n in args.workers]
     lines = [f"Runs sharing one GPU: `{Path(args.spec).name}`, {args.steps} steps per run "
              f"(`benchmarks/gpu_workers.py --workers {' '.join(map(str, args.workers))} --steps {args.steps}`)", "",
              "| workers | median step time per run (s) | sweep wall (s) | steps per second, all runs |",

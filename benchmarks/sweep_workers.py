@@ -46,14 +46,14 @@ def main() -> None:
     parser.add_argument("--spec", default="experiments/example-grid.yaml")
     parser.add_argument("--reps", type=int, default=2)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="grpo-sweepbench-"))
     results = {1: [], 2: []}
-    for rep in range(args.reps):
-        for workers in (1, 2):
-            r = run_once(args.spec, workers, tmp / f"w{workers}-{rep}")
-            results[workers].append(r)
-            print(f"rep {rep} workers={workers}: command {r['command_wall']:.1f} s, sweep {r['sweep_wall']:.1f} s, "
-                  f"{r['trials']} trials, median step {r['median_step_ms']:.1f} ms", flush=True)
+    with tempfile.TemporaryDirectory(prefix="grpo-sweepbench-") as tmp:
+        for rep in range(args.reps):
+            for workers in (1, 2):
+                r = run_once(args.spec, workers, Path(tmp) / f"w{workers}-{rep}")
+                results[workers].append(r)
+                print(f"rep {rep} workers={workers}: command {r['command_wall']:.1f} s, sweep {r['sweep_wall']:.1f} s, "
+                      f"{r['trials']} trials, median step {r['median_step_ms']:.1f} ms", flush=True)
     med = {w: {k: statistics.median(r[k] for r in rs) for k in ("command_wall", "sweep_wall", "median_step_ms")}
            for w, rs in results.items()}
     print(f"\nspec {args.spec}, {os.cpu_count()} cores, {args.reps} repetitions (medians)")

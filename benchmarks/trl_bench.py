@@ -20,10 +20,12 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -156,7 +158,7 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     from grpo_core.tasks.rewards import exact_match
     from grpo_core.tasks.catalog import get_task
 
-    train, _ = get_task("addition").splits()
+    train = get_task("addition").splits()[0].to_dataset()
     reward, peft_config = exact_match, None
     if setup.real:  # chat-format prompts (TRL applies the chat template, as ours does), LoRA as ours
         import json
@@ -173,8 +175,9 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     from grpo_core.tasks.models import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(path)  # left padding, pad token set: as ours
+    output_dir = tempfile.mkdtemp(prefix="grpo-bench-trl-")  # nothing is saved there; removed with the trainer
     args = TRLConfig(
-        output_dir=tempfile.mkdtemp(prefix="grpo-bench-trl-"), per_device_train_batch_size=setup.prompts * setup.generations,
+        output_dir=output_dir, per_device_train_batch_size=setup.prompts * setup.generations,
         num_generations=setup.generations, max_completion_length=setup.new_tokens, beta=knobs.beta,
         loss_type=knobs.loss_type, learning_rate=knobs.learning_rate, max_steps=max_steps, seed=knobs.seed,
         lr_scheduler_type="constant", warmup_steps=0, temperature=1.0, logging_steps=1, save_strategy="no",
@@ -186,6 +189,7 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     trainer = TRLTrainer(model=path, reward_funcs=reward, args=args, train_dataset=train,
                          processing_class=tokenizer, callbacks=list(callbacks), peft_config=peft_config)
     trainer.remove_callback(PrinterCallback)  # no per-step log printing
+    weakref.finalize(trainer, shutil.rmtree, output_dir, True)
     return trainer
 
 
