@@ -105,23 +105,27 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     steps: list[dict] = []
 
     class Record(TrainerCallback):
+        """Each logged step into metrics.jsonl as it comes (a long run shows how far it is; a killed
+        one how far it got), and on one line of progress."""
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "reward" in logs:
                 steps.append({"step": state.global_step, **{k: float(v) for k, v in logs.items()
                                                             if isinstance(v, (int, float))}})
+                metrics.write(json.dumps(steps[-1]) + "\n")
+                metrics.flush()
+                print(f"seed {cfg.seed}: TRL step {state.global_step}/{cfg.max_steps}, reward {steps[-1]['reward']:.3f} "
+                      f"({time.perf_counter() - started:.0f} s)", flush=True)
 
     out.mkdir(parents=True, exist_ok=False)
     (out / "config.yaml").write_text(yaml.safe_dump({**cfg.to_dict(), "trainer": "trl"}, sort_keys=False))
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="grpo-peer-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="grpo-peer-") as tmp, (out / "metrics.jsonl").open("w") as metrics:
         trainer = TRLTrainer(model=cfg.model, reward_funcs=[_reward_of_messages(n) for n in cfg.reward_funcs],
                              args=trl_args(cfg, tmp), train_dataset=rows, processing_class=tokenizer,
                              callbacks=[Record()], peft_config=peft)
         trainer.remove_callback(PrinterCallback)
         trainer.train()
-    with (out / "metrics.jsonl").open("w") as f:
-        for row in steps:
-            f.write(json.dumps(row) + "\n")
     rewards, losses = [s["reward"] for s in steps], [s.get("loss", 0.0) for s in steps]
     summary = {"status": "finished", "trainer": "trl", "steps_completed": len(steps),
                **summarize(rewards, losses, baseline_reward, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps),

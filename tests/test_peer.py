@@ -51,7 +51,7 @@ def test_no_peer_runs_no_section(tmp_path):
 
 
 @pytest.mark.longest  # ~1 min: two TRL steps on SmolLM2
-def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, tmp_path, monkeypatch):
+def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, tmp_path, monkeypatch, capsys):
     from benchmarks import peer_check
 
     monkeypatch.chdir(tmp_path)
@@ -76,6 +76,8 @@ def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, t
 
     assert peer_check.main([str(spec), "--arm", "learning_rate=5e-5", "--seeds", "0", "--runs", str(tmp_path / "runs"),
                             "--out", str(tmp_path / "peer")]) == 0
+    assert [line.split(",")[0] for line in capsys.readouterr().out.splitlines() if "TRL step " in line] == [
+        "seed 0: TRL step 1/2", "seed 0: TRL step 2/2"]  # each step as it is logged
     out = tmp_path / "peer" / "pc" / "seed-0"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["trainer"] == "trl" and summary["steps_completed"] == 2
