@@ -1,6 +1,7 @@
 """The testbed's gates over verdicts: a verdict that rests on steps_to_learn is withheld unless the
-placebos of its runs' set-up passed (placebo_gate, withheld), and every 'no effect detected' unless
-the testbed's positive control passed (unproven)."""
+placebos of its runs' set-up passed (placebo_gate, withheld), every 'no effect detected' unless
+the testbed's positive control passed (unproven), and every verdict of a spec whose runs have not
+all finished (incomplete)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ def withheld(v: Verdict, untrusted: str) -> Verdict:
     what the runs alone read kept in its reason (the tables below it are unchanged)."""
     return Verdict(v.statement, f"{INCONCLUSIVE} (placebo not passed)",
                    f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}",
+                   v.table, v.comparisons, v.facts)
+
+
+def incomplete(v: Verdict, done: int, expected: int) -> Verdict:
+    """A verdict of a spec not every grid point of which has a finished run (still training, or a
+    run failed): inconclusive, naming how many have, with what the finished runs alone read kept in
+    its reason. A placebo or positive control that reads so opens no gate."""
+    return Verdict(v.statement, f"{INCONCLUSIVE} ({done} of {expected} runs finished)",
+                   f"{expected - done} of the spec's {expected} runs have not finished (in training, or failed), "
+                   f"so this is not its verdict; the finished runs alone read {v.verdict}: {v.reason}",
                    v.table, v.comparisons, v.facts)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from sweeps import statistics as st
 from grpo_core.record.run_metrics import CENSORED, trailing_average
 
-from .spec import SweepSpec
-from .gates import rests_on_steps_to_learn, unproven, withheld
+from .spec import SweepSpec, point_key
+from .gates import incomplete, rests_on_steps_to_learn, unproven, withheld
 from .report_inputs import Run, _label, report_tests
 from .verdicts import Verdict, _fmt_steps, _group, _seed_list, _unit, replicated_verdicts, seed_sets
 
@@ -200,6 +200,9 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
                   for (v, found), test in zip(tested, tests)]
     if insensitive:
         tested = [(unproven(v, insensitive), found) for v, found in tested]
+    points = {point_key(p) for p in spec.grid_points()} if spec.mode == "grid" else set()
+    if (done := len(points & {point_key(r.point) for r in runs})) < len(points):
+        tested = [(incomplete(v, done, len(points)), found) for v, found in tested]
     results = [v for v, _ in tested]
     for v, test in zip(results, tests):
         out.append(f"**Verdict: {v.verdict}** — {v.statement}. ({v.reason}.)")

@@ -642,6 +642,51 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
         assert "the positive control (b_positive) reads no effect detected" in sections[-1]
 
 
+def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path):
+    # the positive control with 3 of its 32 runs not finished (still training): what its 13 full pairs read
+    # (supported) is kept in the reason, but it is not the spec's verdict, so the claim's "no effect
+    # detected" stays withheld; once every run is in, both stand
+    import sweeps.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    (exp / "a_claim.yaml").write_text(json.dumps({
+        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
+        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
+                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
+    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
+                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
+                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
+                                     for s in range(16) for a in (1.0, 2.0)])
+    (exp / "b_positive.yaml").write_text(json.dumps({
+        "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
+        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
+                              "direction": "lower", "statement": "a larger learning rate learns sooner"}]}}))
+    runs = [({**config, "learning_rate": lr, "seed": s},
+             {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4), "learned": 1,
+              "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2)})
+            for s in range(16) for lr in (1e-4, 4e-4)]
+    _write_runs(runs_root, "positive", [r for r in runs if not (r[0]["seed"] in (6, 7, 15) and r[0]["learning_rate"] > 1e-4)])
+    paths = reproduce.claim_specs(exp)
+
+    def rows_and_sections():
+        sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                                check_points=False)
+        return rows, sections
+
+    rows, sections = rows_and_sections()
+    assert _cells(rows[0])[2:] == ["**inconclusive (29 of 32 runs finished)**"] * 2
+    assert "3 of the spec's 32 runs have not finished" in sections[0] and "the finished runs alone read supported" in sections[0]
+    assert _cells(rows[-1])[2:] == ["**inconclusive (positive control not passed)**"] * 2
+    assert "the positive control (b_positive) reads inconclusive (29 of 32 runs finished)" in sections[-1]
+    shutil.rmtree(runs_root / "positive")
+    _write_runs(runs_root, "positive", runs)
+    rows, _ = rows_and_sections()
+    assert _cells(rows[0])[2:] == ["**supported**"] * 2 and _cells(rows[-1])[2:] == ["**no effect detected**"] * 2
+
+
 def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path):
     # two set-ups: addition (with a placebo that learned once: not passed) and reverse (no placebo run at
     # all, its placebo spec not trained yet); a claim on addition is withheld by its own placebo, a claim
