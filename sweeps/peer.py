@@ -4,7 +4,7 @@ grpo-lab's runs of the same arm. The trainers sample their own prompts and compl
 are independent samples: per metric the Hodges-Lehmann shift (TRL − grpo-lab) with its exact 95%
 interval and a two-sided rank-sum test. They agree on steps_to_learn when the test reads no
 difference and the interval lies within ±2 steps; where the interval is wider, the check cannot
-tell yet (more seeds)."""
+tell yet (more seeds). With fewer than MIN_PEER_RUNS TRL runs it shows them and reads nothing."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .spec import SweepSpec
 
 AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
 AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"
+MIN_PEER_RUNS = 6  # TRL runs (seeds) before the check is tested: fewer are shown, not read
 
 
 @dataclass
@@ -87,6 +88,11 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
     for p in peers:
         o = by_seed.get(p.seed)
         lines.append(f"| {p.seed} | {stl(o)} | {stl(p.summary)} | {auc(o)} | {auc(p.summary)} |")
+    if len(peers) < MIN_PEER_RUNS or len(ours) < 2:
+        outcome = f"in training ({len(peers)} of {MIN_PEER_RUNS} TRL runs finished)"
+        lines += ["", f"**Peer check: {outcome}**: not tested until {MIN_PEER_RUNS} TRL runs (and 2 or more of "
+                      f"grpo-lab's) have finished.", ""]
+        return "\n".join(lines), outcome
     lines += ["", "| metric | grpo-lab runs | TRL runs | shift TRL − grpo-lab [95% CI] | rank-sum p | reads |",
               "|---|---|---|---|---|---|"]
     outcome = None

@@ -46,6 +46,14 @@ def test_the_peer_check_reads_agree_disagree_or_cannot_tell(tmp_path, ours, thei
         assert "not learned" in text  # TRL's censored run, counted at max_steps in the test
 
 
+def test_fewer_than_six_peer_runs_are_shown_not_tested(tmp_path):
+    # one TRL seed finished (a check trained seed by seed): its row is shown, and no test is read from it
+    _peers(tmp_path / "pc", [16])
+    text, found = peer_section(SPEC, _ours([16, 17, 18]), tmp_path / "pc")
+    assert found == "in training (1 of 6 TRL runs finished)"
+    assert "| 0 | 16 | 16 | " in text and "rank-sum p" not in text
+
+
 def test_no_peer_runs_no_section(tmp_path):
     assert peer_section(SPEC, _ours([10, 11]), tmp_path / "none") == ("", None)
 
