@@ -155,10 +155,14 @@ def bases_table(runs: list[Run]) -> list[str]:
 
 
 # ---- the report -----------------------------------------------------------------------------------
-def _left_out_text(spec: SweepSpec, runs: list[Run], left_out: list[str]) -> str:
+def _missing_points(spec: SweepSpec, runs: list[Run]) -> list[dict]:
+    """The spec's grid points (seed included) that have no finished run among `runs`."""
+    done = {point_key(r.point) for r in runs}
+    return [p for p in spec.grid_points() if point_key(p) not in done]
+
+
+def _left_out_text(spec: SweepSpec, missing: list[dict], left_out: list[str]) -> str:
     """What the section's runs lack: folders left out (named, with why) and grid points with no finished run."""
-    done = {tuple(sorted(r.point.items())) for r in runs}
-    missing = [p for p in spec.grid_points() if tuple(sorted(p.items())) not in done]
     text = ""
     if left_out:
         text += f", {len(left_out)} folder(s) left out: " + "; ".join(left_out[:6]) + ("; …" if len(left_out) > 6 else "")
@@ -184,8 +188,9 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
     max_steps = runs[0].config["max_steps"] if runs else spec.base.get("max_steps")
     grid = "; ".join(f"{k} ∈ {v}" for k, v in spec.grid.items())
     sets = "; ".join(f"{name} seeds {_seed_list(seeds)}" for name, seeds in seed_sets(spec))
+    missing = _missing_points(spec, runs)
     out += [f"- **Settings:** {grid}; {sets}; max_steps {max_steps}; base {json.dumps(spec.base)}",
-            f"- **Runs:** {len(runs)} finished" + _left_out_text(spec, runs, unfinished)
+            f"- **Runs:** {len(runs)} finished" + _left_out_text(spec, missing, unfinished)
             + (f"; **{imprecise} run(s) had a baseline standard error above δ/4** (baseline_prompts too small)"
                if (imprecise := sum(r.summary.get("baseline_reward_se", 0) > r.config["stl_delta"] / 4 for r in runs))
                else ""),
@@ -200,9 +205,9 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
                   for (v, found), test in zip(tested, tests)]
     if insensitive:
         tested = [(unproven(v, insensitive), found) for v, found in tested]
-    points = {point_key(p) for p in spec.grid_points()} if spec.mode == "grid" else set()
-    if (done := len(points & {point_key(r.point) for r in runs})) < len(points):
-        tested = [(incomplete(v, done, len(points)), found) for v, found in tested]
+    if spec.mode == "grid" and missing:
+        total = len(spec.grid_points())
+        tested = [(incomplete(v, total - len(missing), total), found) for v, found in tested]
     results = [v for v, _ in tested]
     for v, test in zip(results, tests):
         out.append(f"**Verdict: {v.verdict}** — {v.statement}. ({v.reason}.)")
