@@ -274,7 +274,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     parent_run_id = _parent_run(study, spec, tracking_uri)
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
                              parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
-                             num_threads=max(1, usable_cpus() // workers) if not gpus else 0, out_root=out_root)
+                             num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root)
     started = time.perf_counter()
     status, procs = "FINISHED", []
     progress = SweepProgress(spec, study, invocation, workers)
@@ -324,6 +324,17 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
           f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))
     print(ui_line(tracking_uri, parent_run_id, spec.name))
     return 1 if failed else 0
+
+
+def threads_per_worker(workers: int) -> int:
+    """Each worker's CPU threads where the spec sets no num_threads: its share of the CPUs this
+    process may use, at most OMP_NUM_THREADS where that is set (a machine whose other cores are
+    busy, such as a CI job beside another: a second thread that has to wait for a core makes a
+    small model's step many times slower, not faster). The number is recorded in each run's config,
+    part of its numbers."""
+    share = max(1, usable_cpus() // workers)
+    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(share, int(cap)) if cap.isdigit() and int(cap) > 0 else share
 
 
 def _most_trials(spec: SweepSpec) -> int:

@@ -572,6 +572,21 @@ def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appe
     assert second.returncode == 0 and "COMPLETE  bnpo" in second.stdout, second.stderr
 
 
+def test_a_workers_threads_are_its_share_of_the_cpus_at_most_omp_num_threads(monkeypatch):
+    """8 CPUs: 8 ÷ --workers threads each (at least 1); with OMP_NUM_THREADS=2, at most 2 (an empty or
+    bad value is no cap). Two threads beside a busy core made a tiny step ~50× slower here."""
+    from sweeps import driver
+
+    monkeypatch.setattr(driver, "usable_cpus", lambda: 8)
+    cases = {None: [8, 4, 2, 1], "2": [2, 2, 2, 1], "": [8, 4, 2, 1], "two": [8, 4, 2, 1], "0": [8, 4, 2, 1]}
+    for value, threads in cases.items():
+        if value is None:
+            monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("OMP_NUM_THREADS", value)
+        assert [driver.threads_per_worker(w) for w in (1, 2, 3, 16)] == threads, value
+
+
 def test_workers_beyond_the_sweeps_runs_are_not_started_and_threads_follow_the_flag(tmp_path):
     """--workers 1000 on a one-run grid forked 1000 processes (24 s for a 1-step run). Only as many
     start as there are runs; each run's num_threads, part of its numbers, is still the one the
