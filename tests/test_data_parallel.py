@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,16 +190,18 @@ def test_a_worker_killed_mid_run_is_one_line_and_one_record(tmp_path, rank):
     assert victim is not None
     os.kill(victim, signal.SIGKILL)
     _, stderr = launcher.communicate()
-    reason = f"worker {rank} of 2 (pid {victim}) died (SIGKILL); the run stopped"
+    # the signal shows where the survivor looked before the launcher reaped the dead process (it polls
+    # every 0.2 s): a survivor slowed by a busy machine (a CI run of 2026-11-27) sees it gone, not how
+    reason = rf"worker {rank} of 2 \(pid {victim}\) died( \(SIGKILL\))?; the run stopped"
     assert launcher.returncode == 1  # it was 241 or 247, after a 60-line gloo traceback
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"grpo: run killed: {reason}"), stderr[-3000:]
+    assert len(lines) == 1 and re.match(f"grpo: run killed: {reason}", lines[0]), stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "killed" and summary["error"].startswith(reason)
+    assert summary["status"] == "killed" and re.match(reason, summary["error"])
     client = mlflow.MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("dp").experiment_id])
     assert len(runs) == 1 and runs[0].info.status == "KILLED"
-    assert runs[0].data.tags["error"].startswith(reason)
+    assert re.match(reason, runs[0].data.tags["error"])
 
 
 def test_a_survivor_waits_for_a_dying_peer_to_show_as_ended(monkeypatch):

@@ -452,7 +452,6 @@ def test_a_claim_waits_for_a_trial_another_machine_is_asking_for(tmp_path, monke
     import time
 
     import sweeps.claims as driver
-    from sweeps.trials import trials_table
 
     spec, storage, study = _two_point_study(tmp_path)
     done = driver.claim_trial(study, storage, spec, tmp_path / "a.lock", "i1")
