@@ -403,6 +403,10 @@ def check_zero_loss_step1(spec: SweepSpec, runs: list[Run], test: dict) -> Verdi
     betas = sorted({r.config["beta"] for r in bnpo0})
     which = "with β = 0" if betas in ([], [0]) else f"(β = {', '.join(f'{b:g}' for b in betas)}; KL = 0 at step 1)"
     reason += f"; corollary (#2995) bnpo {which} has step-1 loss ≠ 0 in every run: {'yes' if bnpo_nonzero else 'no'}"
+    if bnpo_live and not bnpo_nonzero:  # the corollary informs; the verdict is grpo's
+        smallest = min(abs(r.metrics[0]["loss"]) for r in bnpo_live)
+        reason += (f" (smallest |loss| {smallest:.1e}: at step 1 bnpo's loss is −Σ advantage × length / Σ length, "
+                   f"0 where the completions of each group with unequal rewards are of one length)")
     if silent := [r for r in runs if not _signal_at_step1(r)]:
         reason += (f"; {len(silent)} run(s) left out of the gradient and bnpo checks: all-equal rewards in every "
                    f"group of the first batch (advantages 0, so loss and gradient 0)")

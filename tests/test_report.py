@@ -214,6 +214,12 @@ def test_zero_loss_step1_needs_every_condition():
     assert check_zero_loss_step1(spec, good + nonzero + bnpo, test).verdict == "contradicted"
     never = [_run({"loss_type": "grpo", "seed": s}, stl=None, loss1=0.0) for s in range(3)]
     assert check_zero_loss_step1(spec, never + bnpo, test).verdict == "contradicted"
+    # a bnpo run at 0 (every group with unequal rewards of one length): the corollary reads no and
+    # says why; grpo's checks decide the verdict
+    equal = [_run({"loss_type": "bnpo", "seed": 9}, stl=40, loss1=-7.8e-9, grad1=1.5)]
+    v = check_zero_loss_step1(spec, good + bnpo + equal, test)
+    assert v.verdict == "supported" and "in every run: no (smallest |loss| 7.8e-09: " in v.reason
+    assert "in every run: yes" in check_zero_loss_step1(spec, good + bnpo, test).reason
 
 
 def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
