@@ -84,8 +84,18 @@ def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional
     return high
 
 
+TARGET_STEPS, TARGET_SHARE = 2.0, 0.15
+MOST_SEEDS = 40  # the most pairs per set seeds_needed tries
+
+
+def target_effect(control_median: float) -> float:
+    """The effect in steps each seed set alone should detect: 2 steps or 15% of the control arm's
+    median, whichever is larger (2 where the control's median is not a number of steps)."""
+    return max(TARGET_STEPS, TARGET_SHARE * control_median) if math.isfinite(control_median) else TARGET_STEPS
+
+
 def seeds_needed(noise: np.ndarray, effect: float, m: int = 1, direction: Optional[str] = "lower",
-                 target: float = POWER, most: int = 40, draws: int = DRAWS) -> Optional[int]:
+                 target: float = POWER, most: int = MOST_SEEDS, draws: int = DRAWS) -> Optional[int]:
     """The fewest pairs per set that detect `effect` with power ≥ `target` (None: more than `most`)."""
     for n in range(2, most + 1):
         if st.smallest_signed_rank_p(n) < ALPHA / m and power(noise, n, effect, m, direction, draws) >= target:

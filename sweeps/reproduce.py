@@ -436,7 +436,9 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "per seed set, and the smallest effect each set alone detects with 80% power, simulated with the "
         "report's own test (`sweeps/power.py`: the comparison's paired differences, centered and resampled, "
         "shifted by the effect; Holm's first step over the test's comparisons); beside it the control arm's "
-        "median and how many of its runs never learned. Reward curves: mean over seeds with a 95% normal band.",
+        "median and how many of its runs never learned, and for a test in steps the pairs per set its differences "
+        "need to detect the target effect, 2 steps or 15% of the control's median, whichever is larger. Reward "
+        "curves: mean over seeds with a 95% normal band.",
         "",
         "**Replication.** Every claim runs its grid on two disjoint seed sets, *discovery* (the spec's `seeds`) "
         "and *replication* (`replication_seeds`); each test is computed on each set alone, exactly as above "

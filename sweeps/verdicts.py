@@ -469,8 +469,8 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
         for c in f.verdict.comparisons:
             by_label.setdefault(c.label, []).append(c)
     detectable = 0.0
-    for cs in by_label.values():
-        noise = power.centered([c.diffs for c in cs])
+    noises = [power.centered([c.diffs for c in cs]) for cs in by_label.values()]
+    for noise, cs in zip(noises, by_label.values()):
         for c in cs:
             detectable = max(detectable, power.detectable_effect(noise, c.n_pairs, m, test.get("direction")))
     control = [r for r in runs if r.point[test["axis"]] == test["control"]]
@@ -478,8 +478,14 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
     for key, group in _group(spec, control, exclude=(test["axis"],)).items():
         values = [r.value(metric) for r in group]
         strata.append((_label(key), st.median(values), sum(math.isinf(v) for v in values), len(values)))
-    return {"metric": metric, "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
-            "detectable": detectable, "control": strata}
+    facts = {"metric": metric, "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
+             "detectable": detectable, "control": strata}
+    if _unit(metric) == "steps":  # the target in steps, and the pairs per set these differences need for it
+        medians = [med for _, med, _, _ in strata if math.isfinite(med)]
+        target = power.target_effect(max(medians) if len(medians) == len(strata) else math.nan)
+        needs = [power.seeds_needed(noise, target, m, test.get("direction")) for noise in noises if len(noise)]
+        facts.update(target=target, needed=None if not needs or None in needs else max(needs))
+    return facts
 
 
 def _is_inconclusive(v: Verdict) -> bool:

@@ -91,6 +91,26 @@ def test_a_verdict_holds_only_when_both_seed_sets_agree():
     assert row.count("[") == 2 and "| contradicted | 10 |" in row and row.endswith("| – | not replicated |")
 
 
+def test_each_steps_test_says_what_its_target_effect_needs():
+    # 8 + 8 pairs, differences −1 to −9 around a control median of 20 (15% = 3 steps, above 2): the
+    # line names the target and the pairs per set these differences need for it (seeds_needed)
+    from sweeps import power
+    from sweeps.report import facts_text
+
+    spec = _spec({"warmup_ratio": [0.0, 0.25]}, seeds=8, replication=8, tests=[WARMUP])
+    diffs = [-1, -5, -9, -3, -7, -2, -6, -4]
+    runs = [_run({"warmup_ratio": w, "seed": s}, stl=20 + (diffs[s % 8] if w == 0.0 else 0))
+            for s in range(16) for w in (0.0, 0.25)]
+    v, found = _replicated(runs, spec, WARMUP)
+    assert v.facts["target"] == 3.0 and power.target_effect(10) == 2.0 and power.target_effect(float("inf")) == 2.0
+    noise = power.centered([c.diffs for f in found for c in f.verdict.comparisons])
+    assert v.facts["needed"] == power.seeds_needed(noise, 3.0) is not None
+    assert facts_text(v).endswith(f"whichever is larger (3 steps), these differences need {v.facts['needed']} pairs "
+                                  "per set")
+    (auc, _) = replicated_verdicts(spec, runs)[1]  # the reward-AUC twin: no target in steps
+    assert "target" not in auc.facts and "target" not in facts_text(auc)
+
+
 def test_placebo_and_checks_must_hold_on_both_sets():
     test = {"kind": "placebo", "statement": "s"}
     spec = _spec({"task": ["addition"]}, replication=10, tests=[test])
