@@ -85,6 +85,7 @@ def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional
 
 
 TARGET_STEPS, TARGET_SHARE = 2.0, 0.15
+TARGET_TEXT = f"{TARGET_STEPS:g} steps or {TARGET_SHARE:.0%} of the control's median, whichever is larger"
 MOST_SEEDS = 40  # the most pairs per set seeds_needed tries
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from sweeps import statistics as st
 from grpo_core.record.run_metrics import CENSORED, trailing_average
 
-from .power import MOST_SEEDS
+from .power import MOST_SEEDS, TARGET_TEXT
 from .spec import SweepSpec, point_key
 from .gates import incomplete, rests_on_steps_to_learn, unproven, withheld
 from .report_inputs import Run, _label, report_tests
@@ -84,8 +84,7 @@ def facts_text(v: Verdict) -> str:
     target = ""
     if "target" in f:  # steps: what the seed counts were to be chosen for
         needed = f"{f['needed'] or f'more than {MOST_SEEDS}'} pairs per set"
-        target = (f"; to detect the target, 2 steps or 15% of the control's median, whichever is larger "
-                  f"({f['target']:.3g} steps), these differences need {needed}")
+        target = f"; to detect the target, {TARGET_TEXT} ({f['target']:.3g} steps), these differences need {needed}"
     return (f"n per set {' and '.join(map(str, f['n_per_set']))}; smallest effect each set alone detects with 80% "
             f"power: {det_text} (simulated with this test, from these runs' paired differences); control arm: "
             f"{control}{target}")

@@ -32,6 +32,7 @@ from .adopt import finished_folders, finished_run
 from .driver import run_sweep
 from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from .peer import peer_section
+from .power import TARGET_TEXT
 from .gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
 from .report import bases_table, claim_section, detectable_text
 from .report_inputs import collect_runs, report_tests, validate_report
@@ -437,8 +438,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "report's own test (`sweeps/power.py`: the comparison's paired differences, centered and resampled, "
         "shifted by the effect; Holm's first step over the test's comparisons); beside it the control arm's "
         "median and how many of its runs never learned, and for a test in steps the pairs per set its differences "
-        "need to detect the target effect, 2 steps or 15% of the control's median, whichever is larger. Reward "
-        "curves: mean over seeds with a 95% normal band.",
+        f"need to detect the target effect, {TARGET_TEXT}. Reward curves: mean over seeds with a 95% normal band.",
         "",
         "**Replication.** Every claim runs its grid on two disjoint seed sets, *discovery* (the spec's `seeds`) "
         "and *replication* (`replication_seeds`); each test is computed on each set alone, exactly as above "
