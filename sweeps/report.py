@@ -17,7 +17,8 @@ from .power import MOST_SEEDS, TARGET_TEXT
 from .spec import SweepSpec, point_key
 from .gates import incomplete, rests_on_steps_to_learn, unproven, withheld
 from .report_inputs import Run, _label, report_tests
-from .verdicts import Verdict, _fmt_steps, _group, _seed_list, _unit, replicated_verdicts, seed_sets
+from .replication import _seed_list, replicated_verdicts, seed_sets
+from .verdicts import Verdict, _fmt_steps, _group, _unit
 
 
 def variant_table(spec: SweepSpec, runs: list[Run]) -> str:

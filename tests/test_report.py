@@ -11,7 +11,8 @@ import yaml
 from conftest import CACHE, ROOT, run_grpo, run_grpo_here
 from grpo_core.tasks.models import committed_bases
 from sweeps.report_inputs import Run
-from sweeps.verdicts import check_differ, check_paired, check_placebo, check_zero_loss_step1, replicated_verdicts
+from sweeps.replication import replicated_verdicts
+from sweeps.verdicts import check_differ, check_paired, check_placebo, check_zero_loss_step1
 from sweeps.spec import SweepSpec
 
 

@@ -1,0 +1,143 @@
+"""Each test on two disjoint seed sets, and what each test could detect: the replication rule
+(combine), each set's verdict beside the combined one (replication_table), and a test's facts for
+the report's summary (the pairs per set, the smallest effect each set alone detects with 80%
+power, the control arm's median). The verdicts themselves are sweeps/verdicts.py's."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sweeps import statistics as st
+
+from . import power
+from .report_inputs import Run, _label, compared_metric, report_tests
+from .spec import SweepSpec
+from .verdicts import (CONTRADICTED, INCONCLUSIVE, NO_EFFECT, NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison,
+                       Verdict, _fmt_num, _group, _phrase, _unit, verdicts)
+
+
+# ---- replication: each test on two disjoint seed sets -----------------------------------------------
+# A claim spec runs its grid on `seeds` (discovery) and `replication_seeds`; every test is computed on
+# each set alone, exactly as above (Holm within the set), and the two are combined comparison by
+# comparison: supported or contradicted only where both sets are significant in the same direction,
+# not replicated where one set is significant and the other is not (or points the other way).
+def seed_sets(spec: SweepSpec) -> list[tuple[str, list]]:
+    """(name, seeds) of each set the report tests on."""
+    if spec.replication_seeds:
+        return [("discovery", list(spec.seeds)), ("replication", list(spec.replication_seeds))]
+    return [("all seeds", list(spec.seeds))]
+
+
+@dataclass
+class SetResult:
+    name: str  # discovery | replication | all seeds
+    seeds: list
+    verdict: Verdict
+
+
+def replicated_verdicts(spec: SweepSpec, runs: list[Run]) -> list[tuple[Verdict, list[SetResult]]]:
+    """Per test: the combined verdict and the verdict of each seed set."""
+    per_set = [(name, seeds, verdicts(spec, [r for r in runs if r.point["seed"] in seeds]))
+               for name, seeds in seed_sets(spec)]
+    out = []
+    for i, test in enumerate(report_tests(spec)):
+        found = [SetResult(name, seeds, vs[i]) for name, seeds, vs in per_set]
+        v = combine(test, found)
+        if test["kind"] == "paired" and all(f.verdict.comparisons for f in found):
+            v.facts = test_facts(spec, runs, test, found)
+        out.append((v, found))
+    return out
+
+
+def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResult]) -> dict:
+    """What a paired test could see: the pairs per set, the smallest effect each set alone detects
+    with 80% power (sweeps/power.py, from these runs' own paired differences, Holm's first step over
+    the test's comparisons; the largest over comparisons and sets), and the control arm's median and
+    censored share (per stratum of the other axes)."""
+    metric, m = compared_metric(test), max(len(f.verdict.comparisons) for f in found)
+    by_label: dict[str, list[Comparison]] = {}
+    for f in found:
+        for c in f.verdict.comparisons:
+            by_label.setdefault(c.label, []).append(c)
+    detectable = 0.0
+    noises = [power.centered([c.diffs for c in cs]) for cs in by_label.values()]
+    for noise, cs in zip(noises, by_label.values()):
+        for c in cs:
+            detectable = max(detectable, power.detectable_effect(noise, c.n_pairs, m, test.get("direction")))
+    control = [r for r in runs if r.point[test["axis"]] == test["control"]]
+    strata = []
+    for key, group in _group(spec, control, exclude=(test["axis"],)).items():
+        values = [r.value(metric) for r in group]
+        strata.append((_label(key), st.median(values), sum(math.isinf(v) for v in values), len(values)))
+    facts = {"metric": metric, "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
+             "detectable": detectable, "control": strata}
+    if _unit(metric) == "steps":  # the target in steps, and the pairs per set these differences need for it
+        medians = [med for _, med, _, _ in strata if math.isfinite(med)]
+        target = power.target_effect(max(medians) if len(medians) == len(strata) else math.nan)
+        needs = [power.seeds_needed(noise, target, m, test.get("direction")) for noise in noises if len(noise)]
+        facts.update(target=target, needed=None if not needs or None in needs else max(needs))
+    return facts
+
+
+def _is_inconclusive(v: Verdict) -> bool:
+    return v.verdict.startswith(INCONCLUSIVE)
+
+
+def combine(test: dict, found: list[SetResult]) -> Verdict:
+    """One verdict from the seed sets' verdicts of one test (see the comment above)."""
+    if len(found) == 1:  # one seed set: a significant result is not replicated yet
+        v = found[0].verdict
+        if v.verdict.startswith((NO_EFFECT, INCONCLUSIVE)):
+            return v
+        return Verdict(v.statement, f"{NOT_REPLICATED} (one seed set: {v.verdict})", v.reason, v.table, v.comparisons)
+    d, r = (f.verdict for f in found)
+    reason = "; ".join(f"{f.name} (seeds {_seed_list(f.seeds)}): {f.verdict.verdict}: {f.verdict.reason}" for f in found)
+    if not d.comparisons and not r.comparisons:  # checks on every run (placebo, C1): both sets must agree
+        verdict = d.verdict if d.verdict == r.verdict else (
+            NOT_REPLICATED if {d.verdict, r.verdict} & {SUPPORTED, CONTRADICTED} else INCONCLUSIVE)
+        return Verdict(d.statement, verdict, reason, "")
+    outcomes = {}
+    for which, v in enumerate((d, r)):
+        for c in v.comparisons:
+            outcomes.setdefault(c.label, ["", ""])[which] = c.outcome
+    sup = [label for label, (a, b) in outcomes.items() if a == b == SUPPORTED]
+    con = [label for label, (a, b) in outcomes.items() if a == b == CONTRADICTED]
+    nr = [label for label, (a, b) in outcomes.items() if (a or b) and a != b]
+    if sup or con or nr:
+        verdict = _phrase(len(outcomes), [(SUPPORTED, sup), (CONTRADICTED, con), (NOT_REPLICATED, nr)])
+    elif _is_inconclusive(d) or _is_inconclusive(r):
+        verdict = TOO_FEW_SEEDS if TOO_FEW_SEEDS in (d.verdict, r.verdict) else INCONCLUSIVE
+    else:
+        verdict = NO_EFFECT
+    return Verdict(d.statement, verdict, reason, replication_table(test, found))
+
+
+def _seed_list(seeds: list) -> str:
+    """[0, 1, 2, 3] → 0–3; otherwise the list."""
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def replication_table(test: dict, found: list[SetResult]) -> str:
+    """Each comparison on both seed sets: pairs, paired difference with its 95% interval, Holm p,
+    outcome; and the replicated outcome."""
+    metric = compared_metric(test) if test["kind"] in ("paired", "differ") else ""
+    by_label = {}
+    for which, f in enumerate(found):
+        for c in f.verdict.comparisons:
+            by_label.setdefault(c.label, [None] * len(found))[which] = c
+    effect = "paired difference" if test["kind"] == "paired" else "largest paired difference to the first level"
+    head = ["comparison"] + [f"{f.name}: {h}" for f in found for h in ("pairs", f"{effect} [95% CI]", "Holm p", "outcome")]
+    lines = ["| " + " | ".join(head + ["replicated"]) + " |", "|" + "---|" * (len(head) + 1)]
+    for label, cs in by_label.items():
+        cells = [label]
+        for c in cs:
+            cells += (["–"] * 4 if c is None else
+                      [str(c.n_pairs), f"{_fmt_num(c.estimate, metric)} [{_fmt_num(c.low, metric)}, {_fmt_num(c.high, metric)}]",
+                       f"{c.p_adj:.3g}", c.outcome or "–"])
+        outs = [c.outcome if c else "" for c in cs]
+        both = outs[0] if outs[0] and all(o == outs[0] for o in outs) else (NOT_REPLICATED if any(outs) else "–")
+        lines.append("| " + " | ".join(cells + [both]) + " |")
+    return "\n".join(lines)
