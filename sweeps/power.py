@@ -10,6 +10,11 @@ is a lower bound on Holm's power for that comparison). Draws reuse one table of 
 (common random numbers), so power rises monotonically enough in the effect for a bisection, and the
 same inputs always give the same figure.
 
+A test across several levels (Friedman's, seeds as blocks) gets the same treatment in blocks: the
+noise is each seed's differences to the first level, centered per level, resampled a seed at a
+time; the effect is one level shifted from the others, and the detectable shift is the largest over
+which level it is.
+
     python -m sweeps.power RUNS_FOLDER --axis learning_rate --control 1e-4 --treatment 2e-4
 prints, for a pilot sweep's runs, the seeds per set needed to detect a given effect.
 """
@@ -66,22 +71,73 @@ def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional
         return math.nan
     if st.smallest_signed_rank_p(n) >= ALPHA / m:
         return math.inf
-    spread = float(np.max(noise) - np.min(noise)) if len(noise) else 0.0
-    if spread == 0:  # every pair differed alike: any shift at all is found (the smallest p is below α/m)
+    return _smallest_effect(lambda effect: power(noise, n, effect, m, direction, draws),
+                            float(np.max(noise) - np.min(noise)), target, resolution)
+
+
+def _smallest_effect(power_at, spread: float, target: float, resolution: float) -> float:
+    """Bisection for the smallest effect ≥ 0 with power_at(effect) ≥ target, to resolution × the
+    noise's spread; 0 where the noise has no spread (every shift at all is found once the test can
+    reach significance), inf where the power never reaches the target."""
+    if spread == 0:
         return 0.0
     step = max(resolution * max(spread, 1e-9), 1e-12)
     low, high = 0.0, max(spread, step)
-    while power(noise, n, high, m, direction, draws) < target:
+    while power_at(high) < target:
         low, high = high, 2 * high
         if high > 1e6 * max(spread, 1.0):  # a power that never reaches the target (very few pairs)
             return math.inf
     while high - low > step:  # power(low) < target ≤ power(high)
         mid = (low + high) / 2
-        if power(noise, n, mid, m, direction, draws) >= target:
+        if power_at(mid) >= target:
             high = mid
         else:
             low = mid
     return high
+
+
+# ---- tests across several levels (Friedman's): the effect is one level shifted from the rest ----------
+def centered_blocks(sets: Sequence[Sequence[Sequence[float]]]) -> np.ndarray:
+    """Each seed set's (seeds, levels) table as each seed's differences to its first level, each
+    level's minus their Hodges-Lehmann estimate, pooled: (seeds, levels) rows whose first column is
+    0, resampled whole (a seed's levels stay together). Sets with no seeds are skipped."""
+    parts = []
+    for blocks in sets:
+        b = np.asarray(blocks, dtype=float)
+        if b.ndim == 2 and len(b):
+            d = b - b[:, :1]
+            parts.append(d - np.array([st.hodges_lehmann(d[:, j])[0] if j else 0.0 for j in range(d.shape[1])]))
+    rows = np.concatenate(parts) if parts else np.zeros((0, 0))
+    return rows if np.all(np.isfinite(rows)) else np.zeros((0, 0))  # a value that is not a number: no model
+
+
+def smallest_friedman_p(n: int, levels: int) -> float:
+    """The smallest p Friedman's test (two levels: the signed-rank test) gives on n seeds."""
+    return st.friedman_test([list(range(levels))] * n) if n >= 2 else 1.0
+
+
+def shift_power(rows: np.ndarray, n: int, effect: float, level: int, m: int = 1, draws: int = DRAWS,
+                alpha: float = ALPHA) -> float:
+    """The share of simulated tables of n seeds (rows resampled with replacement), with `level`
+    shifted by `effect`, in which Friedman's test gives p < α/m (no claimed side)."""
+    if len(rows) == 0 or n < 2:
+        return 0.0
+    tables = rows[_indices(len(rows), n, draws)]  # (draws, n, levels): a fresh array
+    tables[:, :, level] += effect
+    return float((st.friedman_tests(tables) < alpha / m).mean())
+
+
+def detectable_shift(rows: np.ndarray, n: int, m: int = 1, target: float = POWER, draws: int = DRAWS,
+                     resolution: float = 0.05) -> float:
+    """The smallest shift of one level that n seeds detect with power ≥ `target`, whichever level
+    it is (the largest over levels); inf when n seeds can never reach p < α/m, nan without rows."""
+    if rows.size == 0:
+        return math.nan
+    if smallest_friedman_p(n, rows.shape[1]) >= ALPHA / m:
+        return math.inf
+    spread = float(np.max(rows[:, 1:]) - np.min(rows[:, 1:])) if rows.shape[1] > 1 else 0.0
+    return max(_smallest_effect(lambda effect: shift_power(rows, n, effect, level, m, draws), spread, target,
+                                resolution) for level in range(rows.shape[1]))
 
 
 TARGET_STEPS, TARGET_SHARE = 2.0, 0.15
@@ -100,6 +156,19 @@ def seeds_needed(noise: np.ndarray, effect: float, m: int = 1, direction: Option
     """The fewest pairs per set that detect `effect` with power ≥ `target` (None: more than `most`)."""
     for n in range(2, most + 1):
         if st.smallest_signed_rank_p(n) < ALPHA / m and power(noise, n, effect, m, direction, draws) >= target:
+            return n
+    return None
+
+
+def blocks_needed(rows: np.ndarray, effect: float, m: int = 1, target: float = POWER, most: int = MOST_SEEDS,
+                  draws: int = DRAWS) -> Optional[int]:
+    """The fewest seeds per set that detect a shift of `effect` of any one level with power ≥
+    `target` (None: more than `most`)."""
+    if rows.size == 0:
+        return None
+    for n in range(2, most + 1):
+        if smallest_friedman_p(n, rows.shape[1]) < ALPHA / m and \
+                all(shift_power(rows, n, effect, level, m, draws) >= target for level in range(rows.shape[1])):
             return n
     return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 from sweeps import statistics as st
 
@@ -44,38 +45,51 @@ def replicated_verdicts(spec: SweepSpec, runs: list[Run]) -> list[tuple[Verdict,
     for i, test in enumerate(report_tests(spec)):
         found = [SetResult(name, seeds, vs[i]) for name, seeds, vs in per_set]
         v = combine(test, found)
-        if test["kind"] == "paired" and all(f.verdict.comparisons for f in found):
+        if test["kind"] in ("paired", "differ") and all(f.verdict.comparisons for f in found):
             v.facts = test_facts(spec, runs, test, found)
         out.append((v, found))
     return out
 
 
 def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResult]) -> dict:
-    """What a paired test could see: the pairs per set, the smallest effect each set alone detects
-    with 80% power (sweeps/power.py, from these runs' own paired differences, Holm's first step over
-    the test's comparisons; the largest over comparisons and sets), and the control arm's median and
-    censored share (per stratum of the other axes)."""
+    """What a test could see: the pairs (seeds) per set, the smallest effect each set alone detects
+    with 80% power (sweeps/power.py, from these runs' own differences, Holm's first step over the
+    test's comparisons; the largest over comparisons and sets), and the control arm's median and
+    censored share (per stratum of the other axes). A test across several levels (differ): the
+    effect is one level shifted from the others, and its first level stands as the control."""
     metric, m = compared_metric(test), max(len(f.verdict.comparisons) for f in found)
     by_label: dict[str, list[Comparison]] = {}
     for f in found:
         for c in f.verdict.comparisons:
             by_label.setdefault(c.label, []).append(c)
+    levels, direction = test["kind"] == "differ", test.get("direction")
+
+    def detectable_at(noise, n: int) -> float:
+        return power.detectable_shift(noise, n, m) if levels else power.detectable_effect(noise, n, m, direction)
+
+    def needed_for(noise, effect: float) -> Optional[int]:
+        return power.blocks_needed(noise, effect, m) if levels else power.seeds_needed(noise, effect, m, direction)
+
+    center = power.centered_blocks if levels else power.centered
+    noises = [center([c.blocks if levels else c.diffs for c in cs]) for cs in by_label.values()]
+    reference = spec.grid[test["axis"]][0] if levels else test["control"]
     detectable = 0.0
-    noises = [power.centered([c.diffs for c in cs]) for cs in by_label.values()]
     for noise, cs in zip(noises, by_label.values()):
         for c in cs:
-            detectable = max(detectable, power.detectable_effect(noise, c.n_pairs, m, test.get("direction")))
-    control = [r for r in runs if r.point[test["axis"]] == test["control"]]
+            detectable = max(detectable, detectable_at(noise, c.n_pairs))
+    control = [r for r in runs if r.point[test["axis"]] == reference]
     strata = []
     for key, group in _group(spec, control, exclude=(test["axis"],)).items():
         values = [r.value(metric) for r in group]
         strata.append((_label(key), st.median(values), sum(math.isinf(v) for v in values), len(values)))
     facts = {"metric": metric, "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
              "detectable": detectable, "control": strata}
+    if levels:
+        facts["levels_of"] = f"{test['axis']}={reference}"
     if _unit(metric) == "steps":  # the target in steps, and the pairs per set these differences need for it
         medians = [med for _, med, _, _ in strata if math.isfinite(med)]
         target = power.target_effect(max(medians) if len(medians) == len(strata) else math.nan)
-        needs = [power.seeds_needed(noise, target, m, test.get("direction")) for noise in noises if len(noise)]
+        needs = [needed_for(noise, target) for noise in noises if noise.size]
         facts.update(target=target, needed=None if not needs or None in needs else max(needs))
     return facts
 

@@ -71,7 +71,7 @@ def detectable_text(facts: dict) -> str:
 
 
 def facts_text(v: Verdict) -> str:
-    """One line on what a paired test could detect, from Verdict.facts ('' without facts)."""
+    """One line on what a paired or differ test could detect, from Verdict.facts ('' without facts)."""
     f = v.facts
     if not f:
         return ""
@@ -86,6 +86,12 @@ def facts_text(v: Verdict) -> str:
     if "target" in f:  # steps: what the seed counts were to be chosen for
         needed = f"{f['needed'] or f'more than {MOST_SEEDS}'} pairs per set"
         target = f"; to detect the target, {TARGET_TEXT} ({f['target']:.3g} steps), these differences need {needed}"
+    if "levels_of" in f:  # a test across several levels: one level shifted from the others
+        axis = f["levels_of"].split("=")[0]
+        return (f"n per set {' and '.join(map(str, f['n_per_set']))} seeds with every level; smallest shift of one "
+                f"{axis} level each set alone detects with 80% power: {det_text} (simulated with this test, from "
+                f"these runs' differences between levels); first level ({f['levels_of']}): {control}"
+                f"{target.replace('pairs per set', 'seeds per set')}")
     return (f"n per set {' and '.join(map(str, f['n_per_set']))}; smallest effect each set alone detects with 80% "
             f"power: {det_text} (simulated with this test, from these runs' paired differences); control arm: "
             f"{control}{target}")

@@ -165,7 +165,9 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
     f = v.facts
     n = " and ".join(map(str, f["n_per_set"])) if f else "–"
     det = detectable(v) + (f"; AUC {detectable(twin)}" if twin is not None and twin.facts else "")
-    control = "; ".join(f"{label + ': ' if label else ''}{'not learned' if math.isinf(med) else f'{med:g}'}"
+    first = f.get("levels_of", "")  # a test across several levels: its first level stands as the control
+    control = "; ".join(f"{', '.join(filter(None, (label, first))) + ': ' if label or first else ''}"
+                        f"{'not learned' if math.isinf(med) else f'{med:g}'}"
                         + (f" ({cens}/{k})" if f["metric"] in CENSORED else "")
                         for label, med, cens, k in f["control"]) if f else "–"
     return (f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "
@@ -438,7 +440,9 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "report's own test (`sweeps/power.py`: the comparison's paired differences, centered and resampled, "
         "shifted by the effect; Holm's first step over the test's comparisons); beside it the control arm's "
         "median and how many of its runs never learned, and for a test in steps the pairs per set its differences "
-        f"need to detect the target effect, {TARGET_TEXT}. Reward curves: mean over seeds with a 95% normal band.",
+        f"need to detect the target effect, {TARGET_TEXT}; a test across several levels (Friedman's) the same, "
+        "with one level shifted from the others as the effect (each seed's differences to the first level, "
+        "which stands as the control). Reward curves: mean over seeds with a 95% normal band.",
         "",
         "**Replication.** Every claim runs its grid on two disjoint seed sets, *discovery* (the spec's `seeds`) "
         "and *replication* (`replication_seeds`); each test is computed on each set alone, exactly as above "

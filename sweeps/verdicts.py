@@ -49,7 +49,7 @@ class Verdict:
     reason: str
     table: str
     comparisons: list = field(default_factory=list)  # paired / differ tests: one per stratum and treatment
-    facts: dict = field(default_factory=dict)  # paired tests on both sets: n per set, detectable effect, control
+    facts: dict = field(default_factory=dict)  # paired and differ tests on both sets: n per set, detectable, control
 
 
 @dataclass
@@ -65,6 +65,7 @@ class Comparison:
     p_adj: float = math.nan
     outcome: str = ""  # SUPPORTED / CONTRADICTED / "" after Holm
     diffs: list = field(default_factory=list)  # the paired differences tested (censored ones capped)
+    blocks: list = field(default_factory=list)  # differ tests: per seed its value at each level (capped)
 
 
 def _by_seed(group: list[Run], axis: str, levels: list, metric: str) -> tuple[list, list[list[float]]]:
@@ -320,7 +321,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
         widest = max(effects, key=lambda e: max(-e[2], e[3]))
         label = _label(stratum) or "all runs"
         comparisons.append(Comparison(label, len(seeds), widest[1], widest[2], widest[3],
-                                      1.0 if math.isnan(p) else p, best, informative))
+                                      1.0 if math.isnan(p) else p, best, informative, blocks=blocks))
         rows.append((stratum, seeds, blocks, effects))
     _holm_outcomes(comparisons, None)
     ref = levels[0]

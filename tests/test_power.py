@@ -59,3 +59,34 @@ def test_the_planning_command_reads_a_pilots_run_folders(tmp_path, capsys):
                        "--effect", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("8 pairs;") and "effect 2:" in out and "seeds per set" in out
+
+
+# ---- tests across several levels (Friedman's): one level shifted from the others -------------------------
+def test_blocks_are_centered_per_level_on_each_seeds_differences_to_the_first_level():
+    # seeds' (grpo, dapo, dr_grpo) values: differences to grpo are dapo (1, 3, 2) and dr_grpo (-2, 0, -4);
+    # their Hodges-Lehmann estimates are 2 and -2, so the rows are (0, -1, 0), (0, 1, 2), (0, 0, -2)
+    rows = power.centered_blocks([[[10, 11, 8], [12, 15, 12], [9, 11, 5]], []])
+    assert rows.tolist() == [[0.0, -1.0, 0.0], [0.0, 1.0, 2.0], [0.0, 0.0, -2.0]]
+    assert power.centered_blocks([[[1, float("nan"), 2]]]).size == 0  # not a number: no model
+
+
+def test_a_shift_of_one_level_with_no_spread_is_found_and_too_few_seeds_never():
+    rows = power.centered_blocks([[[5, 7, 6]] * 6])  # every seed the same differences: no spread
+    assert power.shift_power(rows, 6, 1.0, level=1) == 1.0  # 6 seeds ranking alike: Friedman p = 0.0025
+    assert power.detectable_shift(rows, 6) == 0.0
+    assert power.smallest_friedman_p(2, 3) > 0.05 and power.detectable_shift(rows, 2) == math.inf
+    assert power.smallest_friedman_p(6, 2) == 2 / 64  # two levels: the signed-rank test's
+    assert math.isnan(power.detectable_shift(np.zeros((0, 0)), 8))
+
+
+def test_no_shift_is_rejected_about_alpha_of_the_time_and_a_large_one_nearly_always():
+    rows = power.centered_blocks([np.random.default_rng(2).normal(0, 1, (200, 3))])
+    assert power.shift_power(rows, 12, 0.0, level=1, draws=2000) < 0.05 + 0.03  # α plus the simulation's error
+    assert power.shift_power(rows, 12, 3.0, level=0) > 0.9
+    small, large = power.detectable_shift(rows, 8), power.detectable_shift(rows, 16)
+    assert math.isfinite(small) and large < small
+    # whichever level is shifted by it, 16 seeds find it (up to the simulation's wobble off monotone)
+    assert min(power.shift_power(rows, 16, large, level) for level in (0, 1, 2)) >= power.POWER - 0.05
+    few, many = power.blocks_needed(rows, 3.0), power.blocks_needed(rows, 1.5)
+    assert few is not None and many is not None and few < many
+    assert power.blocks_needed(rows, 0.01, most=10) is None

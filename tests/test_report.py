@@ -191,6 +191,32 @@ def test_differ_detects_a_spread_and_reports_paired_differences():
     assert check_differ(spec, same, test).verdict == "no effect detected"
 
 
+def test_a_test_across_levels_says_what_shift_of_one_level_it_could_detect():
+    # 8 + 8 seeds, three loss types: grpo learns at 20 + s % 3, bnpo and dapo 1 to 3 steps off it, by
+    # seed. Its facts: seeds with every level per set, the smallest shift of one level each set alone
+    # detects (power.detectable_shift on these seeds' centered differences), grpo's median as the control
+    from sweeps import power
+    from sweeps.report import facts_text
+    from sweeps.reproduce import summary_row
+
+    test = {"kind": "differ", "statement": "the loss type changes steps_to_learn", "metric": "steps_to_learn",
+            "axis": "loss_type"}
+    spec = _spec({"loss_type": ["grpo", "bnpo", "dapo"]}, seeds=8, replication=8, tests=[test])
+    off = {"grpo": [0] * 8, "bnpo": [1, -2, 3, 0, 2, -1, 1, 2], "dapo": [-1, 2, 0, 1, -3, 2, 1, 0]}
+    runs = [_run({"loss_type": lt, "seed": s}, stl=20 + s % 3 + off[lt][s % 8]) for lt in off for s in range(16)]
+    v, found = _replicated(runs, spec, test)
+    rows = power.centered_blocks([c.blocks for f in found for c in f.verdict.comparisons])
+    assert rows.shape == (16, 3) and v.facts["n_per_set"] == [8, 8]
+    assert v.facts["detectable"] == power.detectable_shift(rows, 8) and 0 < v.facts["detectable"] < 20
+    assert v.facts["control"] == [("", 21.0, 0, 16)] and v.facts["levels_of"] == "loss_type=grpo"
+    assert v.facts["target"] == 3.15 and v.facts["needed"] == power.blocks_needed(rows, 3.15)
+    line = facts_text(v)
+    assert line.startswith("n per set 8 and 8 seeds with every level; smallest shift of one loss_type level each set "
+                           "alone detects with 80% power: ")
+    assert "first level (loss_type=grpo): median 21, 0 of 16 never learned" in line and "seeds per set" in line
+    assert "| loss_type=grpo: 21 (0/16) |" in summary_row("C5", v, None)
+
+
 def test_too_few_seeds_is_inconclusive_not_a_no():
     # 5 seeds: the smallest two-sided signed-rank p is 2/32 = 0.0625 > 0.05 whatever the data
     spec = _spec({"advantage_noise_std": [0.0, 0.01]}, seeds=5)

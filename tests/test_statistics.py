@@ -155,3 +155,15 @@ def test_two_sample_hodges_lehmann_by_hand_and_against_test_inversion():
     assert lo == pytest.approx(min(kept), abs=0.01) and hi == pytest.approx(max(kept), abs=0.01)
     assert lo < est < hi
     assert rank_sum_test(x, y) == pytest.approx(mannwhitneyu(x, y, method="exact").pvalue, rel=1e-9)
+
+
+def test_the_batched_friedman_test_equals_the_single_one_table_by_table():
+    from sweeps.statistics import friedman_tests
+
+    rng = np.random.default_rng(3)
+    for levels in (2, 3, 4):
+        tables = rng.integers(0, 4, size=(60, 7, levels)).astype(float)  # small integers: many ties
+        tables[0] = 5.0  # every seed tied across its levels: p = 1
+        got = friedman_tests(tables)
+        assert got[0] == 1.0
+        assert got.tolist() == pytest.approx([friedman_test(t) for t in tables], rel=1e-9, abs=1e-12)
