@@ -111,11 +111,6 @@ def centered_blocks(sets: Sequence[Sequence[Sequence[float]]]) -> np.ndarray:
     return rows if np.all(np.isfinite(rows)) else np.zeros((0, 0))  # a value that is not a number: no model
 
 
-def smallest_friedman_p(n: int, levels: int) -> float:
-    """The smallest p Friedman's test (two levels: the signed-rank test) gives on n seeds."""
-    return st.friedman_test([list(range(levels))] * n) if n >= 2 else 1.0
-
-
 def shift_power(rows: np.ndarray, n: int, effect: float, level: int, m: int = 1, draws: int = DRAWS,
                 alpha: float = ALPHA) -> float:
     """The share of simulated tables of n seeds (rows resampled with replacement), with `level`
@@ -133,7 +128,7 @@ def detectable_shift(rows: np.ndarray, n: int, m: int = 1, target: float = POWER
     it is (the largest over levels); inf when n seeds can never reach p < α/m, nan without rows."""
     if rows.size == 0:
         return math.nan
-    if smallest_friedman_p(n, rows.shape[1]) >= ALPHA / m:
+    if st.smallest_friedman_p(n, rows.shape[1]) >= ALPHA / m:
         return math.inf
     spread = float(np.max(rows[:, 1:]) - np.min(rows[:, 1:])) if rows.shape[1] > 1 else 0.0
     return max(_smallest_effect(lambda effect: shift_power(rows, n, effect, level, m, draws), spread, target,
@@ -167,7 +162,7 @@ def blocks_needed(rows: np.ndarray, effect: float, m: int = 1, target: float = P
     if rows.size == 0:
         return None
     for n in range(2, most + 1):
-        if smallest_friedman_p(n, rows.shape[1]) < ALPHA / m and \
+        if st.smallest_friedman_p(n, rows.shape[1]) < ALPHA / m and \
                 all(shift_power(rows, n, effect, level, m, draws) >= target for level in range(rows.shape[1])):
             return n
     return None

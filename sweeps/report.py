@@ -82,16 +82,16 @@ def facts_text(v: Verdict) -> str:
                         + ("not learned" if math.isinf(med) else f"{med:g}" if f["metric"] in CENSORED else f"{med:.3f}")
                         + (f", {cens} of {n} never learned" if f["metric"] in CENSORED else "")
                         for label, med, cens, n in f["control"])
+    levels = "levels_of" in f  # a test across several levels: one level shifted from the others
     target = ""
     if "target" in f:  # steps: what the seed counts were to be chosen for
-        needed = f"{f['needed'] or f'more than {MOST_SEEDS}'} pairs per set"
+        needed = f"{f['needed'] or f'more than {MOST_SEEDS}'} {'seeds' if levels else 'pairs'} per set"
         target = f"; to detect the target, {TARGET_TEXT} ({f['target']:.3g} steps), these differences need {needed}"
-    if "levels_of" in f:  # a test across several levels: one level shifted from the others
+    if levels:
         axis = f["levels_of"].split("=")[0]
         return (f"n per set {' and '.join(map(str, f['n_per_set']))} seeds with every level; smallest shift of one "
                 f"{axis} level each set alone detects with 80% power: {det_text} (simulated with this test, from "
-                f"these runs' differences between levels); first level ({f['levels_of']}): {control}"
-                f"{target.replace('pairs per set', 'seeds per set')}")
+                f"these runs' differences between levels); first level ({f['levels_of']}): {control}{target}")
     return (f"n per set {' and '.join(map(str, f['n_per_set']))}; smallest effect each set alone detects with 80% "
             f"power: {det_text} (simulated with this test, from these runs' paired differences); control arm: "
             f"{control}{target}")

@@ -159,6 +159,12 @@ def smallest_signed_rank_p(n_pairs: int) -> float:
     return min(1.0, 2.0 / 2 ** n_pairs) if n_pairs else 1.0
 
 
+def smallest_friedman_p(n_seeds: int, levels: int) -> float:
+    """The smallest p Friedman's test (friedman_test; two levels: the signed-rank test) can give on
+    n seeds (every seed ranking the levels alike); 1.0 with fewer than 2 seeds."""
+    return friedman_test([list(range(levels))] * n_seeds) if n_seeds >= 2 else 1.0
+
+
 def _signed_rank_null_cdf(n: int) -> np.ndarray:
     """P(T+ ≤ t) for t = 0 … n(n+1)/2 under the null (no ties): T+ sums a random subset of 1..n."""
     counts = np.zeros(n * (n + 1) // 2 + 1)
@@ -268,7 +274,7 @@ def friedman_tests(batch) -> np.ndarray:
     from scipy.stats import chi2, rankdata
 
     arr = np.asarray(batch, dtype=float)  # (tables, n, k)
-    tables, n, k = arr.shape
+    _, n, k = arr.shape
     if k == 2:
         return signed_rank_tests(arr[:, :, 0] - arr[:, :, 1])
     ranks = rankdata(arr, axis=2)  # (tables, n, k)

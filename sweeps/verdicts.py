@@ -313,7 +313,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
         if metric in CENSORED:
             blocks = [st.capped(b, _horizon(group, metric)) for b in blocks]
         p = st.friedman_test(blocks)
-        best = st.friedman_test([list(range(len(levels)))] * len(seeds)) if len(seeds) >= 2 else 1.0
+        best = st.smallest_friedman_p(len(seeds), len(levels))
         effects = []
         for k in range(1, len(levels)):
             est, lo, hi = st.hodges_lehmann([b[k] - b[0] for b in blocks])

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from sweeps import power
+from sweeps import statistics as st
 
 
 def test_a_shift_with_no_spread_is_always_found_and_too_few_pairs_never():
@@ -74,8 +75,8 @@ def test_a_shift_of_one_level_with_no_spread_is_found_and_too_few_seeds_never():
     rows = power.centered_blocks([[[5, 7, 6]] * 6])  # every seed the same differences: no spread
     assert power.shift_power(rows, 6, 1.0, level=1) == 1.0  # 6 seeds ranking alike: Friedman p = 0.0025
     assert power.detectable_shift(rows, 6) == 0.0
-    assert power.smallest_friedman_p(2, 3) > 0.05 and power.detectable_shift(rows, 2) == math.inf
-    assert power.smallest_friedman_p(6, 2) == 2 / 64  # two levels: the signed-rank test's
+    assert st.smallest_friedman_p(2, 3) > 0.05 and power.detectable_shift(rows, 2) == math.inf
+    assert st.smallest_friedman_p(6, 2) == 2 / 64  # two levels: the signed-rank test's
     assert math.isnan(power.detectable_shift(np.zeros((0, 0)), 8))
 
 
