@@ -76,8 +76,9 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
     (another spec's folder) that is exactly the run this sweep would train at one of its points
     without a finished folder: the same config in every key but IGNORED, the same seed. Claims that
     share an arm (the control of one is the treatment or control of another) then train it once.
-    The copy is named trial-shared-<sibling>-<its folder>, so each spec's folder stays complete on
-    its own (committed, reported, adopted as usual). Returns the copies' names."""
+    The copy is named trial-shared-<sibling>-<its folder> (a copy of a copy keeps its name, which
+    names the sweep that trained it), so each spec's folder stays complete on its own (committed,
+    reported, adopted as usual). Returns the copies' names."""
     import shutil
 
     out_root = Path(out_root)
@@ -87,28 +88,33 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
     for key in finished_folders(out_root, spec):
         missing.pop(key, None)
     copied = []
-    for sibling in sorted(p for p in out_root.iterdir() if p.is_dir() and p.name != spec.name):
+    # originals before copies (a sibling's own trial-shared-* folders): a run is taken from the sweep
+    # that trained it wherever that sweep still holds it, and a copy of a copy keeps the copy's name,
+    # which already names the sweep that trained it
+    candidates = sorted(((folder.name.startswith(SHARED_PREFIX), sibling.name, folder.name), folder)
+                        for sibling in out_root.iterdir() if sibling.is_dir() and sibling.name != spec.name
+                        for folder in sibling.iterdir() if folder.is_dir())
+    for (is_copy, sibling, _), folder in candidates:
         if not missing:
             break
-        for folder in sorted(p for p in sibling.iterdir() if p.is_dir()):
-            read = finished_run(folder)
-            if read is None or any(a not in read[1] for a in [*spec.grid, "seed"]):
-                continue
-            config = read[1]
-            key = point_key({axis: config[axis] for axis in [*spec.grid, "seed"]})
-            if key not in missing:
-                continue
-            try:
-                same = _same_run(spec, missing[key], config)
-            except (UserInputError, ValueError, TypeError):  # a config this spec cannot even build: not its run
-                continue
-            if not same:
-                continue
-            name = f"{SHARED_PREFIX}{sibling.name}-{folder.name}"
-            target = out_root / spec.name / name
-            shutil.copytree(folder, target, ignore=shutil.ignore_patterns(*_LEFT_BEHIND))
-            copied.append(name)
-            del missing[key]
+        read = finished_run(folder)
+        if read is None or any(a not in read[1] for a in [*spec.grid, "seed"]):
+            continue
+        config = read[1]
+        key = point_key({axis: config[axis] for axis in [*spec.grid, "seed"]})
+        if key not in missing:
+            continue
+        try:
+            same = _same_run(spec, missing[key], config)
+        except (UserInputError, ValueError, TypeError):  # a config this spec cannot even build: not its run
+            continue
+        if not same:
+            continue
+        name = folder.name if is_copy and not (out_root / spec.name / folder.name).exists() \
+            else f"{SHARED_PREFIX}{sibling}-{folder.name}"
+        shutil.copytree(folder, out_root / spec.name / name, ignore=shutil.ignore_patterns(*_LEFT_BEHIND))
+        copied.append(name)
+        del missing[key]
     return copied
 
 

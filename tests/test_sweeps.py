@@ -549,6 +549,17 @@ def test_a_run_that_another_sweep_already_trained_is_copied_not_trained_again(tm
     res = grpo_here("sweep", "third.yaml", cwd=tmp_path)
     assert res.returncode == 0 and "of other sweeps" not in res.stdout
     assert not any(f.name.startswith("trial-shared-") for f in (root / "third").iterdir())
+    # the sweep that trained a run is its source wherever it still holds it; a copy of a copy keeps the
+    # copy's name (it names that sweep) instead of nesting one name in another
+    import shutil
+
+    shutil.rmtree(originals[1])  # seed 1 at lr 1e-4 is now only second's copy of it
+    write_spec(tmp_path, "fourth", grid={"learning_rate": [1e-4]}, seeds=[0, 1])
+    res = grpo_here("sweep", "fourth.yaml", cwd=tmp_path)
+    assert res.returncode == 0 and "2 finished run(s) of other sweeps" in res.stdout, res.stdout[-2000:]
+    copies = {yaml.safe_load((f / "config.yaml").read_text())["seed"]: f.name for f in (root / "fourth").iterdir()}
+    assert copies == {0: f"trial-shared-first-{originals[0].name}",
+                      1: next(f.name for f in shared if yaml.safe_load((f / "config.yaml").read_text())["seed"] == 1)}
 
 
 def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appended(tmp_path):
