@@ -23,6 +23,20 @@ from grpo_core.run import read_metrics
 from .report_inputs import _label, ALPHA, Run
 from .spec import SweepSpec
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def shown_spec_path(spec: SweepSpec) -> str:
+    """The spec as a report shows it: its path in this repository, or its file name for a spec
+    from elsewhere (a report never names a folder outside the repository)."""
+    if not spec.path:
+        return spec.name
+    path = Path(spec.path).resolve()
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.name
+
 AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
 AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"
 MIN_PEER_RUNS = 6  # TRL runs (seeds) before the check is tested: fewer are shown, not read
@@ -70,7 +84,7 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
         return "", None
     horizon = int(peers[0].config["max_steps"])
     lines = [f"### Peer check: TRL's GRPOTrainer beside grpo-lab ({_label(arm.items())})", "",
-             f"The same arm trained by TRL (`python -m benchmarks.peer_check {spec.path or spec.name} --arm "
+             f"The same arm trained by TRL (`python -m benchmarks.peer_check {shown_spec_path(spec)} --arm "
              f"{' '.join(f'{k}={v}' for k, v in arm.items())} --seeds …`): the same model, data, reward, LoRA, batch, "
              f"β, learning rate and steps; TRL samples its own prompts and completions, so the samples are "
              f"independent. Never-learned runs count at max_steps ({horizon}).", "",

@@ -96,3 +96,18 @@ def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, t
     # a seed grpo-lab has not run is refused, naming what to do
     assert peer_check.main([str(spec), "--arm", "learning_rate=5e-5", "--seeds", "3", "--runs", str(tmp_path / "runs"),
                             "--out", str(tmp_path / "peer")]) == 2
+
+
+def test_the_command_names_the_spec_inside_the_repository_and_no_folder_outside_it(tmp_path):
+    # a report rebuilt in another checkout had shown that checkout's absolute path to the spec
+    import dataclasses
+
+    from sweeps.peer import ROOT
+
+    _peers(tmp_path / "pc", [16])
+    inside = dataclasses.replace(SPEC, path=str(ROOT / "experiments/real/cpu/r0_positive_control_room_cpu.yaml"))
+    text, _ = peer_section(inside, _ours([16]), tmp_path / "pc")
+    assert "peer_check experiments/real/cpu/r0_positive_control_room_cpu.yaml --arm learning_rate=5e-05" in text
+    outside = dataclasses.replace(SPEC, path=str(tmp_path / "mine.yaml"))
+    text, _ = peer_section(outside, _ours([16]), tmp_path / "pc")
+    assert "peer_check mine.yaml --arm" in text and str(tmp_path) not in text
