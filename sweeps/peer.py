@@ -20,10 +20,13 @@ from sweeps import statistics as st
 from grpo_core.record.run_metrics import CENSORED
 from grpo_core.run import read_metrics
 
+from .paths import REPO
 from .report_inputs import _label, ALPHA, Run
 from .spec import SweepSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
+AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"
+MIN_PEER_RUNS = 6  # TRL runs (seeds) before the check is tested: fewer are shown, not read
 
 
 def shown_spec_path(spec: SweepSpec) -> str:
@@ -33,13 +36,9 @@ def shown_spec_path(spec: SweepSpec) -> str:
         return spec.name
     path = Path(spec.path).resolve()
     try:
-        return path.relative_to(ROOT).as_posix()
+        return path.relative_to(REPO).as_posix()
     except ValueError:
         return path.name
-
-AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
-AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"
-MIN_PEER_RUNS = 6  # TRL runs (seeds) before the check is tested: fewer are shown, not read
 
 
 @dataclass

@@ -102,10 +102,10 @@ def test_the_command_names_the_spec_inside_the_repository_and_no_folder_outside_
     # a report rebuilt in another checkout had shown that checkout's absolute path to the spec
     import dataclasses
 
-    from sweeps.peer import ROOT
+    from sweeps.paths import REPO
 
     _peers(tmp_path / "pc", [16])
-    inside = dataclasses.replace(SPEC, path=str(ROOT / "experiments/real/cpu/r0_positive_control_room_cpu.yaml"))
+    inside = dataclasses.replace(SPEC, path=str(REPO / "experiments/real/cpu/r0_positive_control_room_cpu.yaml"))
     text, _ = peer_section(inside, _ours([16]), tmp_path / "pc")
     assert "peer_check experiments/real/cpu/r0_positive_control_room_cpu.yaml --arm learning_rate=5e-05" in text
     outside = dataclasses.replace(SPEC, path=str(tmp_path / "mine.yaml"))
