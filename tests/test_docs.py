@@ -58,3 +58,30 @@ def test_the_layout_page_names_every_module():
     assert sorted(wings) == ["algo", "config", "record", "sampling", "tasks", "util"]
     assert [w for w in wings if f"\n{w}/ " not in page] == []
     assert [str(p.relative_to(ROOT)) for p in library if not re.search(rf"\b{p.stem}\b", page)] == []
+
+
+def test_the_project_speaks_only_of_itself():
+    """Code, docs, tests and results describe grpo-lab: no file outside the committed run folders
+    names a file that is not in this repository (a claims or spec document beside it), a path of the
+    machine it was written on, or an issue of its own tracker by number (upstream ones, `TRL issue
+    #2995`, carry their project's name and a `#`). The run folders record what made them, as is."""
+    import re
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:  # a copy without git: every file under the root but the local ones
+        names = [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*") if p.is_file()]
+        names = [n for n in names if not n.startswith((".venv/", "results/local/", ".git/")) and "__pycache__" not in n]
+    else:
+        names = listed.stdout.splitlines()
+    pattern = re.compile(r"\b(?:CLAIMS|SPEC|STYLE)\.md\b|/work/|\.\./shared\b|\b[Ii]ssues? \d+\b")
+    found = []
+    for name in names:
+        if re.match(r"results/real/(?:[^/]+/)?runs/", name) or name == "tests/test_docs.py":
+            continue
+        try:
+            text = (ROOT / name).read_text()
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        found += [f"{name}:{n}: {line.strip()[:120]}" for n, line in enumerate(text.splitlines(), 1)
+                  if pattern.search(line)]
+    assert not found, "\n".join(found)

@@ -37,7 +37,7 @@ class Axis:
     keys: tuple[str, ...]  # the config keys that set it (the first names the registry's values)
     stage: str  # one of STAGES
     where: str  # the code that acts on it
-    claim: str = ""  # the claim (CLAIMS.md) it tests, if any
+    claim: str = ""  # the claim (docs/concepts/claims.md) it tests, if any
     registry: Optional[Registry] = None  # for an axis whose values are names
     note: str = ""
 
