@@ -825,3 +825,8 @@ def test_the_timing_line_says_when_the_runs_were_trained_in_parts():
     assert lines[1] == "the last part: 10.0 min wall (2026-11-26, beside 256 finished run folders it took as done)"
     assert not any("every run" in line for line in lines)
     assert timing_lines({**whole, "wall_time_s": None}, 1500.0, 2, True)[0].endswith("12.5 min of wall time on 2 workers)")
+    # the full report beside the real model's committed runs: this invocation trained the testbed's only
+    lines = timing_lines(whole, 1500.0, 2, False, committed_time=900.0, committed_runs=3)
+    assert lines == ["this full reproduction: 10.0 min wall (2026-11-26, training every run of the CPU testbed's claims)",
+                     "the real model's 3 runs were trained in parts and read from their committed folders (together "
+                     "15.0 min, the sum of their wall_time_s)"]
