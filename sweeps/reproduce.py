@@ -138,7 +138,12 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
 
 
-def timing_lines(timing: dict, run_time: float, workers: int, quick: bool, committed_time: Optional[float] = None,
+def _wall_time(runs: list) -> float:
+    """The runs' wall_time_s summed (a run that recorded none counts 0)."""
+    return sum(float(r.summary.get("wall_time_s") or 0) for r in runs)
+
+
+def timing_lines(timing: dict, run_time: float, workers: int, quick: bool, committed_time: float = 0.0,
                  committed_runs: int = 0) -> list[str]:
     """What the report says of the time its runs took. `timing`: the last training invocation's
     record (wall_time_s None when no invocation here trained; runs_before: the finished run folders
@@ -152,13 +157,13 @@ def timing_lines(timing: dict, run_time: float, workers: int, quick: bool, commi
     if timing.get("runs_before"):  # the last invocation trained what was missing beside finished run folders
         return in_parts + [f"the last part: {timing['wall_time_s'] / 60:.1f} min wall ({timing['date']}, beside "
                            f"{timing['runs_before']} finished run folders it took as done)"]
-    if not committed_runs:
-        return [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
-                f"({timing['date']}, training every run of this report)"]
-    return [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
-            f"({timing['date']}, training every run of the CPU testbed's claims)",
-            f"the real model's {committed_runs} runs were trained in parts and read from their committed folders "
-            f"(together {(committed_time or 0.0) / 60:.1f} min, the sum of their wall_time_s)"]
+    trained = "every run of the CPU testbed's claims" if committed_runs else "every run of this report"
+    lines = [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
+             f"({timing['date']}, training {trained})"]
+    if committed_runs:
+        lines.append(f"the real model's {committed_runs} runs were trained in parts and read from their committed "
+                     f"folders (together {committed_time / 60:.1f} min, the sum of their wall_time_s)")
+    return lines
 
 
 SUMMARY_HEAD = ["| claim | question | verdict | on reward AUC | n per set | detectable with 80% power | control: median "
@@ -407,9 +412,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         timing = json.loads(timing_path.read_text())
     report_dir.mkdir(parents=True, exist_ok=True)
     quick_timing = Path(defaults.QUICK) / "timing.json"
-    run_time = sum(float(r.summary.get("wall_time_s") or 0) for r in all_runs)
-    committed_time = sum(float(r.summary.get("wall_time_s") or 0) for r in real_runs)
-    times = timing_lines(timing, run_time, workers, quick, committed_time, len(real_runs))
+    times = timing_lines(timing, _wall_time(all_runs), workers, quick, _wall_time(real_runs), len(real_runs))
     if not quick and quick_timing.is_file():
         qt = json.loads(quick_timing.read_text())
         times.append(f"`grpo reproduce --quick` on this machine: {qt['wall_time_s'] / 60:.1f} min wall ({qt['date']})")

@@ -67,12 +67,7 @@ def test_the_project_speaks_only_of_itself():
     #2995`, carry their project's name and a `#`). The run folders record what made them, as is."""
     import re
 
-    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
-    if listed.returncode != 0:  # a copy without git: every file under the root but the local ones
-        names = [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*") if p.is_file()]
-        names = [n for n in names if not n.startswith((".venv/", "results/local/", ".git/")) and "__pycache__" not in n]
-    else:
-        names = listed.stdout.splitlines()
+    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     pattern = re.compile(r"\b(?:CLAIMS|SPEC|STYLE)\.md\b|/work/|\.\./shared\b|\b[Ii]ssues? \d+\b")
     found = []
     for name in names:
