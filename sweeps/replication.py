@@ -15,7 +15,7 @@ from . import power
 from .report_inputs import Run, _label, compared_metric, report_tests
 from .spec import SweepSpec
 from .verdicts import (CONTRADICTED, INCONCLUSIVE, NO_EFFECT, NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison,
-                       Verdict, _fmt_num, _group, _phrase, _unit, verdicts)
+                       Verdict, fmt_interval, _group, _phrase, _unit, verdicts)
 
 
 # ---- replication: each test on two disjoint seed sets -----------------------------------------------
@@ -73,10 +73,10 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
     center = power.centered_blocks if levels else power.centered
     noises = [center([c.blocks if levels else c.diffs for c in cs]) for cs in by_label.values()]
     reference = spec.grid[test["axis"]][0] if levels else test["control"]
-    detectable = 0.0
-    for noise, cs in zip(noises, by_label.values()):
-        for c in cs:
-            detectable = max(detectable, detectable_at(noise, c.n_pairs))
+    # the largest over comparisons and sets; nan (no differences at all to resample) stays nan, where
+    # max() would drop it and read "any effect"
+    found_at = [detectable_at(noise, c.n_pairs) for noise, cs in zip(noises, by_label.values()) for c in cs]
+    detectable = math.nan if any(math.isnan(d) for d in found_at) else max(found_at)
     control = [r for r in runs if r.point[test["axis"]] == reference]
     strata = []
     for key, group in _group(spec, control, exclude=(test["axis"],)).items():
@@ -90,7 +90,8 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
         medians = [med for _, med, _, _ in strata if math.isfinite(med)]
         target = power.target_effect(max(medians) if len(medians) == len(strata) else math.nan)
         needs = [needed_for(noise, target) for noise in noises if noise.size]
-        facts.update(target=target, needed=None if not needs or None in needs else max(needs))
+        if needs:  # without differences no seed count can be told
+            facts.update(target=target, needed=None if None in needs else max(needs))
     return facts
 
 
@@ -149,7 +150,7 @@ def replication_table(test: dict, found: list[SetResult]) -> str:
         cells = [label]
         for c in cs:
             cells += (["–"] * 4 if c is None else
-                      [str(c.n_pairs), f"{_fmt_num(c.estimate, metric)} [{_fmt_num(c.low, metric)}, {_fmt_num(c.high, metric)}]",
+                      [str(c.n_pairs), fmt_interval(c.estimate, c.low, c.high, metric),
                        f"{c.p_adj:.3g}", c.outcome or "–"])
         outs = [c.outcome if c else "" for c in cs]
         both = outs[0] if outs[0] and all(o == outs[0] for o in outs) else (NOT_REPLICATED if any(outs) else "–")

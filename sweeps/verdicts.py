@@ -127,10 +127,19 @@ def _holm_outcomes(comparisons: list[Comparison], direction: Optional[str]) -> N
 
 
 def _fmt_num(v: float, metric: str) -> str:
+    if math.isnan(v):  # no pairs to estimate from
+        return "–"
     if math.isinf(v):
         return "unbounded" if v > 0 else "−unbounded"
     digits = 0 if metric in CENSORED else 3
     return f"{round(v, digits) + 0.0:+.{digits}f}"  # + 0.0: a value that rounds to −0 prints as +0
+
+
+def fmt_interval(estimate: float, low: float, high: float, metric: str) -> str:
+    """A paired difference with its 95% interval, "+1 [-2, +3]"; "–" without pairs to estimate from."""
+    if math.isnan(estimate):
+        return "–"
+    return f"{_fmt_num(estimate, metric)} [{_fmt_num(low, metric)}, {_fmt_num(high, metric)}]"
 
 
 def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: str) -> str:
@@ -220,7 +229,7 @@ def _claimed(test: dict, comparisons: list[Comparison]) -> tuple[str, list[str]]
 def _fmt_value(v: float, metric: str, max_steps: int) -> str:
     if metric in CENSORED:
         return "not learned" if math.isinf(v) else _fmt_steps(v, max_steps)
-    return f"{v:.3f}"
+    return "–" if math.isnan(v) else f"{v:.3f}"
 
 
 def noise_loss_floor(runs: list[Run], test: dict) -> str:
@@ -294,7 +303,7 @@ def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     lines = [head, "|" + "---|" * (9 if extra else 8)]
     for c, (mt, mc), cell in zip(comparisons, medians, claimed_cells):
         lines.append(f"| {c.label} | {c.n_pairs} | {_fmt_value(mt, metric, max_steps)} | {_fmt_value(mc, metric, max_steps)} | "
-                     f"{_fmt_num(c.estimate, metric)} [{_fmt_num(c.low, metric)}, {_fmt_num(c.high, metric)}] | "
+                     f"{fmt_interval(c.estimate, c.low, c.high, metric)} | "
                      f"{c.p:.3g} | {c.p_adj:.3g} | {c.outcome or '–'} |" + (f" {cell} |" if extra else ""))
     return _verdict(test["statement"], comparisons, direction, metric, "\n".join(lines), extra + note)
 
@@ -330,7 +339,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     for c, (stratum, seeds, blocks, effects) in zip(comparisons, rows):
         meds = ", ".join(f"{lv}: {_fmt_value(st.median([b[k] for b in blocks]) if blocks else math.nan, metric, max_steps)}"
                          for k, lv in enumerate(levels))
-        diffs = "; ".join(f"{lv}: {_fmt_num(e, metric)} [{_fmt_num(lo, metric)}, {_fmt_num(hi, metric)}]"
+        diffs = "; ".join(f"{lv}: {fmt_interval(e, lo, hi, metric)}"
                           for lv, e, lo, hi in effects)
         lines.append(f"| {c.label} | {len(seeds)} | {meds} | {diffs} | {c.p:.3g} | {c.p_adj:.3g} | {c.outcome or '–'} |")
     return _verdict(test["statement"], comparisons, None, metric, "\n".join(lines))

@@ -217,6 +217,23 @@ def test_a_test_across_levels_says_what_shift_of_one_level_it_could_detect():
     assert "| loss_type=grpo: 21 (0/16) |" in summary_row("C5", v, None)
 
 
+def test_a_test_across_levels_with_no_seed_at_every_level_says_so_without_numbers():
+    # a sweep part-way through: grpo and bnpo at 2 + 2 seeds, dapo at none, so no seed has every
+    # level. Nothing can be estimated: no "any effect" detectable, no seed count for the target, no nan
+    from sweeps.report import facts_text
+
+    test = {"kind": "differ", "statement": "s", "metric": "steps_to_learn", "axis": "loss_type"}
+    spec = _spec({"loss_type": ["grpo", "bnpo", "dapo"]}, seeds=8, replication=8, tests=[test])
+    runs = [_run({"loss_type": lt, "seed": s}, stl=20 + s) for lt in ("grpo", "bnpo") for s in (0, 1, 8, 9)]
+    v, found = _replicated(runs, spec, test)
+    assert v.facts["n_per_set"] == [0, 0] and v.facts["detectable"] != v.facts["detectable"]  # nan
+    assert "target" not in v.facts and "needed" not in v.facts
+    line = facts_text(v)
+    assert "detects with 80% power: – (simulated" in line and "any" not in line and "per set" not in line.split(";")[-1]
+    tables = "\n".join(f.verdict.table for f in found)
+    assert "nan" not in tables and "bnpo: –; dapo: –" in tables and "grpo: –, bnpo: –, dapo: –" in tables
+
+
 def test_too_few_seeds_is_inconclusive_not_a_no():
     # 5 seeds: the smallest two-sided signed-rank p is 2/32 = 0.0625 > 0.05 whatever the data
     spec = _spec({"advantage_noise_std": [0.0, 0.01]}, seeds=5)
