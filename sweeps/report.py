@@ -70,6 +70,13 @@ def detectable_text(facts: dict) -> str:
     return f"{det:.3g}"
 
 
+def median_text(median: float, metric: str) -> str:
+    """The control arm's median: whole steps as they are, any other metric to 3 decimals."""
+    if math.isinf(median):
+        return "not learned"
+    return f"{median:g}" if metric in CENSORED else f"{median:.3f}"
+
+
 def facts_text(v: Verdict) -> str:
     """One line on what a paired or differ test could detect, from Verdict.facts ('' without facts)."""
     f = v.facts
@@ -78,8 +85,7 @@ def facts_text(v: Verdict) -> str:
     det_text = detectable_text(f)
     if math.isinf(f["detectable"]):
         det_text += " (too few pairs for p < α/m)"
-    control = "; ".join(f"{(label + ': ') if label else ''}median "
-                        + ("not learned" if math.isinf(med) else f"{med:g}" if f["metric"] in CENSORED else f"{med:.3f}")
+    control = "; ".join(f"{(label + ': ') if label else ''}median " + median_text(med, f["metric"])
                         + (f", {cens} of {n} never learned" if f["metric"] in CENSORED else "")
                         for label, med, cens, n in f["control"])
     levels = "levels_of" in f  # a test across several levels: one level shifted from the others

@@ -7,7 +7,6 @@ results/local/quick/, so the committed report is never overwritten."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
@@ -34,7 +33,7 @@ from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REA
 from .peer import peer_section
 from .power import TARGET_TEXT
 from .gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
-from .report import bases_table, claim_section, detectable_text
+from .report import bases_table, claim_section, detectable_text, median_text
 from .report_inputs import collect_runs, report_tests, validate_report
 from .verdicts import SUPPORTED, Verdict
 from .spec import load_spec
@@ -180,7 +179,7 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
     det = detectable(v) + (f"; AUC {detectable(twin)}" if twin is not None and twin.facts else "")
     first = f.get("levels_of", "")  # a test across several levels: its first level stands as the control
     control = "; ".join(f"{', '.join(filter(None, (label, first))) + ': ' if label or first else ''}"
-                        f"{'not learned' if math.isinf(med) else f'{med:g}'}"
+                        f"{median_text(med, f['metric'])}"
                         + (f" ({cens}/{k})" if f["metric"] in CENSORED else "")
                         for label, med, cens, k in f["control"]) if f else "–"
     return (f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "

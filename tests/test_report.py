@@ -234,6 +234,14 @@ def test_a_test_across_levels_with_no_seed_at_every_level_says_so_without_number
     assert "nan" not in tables and "bnpo: –; dapo: –" in tables and "grpo: –, bnpo: –, dapo: –" in tables
 
 
+def test_a_control_median_reads_whole_steps_as_they_are_and_other_metrics_to_3_decimals():
+    from sweeps.report import median_text
+
+    assert median_text(16.5, "steps_to_learn") == "16.5" and median_text(17.0, "steps_to_learn") == "17"
+    assert median_text(float("inf"), "steps_to_learn") == "not learned"
+    assert median_text(11.910234, "final:completions/mean_length") == "11.910"
+
+
 def test_too_few_seeds_is_inconclusive_not_a_no():
     # 5 seeds: the smallest two-sided signed-rank p is 2/32 = 0.0625 > 0.05 whatever the data
     spec = _spec({"advantage_noise_std": [0.0, 0.01]}, seeds=5)
