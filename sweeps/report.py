@@ -18,11 +18,10 @@ from .spec import SweepSpec, point_key
 from .gates import incomplete, rests_on_steps_to_learn, unproven, withheld
 from .report_inputs import Run, _label, report_tests
 from .replication import _seed_list, replicated_verdicts, seed_sets
-from .verdicts import Verdict, _fmt_steps, _group, _unit
+from .verdicts import Verdict, _fmt_steps, _group, _unit, fmt_value
 
 
 def variant_table(spec: SweepSpec, runs: list[Run]) -> str:
-    max_steps = runs[0].config["max_steps"] if runs else 0
     show_length = "completion_length" in spec.report.get("figures", [])
     window = runs[0].config["stl_window"] if runs else 0
     head = ["variant", "n", "learned", f"median steps_to_learn [95% CI] (floor {window})", "median loss_departure_step",
@@ -37,8 +36,8 @@ def variant_table(spec: SweepSpec, runs: list[Run]) -> str:
         final = [r.value("final_reward") for r in group]
         sd = pystats.stdev(final) if len(final) > 1 else 0.0
         row = [_label(key), str(len(group)), f"{sum(not math.isinf(v) for v in stl)}/{len(group)}",
-               f"{_fmt_steps(st.median(stl), max_steps)} [{_fmt_steps(lo, max_steps)}, {_fmt_steps(hi, max_steps)}]",
-               _fmt_steps(st.median(dep), max_steps).replace("not learned", "never"),
+               f"{_fmt_steps(st.median(stl))} [{_fmt_steps(lo)}, {_fmt_steps(hi)}]",
+               _fmt_steps(st.median(dep)).replace("not learned", "never"),
                f"{pystats.mean(r.summary['baseline_reward'] for r in group):.3f} "
                f"(± {max(r.summary.get('baseline_reward_se', math.nan) for r in group):.3f})",
                f"{pystats.mean(final):.3f} ± {sd:.3f}"]
@@ -70,13 +69,6 @@ def detectable_text(facts: dict) -> str:
     return f"{det:.3g}"
 
 
-def median_text(median: float, metric: str) -> str:
-    """The control arm's median: whole steps as they are, any other metric to 3 decimals."""
-    if math.isinf(median):
-        return "not learned"
-    return f"{median:g}" if metric in CENSORED else f"{median:.3f}"
-
-
 def facts_text(v: Verdict) -> str:
     """One line on what a paired or differ test could detect, from Verdict.facts ('' without facts)."""
     f = v.facts
@@ -85,7 +77,7 @@ def facts_text(v: Verdict) -> str:
     det_text = detectable_text(f)
     if math.isinf(f["detectable"]):
         det_text += " (too few pairs for p < α/m)"
-    control = "; ".join(f"{(label + ': ') if label else ''}median " + median_text(med, f["metric"])
+    control = "; ".join(f"{(label + ': ') if label else ''}median " + fmt_value(med, f["metric"])
                         + (f", {cens} of {n} never learned" if f["metric"] in CENSORED else "")
                         for label, med, cens, n in f["control"])
     levels = "levels_of" in f  # a test across several levels: one level shifted from the others

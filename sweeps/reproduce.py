@@ -33,9 +33,9 @@ from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REA
 from .peer import peer_section
 from .power import TARGET_TEXT
 from .gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
-from .report import bases_table, claim_section, detectable_text, median_text
+from .report import bases_table, claim_section, detectable_text
 from .report_inputs import collect_runs, report_tests, validate_report
-from .verdicts import SUPPORTED, Verdict
+from .verdicts import SUPPORTED, Verdict, fmt_value
 from .spec import load_spec
 from .storage import check_distinct, check_storage, journal_url
 
@@ -179,7 +179,7 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
     det = detectable(v) + (f"; AUC {detectable(twin)}" if twin is not None and twin.facts else "")
     first = f.get("levels_of", "")  # a test across several levels: its first level stands as the control
     control = "; ".join(f"{', '.join(filter(None, (label, first))) + ': ' if label or first else ''}"
-                        f"{median_text(med, f['metric'])}"
+                        f"{fmt_value(med, f['metric'])}"
                         + (f" ({cens}/{k})" if f["metric"] in CENSORED else "")
                         for label, med, cens, k in f["control"]) if f else "–"
     return (f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "

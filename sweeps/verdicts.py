@@ -21,7 +21,7 @@ def _variant_key(spec: SweepSpec, run: Run, exclude: tuple = ()) -> tuple:
     return tuple((a, run.point[a]) for a in spec.grid if a not in exclude)
 
 
-def _fmt_steps(v: float, max_steps: int) -> str:
+def _fmt_steps(v: float) -> str:
     if math.isnan(v):
         return "–"
     return "not learned" if math.isinf(v) else f"{v:g}"
@@ -127,8 +127,6 @@ def _holm_outcomes(comparisons: list[Comparison], direction: Optional[str]) -> N
 
 
 def _fmt_num(v: float, metric: str) -> str:
-    if math.isnan(v):  # no pairs to estimate from
-        return "–"
     if math.isinf(v):
         return "unbounded" if v > 0 else "−unbounded"
     digits = 0 if metric in CENSORED else 3
@@ -226,9 +224,11 @@ def _claimed(test: dict, comparisons: list[Comparison]) -> tuple[str, list[str]]
             f"interval in {cells.count('ruled out')} of {len(cells)} comparisons"), cells
 
 
-def _fmt_value(v: float, metric: str, max_steps: int) -> str:
+def fmt_value(v: float, metric: str) -> str:
+    """A median or value of a metric: whole steps as they are ("not learned" where never), any other
+    metric to 3 decimals; "–" where there is none."""
     if metric in CENSORED:
-        return "not learned" if math.isinf(v) else _fmt_steps(v, max_steps)
+        return _fmt_steps(v)
     return "–" if math.isnan(v) else f"{v:.3f}"
 
 
@@ -282,7 +282,6 @@ def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     axes: two-sided Wilcoxon signed-rank test, Hodges-Lehmann paired difference with its exact
     95% interval, Holm across the test's comparisons."""
     axis, metric, direction = test["axis"], compared_metric(test), test.get("direction")
-    max_steps = runs[0].config["max_steps"] if runs else 0
     comparisons, medians = [], []
     for stratum, group in _group(spec, runs, exclude=(axis,)).items():
         for treatment in test["treatment"]:
@@ -302,7 +301,7 @@ def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
             f"[95% CI] ({unit}) | p | Holm p | outcome |" + (" claimed magnitude |" if extra else ""))
     lines = [head, "|" + "---|" * (9 if extra else 8)]
     for c, (mt, mc), cell in zip(comparisons, medians, claimed_cells):
-        lines.append(f"| {c.label} | {c.n_pairs} | {_fmt_value(mt, metric, max_steps)} | {_fmt_value(mc, metric, max_steps)} | "
+        lines.append(f"| {c.label} | {c.n_pairs} | {fmt_value(mt, metric)} | {fmt_value(mc, metric)} | "
                      f"{fmt_interval(c.estimate, c.low, c.high, metric)} | "
                      f"{c.p:.3g} | {c.p_adj:.3g} | {c.outcome or '–'} |" + (f" {cell} |" if extra else ""))
     return _verdict(test["statement"], comparisons, direction, metric, "\n".join(lines), extra + note)
@@ -314,7 +313,6 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     difference to the first level with its 95% interval."""
     axis, metric = test["axis"], compared_metric(test)
     levels = spec.grid[axis]
-    max_steps = runs[0].config["max_steps"] if runs else 0
     comparisons, rows = [], []
     for stratum, group in _group(spec, runs, exclude=(axis,)).items():
         seeds, blocks = _by_seed(group, axis, levels, metric)
@@ -337,7 +335,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     lines = [f"| stratum | seeds | medians of {metric} by {axis} | paired difference to {axis}={ref} [95% CI] | "
              f"Friedman p | Holm p | outcome |", "|---|---|---|---|---|---|---|"]
     for c, (stratum, seeds, blocks, effects) in zip(comparisons, rows):
-        meds = ", ".join(f"{lv}: {_fmt_value(st.median([b[k] for b in blocks]) if blocks else math.nan, metric, max_steps)}"
+        meds = ", ".join(f"{lv}: {fmt_value(st.median([b[k] for b in blocks]) if blocks else math.nan, metric)}"
                          for k, lv in enumerate(levels))
         diffs = "; ".join(f"{lv}: {fmt_interval(e, lo, hi, metric)}"
                           for lv, e, lo, hi in effects)

@@ -235,11 +235,11 @@ def test_a_test_across_levels_with_no_seed_at_every_level_says_so_without_number
 
 
 def test_a_control_median_reads_whole_steps_as_they_are_and_other_metrics_to_3_decimals():
-    from sweeps.report import median_text
+    from sweeps.verdicts import fmt_value
 
-    assert median_text(16.5, "steps_to_learn") == "16.5" and median_text(17.0, "steps_to_learn") == "17"
-    assert median_text(float("inf"), "steps_to_learn") == "not learned"
-    assert median_text(11.910234, "final:completions/mean_length") == "11.910"
+    assert fmt_value(16.5, "steps_to_learn") == "16.5" and fmt_value(17.0, "steps_to_learn") == "17"
+    assert fmt_value(float("inf"), "steps_to_learn") == "not learned"
+    assert fmt_value(11.910234, "final:completions/mean_length") == "11.910"
 
 
 def test_too_few_seeds_is_inconclusive_not_a_no():
