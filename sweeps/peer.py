@@ -9,7 +9,6 @@ tell yet (more seeds). With fewer than MIN_PEER_RUNS TRL runs it shows them and 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -23,6 +22,7 @@ from grpo_core.run import read_metrics
 from .paths import REPO
 from .report_inputs import _label, ALPHA, Run
 from .spec import SweepSpec
+from .verdicts import fmt_interval
 
 AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
 AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"
@@ -122,9 +122,7 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
             reads = AGREE
         if metric == "steps_to_learn":
             outcome = reads
-        fmt = "{:+.0f}" if metric == "steps_to_learn" else "{:+.3f}"
-        bounds = ", ".join("unbounded" if math.isinf(x) else fmt.format(x) for x in (lo, hi))
-        lines.append(f"| {metric} | {len(a)} | {len(b)} | {fmt.format(est)} [{bounds}] | {p:.3g} | **{reads}** |")
+        lines.append(f"| {metric} | {len(a)} | {len(b)} | {fmt_interval(est, lo, hi, metric)} | {p:.3g} | **{reads}** |")
     lines += ["", f"**Peer check: {outcome}** on steps_to_learn (agree: the rank-sum test reads no difference and the "
                   f"95% interval lies within ±{AGREE_WITHIN:g} steps).", ""]
     return "\n".join(lines), outcome

@@ -130,11 +130,12 @@ def _fmt_num(v: float, metric: str) -> str:
     if math.isinf(v):
         return "unbounded" if v > 0 else "−unbounded"
     digits = 0 if metric in CENSORED else 3
-    return f"{round(v, digits) + 0.0:+.{digits}f}"  # + 0.0: a value that rounds to −0 prints as +0
+    text = f"{round(v, digits) + 0.0:+.{digits}f}"  # + 0.0: a value that rounds to −0 prints as +0
+    return text.replace("-", "−")  # the minus sign, as "−unbounded" and the prose write it
 
 
 def fmt_interval(estimate: float, low: float, high: float, metric: str) -> str:
-    """A paired difference with its 95% interval, "+1 [-2, +3]"; "–" without pairs to estimate from."""
+    """A paired difference with its 95% interval, "+1 [−2, +3]"; "–" without pairs to estimate from."""
     if math.isnan(estimate):
         return "–"
     return f"{_fmt_num(estimate, metric)} [{_fmt_num(low, metric)}, {_fmt_num(high, metric)}]"

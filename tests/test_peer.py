@@ -42,8 +42,11 @@ def test_the_peer_check_reads_agree_disagree_or_cannot_tell(tmp_path, ours, thei
     assert found == outcome
     assert f"**Peer check: {outcome}**" in text and "| steps_to_learn | " in text and "| reward_auc | " in text
     assert text.count("\n| 0 | ") == 1 and "| 99 |" not in text  # one row per finished TRL seed
+    if outcome == AGREE:  # the shift with its interval, written as every other interval in the report
+        assert "| steps_to_learn | 12 | 12 | +0 [−1, +1] | 1 | **agree** |" in text
     if outcome == DISAGREE:
         assert "not learned" in text  # TRL's censored run, counted at max_steps in the test
+        assert "| reward_auc | 6 | 6 | −0.105 [−0.200, −0.080] | 0.00216 | **disagree** |" in text
 
 
 def test_fewer_than_six_peer_runs_are_shown_not_tested(tmp_path):

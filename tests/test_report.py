@@ -58,7 +58,7 @@ def test_paired_verdicts_supported_contradicted_and_both():
     one = lambda lr: _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [lr]})
     v = check_paired(one(1e-4), _only(runs, 1e-4), WARMUP)
     assert v.verdict == "supported"
-    assert "| -30 [-30, -30] |" in v.table  # ten differences of −30: Hodges-Lehmann −30, interval [−30, −30]
+    assert "| −30 [−30, −30] |" in v.table  # ten differences of −30: Hodges-Lehmann −30, interval [−30, −30]
     # the opposite effect is not "no effect": two-sided, it is significant the other way
     assert check_paired(one(1e-3), _only(runs, 1e-3), WARMUP).verdict == "contradicted"
     spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4, 1e-3, 3e-4]})
@@ -670,7 +670,7 @@ def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tm
 def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
     from sweeps.verdicts import _fmt_num
 
-    assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == ["+0", "+0", "+0", "-1"]
+    assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == ["+0", "+0", "+0", "−1"]  # the minus sign, not a hyphen
     assert [_fmt_num(v, "final_reward") for v in (-0.0001, 0.0125, float("-inf"))] == ["+0.000", "+0.013", "−unbounded"]
 
 
