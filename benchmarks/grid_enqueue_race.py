@@ -4,7 +4,7 @@ point from running twice when several processes share one study?
 Each of --workers processes (started together) loops: for every grid point not yet enqueued,
 call `enqueue_trial(point, skip_if_exists=True)`, then `ask()` and `tell()` the trial it gets,
 until `ask()` hands out a trial with no fixed params (nothing waiting). No lock of ours is held.
-Counts grid points that ran more than once. The driver (sweeps/driver.py) does not rely on this:
+Counts grid points that ran more than once. The driver (sweeps/driving/driver.py) does not rely on this:
 it claims under a host lock and gives first-pass trials their point by trial number. Usage:
 
     .venv/bin/python benchmarks/grid_enqueue_race.py [--workers 4] [--points 32] [--repeats 5]

@@ -1,6 +1,6 @@
 """A peer's check of the trainer: one arm of a real-model claim spec trained with TRL's GRPOTrainer,
 seed by seed, into run folders the report compares with grpo-lab's runs of the same arm
-(sweeps/peer.py: steps_to_learn and reward curves, an unpaired test per metric).
+(sweeps/deciding/peer.py: steps_to_learn and reward curves, an unpaired test per metric).
 
     python -m benchmarks.peer_check experiments/real/cpu/r0_positive_control_room_cpu.yaml \\
         --arm learning_rate=5e-5 --seeds 0 1 2 3 4 5 --runs results/real/cpu/runs
@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from .trl_config import chat_rows, lora_config, reward_of_messages, trl_args
+
 PEER_ROOT = Path("results/real/cpu/peer")  # next to the committed runs: one folder per sweep, one per seed
 
 
@@ -47,46 +49,10 @@ def parse_arm(items: list[str]) -> dict:
     return arm
 
 
-def _reward_of_messages(name: str):
-    """A grpo-lab reward function for TRL's conversational completions ([{"role": ..., "content": ...}])."""
-    from grpo_core.tasks.rewards import REWARD_FUNCS
-
-    func = REWARD_FUNCS[name]
-
-    def reward(completions, answer, **kwargs) -> list[float]:
-        return func([c[-1]["content"] if isinstance(c, list) else c for c in completions], answer)
-
-    reward.__name__ = name
-    return reward
-
-
-def trl_args(cfg, output_dir: str):
-    """TRL's GRPOConfig for grpo-lab's config `cfg` (one process, CPU)."""
-    from trl import GRPOConfig as TRLConfig
-
-    from grpo_core.algo.schedule import SCHEDULERS
-
-    return TRLConfig(
-        output_dir=output_dir, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
-        gradient_accumulation_steps=1, num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, top_p=cfg.top_p,
-        top_k=cfg.top_k, beta=cfg.beta, epsilon=cfg.epsilon, num_iterations=cfg.num_iterations,
-        loss_type=cfg.loss_type, scale_rewards=cfg.scale_rewards, learning_rate=cfg.learning_rate,
-        lr_scheduler_type=SCHEDULERS.get(cfg.lr_scheduler_type)[0],  # grpo-lab's name → transformers' (warmup kept)
-        warmup_steps=cfg.warmup_steps or cfg.warmup_ratio,  # transformers 5: a float below 1 is a ratio
-        weight_decay=cfg.weight_decay, adam_beta1=cfg.adam_beta1, adam_beta2=cfg.adam_beta2,
-        adam_epsilon=cfg.adam_epsilon, max_grad_norm=cfg.max_grad_norm, max_steps=cfg.max_steps, seed=cfg.seed,
-        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, gradient_checkpointing=False,
-        use_cpu=True, bf16=False, log_level="error",
-    )
-
-
 def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     """Train `cfg` with TRL's GRPOTrainer into run folder `out`; returns its summary."""
     import torch
     import yaml
-    from datasets import Dataset
-    from peft import LoraConfig
     from transformers.trainer_callback import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer as TRLTrainer
 
@@ -97,10 +63,7 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
 
     torch.set_num_threads(cfg.num_threads)
     train, _ = dataset_task(cfg.dataset, cfg.prompt_column, cfg.answer_column).splits()
-    rows = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
-                              for r in train])
-    peft = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=list(cfg.lora_target_modules) or "all-linear", task_type="CAUSAL_LM")
+    rows = chat_rows(train)
     _, tokenizer = load_model_and_tokenizer(cfg.model)  # left padding, pad token set: as grpo-lab's
     steps: list[dict] = []
 
@@ -121,9 +84,9 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     (out / "config.yaml").write_text(yaml.safe_dump({**cfg.to_dict(), "trainer": "trl"}, sort_keys=False))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grpo-peer-") as tmp, (out / "metrics.jsonl").open("w") as metrics:
-        trainer = TRLTrainer(model=cfg.model, reward_funcs=[_reward_of_messages(n) for n in cfg.reward_funcs],
+        trainer = TRLTrainer(model=cfg.model, reward_funcs=[reward_of_messages(n) for n in cfg.reward_funcs],
                              args=trl_args(cfg, tmp), train_dataset=rows, processing_class=tokenizer,
-                             callbacks=[Record()], peft_config=peft)
+                             callbacks=[Record()], peft_config=lora_config(cfg))
         trainer.remove_callback(PrinterCallback)
         trainer.train()
     rewards, losses = [s["reward"] for s in steps], [s.get("loss", 0.0) for s in steps]
@@ -137,7 +100,7 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
 
 def ours_at(runs_root: Path, spec, point: dict) -> Optional[Path]:
     """grpo-lab's finished run folder of `point` (axis values and seed) in the spec's sweep folder."""
-    from sweeps.adopt import finished_folders
+    from sweeps.driving.adopt import finished_folders
     from sweeps.spec import point_key
 
     found = finished_folders(runs_root, spec).get(point_key(point))

@@ -39,8 +39,8 @@ def run_search(spec: dict, work: Path) -> tuple[Path, float]:
 
 def costs(path: Path, work: Path) -> dict:
     """Per trial in number order: its state, value and training seconds; and the totals."""
-    from sweeps.search_report import trial_cost
-    from sweeps.trials import load_sweep_study
+    from sweeps.reporting.search_report import trial_cost
+    from sweeps.driving.trials import load_sweep_study
 
     spec, study = load_sweep_study(path, f"journal:///{work}/journal.log")
     trials = []

@@ -21,7 +21,7 @@ from pathlib import Path
 from grpo_core.util.errors import UserInputError
 from grpo_core.util.yaml_files import read_yaml_mapping
 from sweeps.paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS
-from sweeps.reproduce import claim_specs
+from sweeps.reporting.reproduce import claim_specs
 
 
 def spec_times(spec_path: Path, runs_root: Path, workers: int) -> dict | None:

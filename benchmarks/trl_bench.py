@@ -135,55 +135,48 @@ def _mixed_precision(knobs: Knobs) -> str:
     return "bf16" if knobs.device == "cuda" else "no"
 
 
-def build_ours(setup: Setup, knobs: Knobs, path: str):
+def bench_config(setup: Setup, knobs: Knobs, path: str):
+    """grpo-lab's config of the setup: both trainers are built from it (TRL's through trl_config)."""
     from grpo_core.config.schema import GRPOConfig
     from grpo_core.config.validation import validate
-    from grpo_core.trainer import GRPOTrainer
 
     real = dict(dataset=str(REAL_DATA), reward_funcs=["math_answer"], use_peft=True, lora_r=LORA["r"],
                 lora_alpha=LORA["alpha"]) if setup.real else {}
-    cfg = validate(GRPOConfig(
+    return validate(GRPOConfig(
         model=path, task="addition", **real, prompts_per_step=setup.prompts, num_generations=setup.generations,
         max_completion_length=setup.new_tokens, beta=knobs.beta, loss_type=knobs.loss_type,
         learning_rate=knobs.learning_rate, max_steps=10_000, seed=knobs.seed, device=knobs.device,
         mixed_precision=_mixed_precision(knobs), cache_dir=knobs.cache_dir, cpu_math=knobs.cpu_math,
     ))
-    return GRPOTrainer(cfg)
+
+
+def build_ours(setup: Setup, knobs: Knobs, path: str):
+    from grpo_core.trainer import GRPOTrainer
+
+    return GRPOTrainer(bench_config(setup, knobs, path))
 
 
 def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=()):
-    from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
 
     from grpo_core.tasks.rewards import exact_match
     from grpo_core.tasks.catalog import get_task
 
+    from .trl_config import chat_rows, lora_config, reward_of_messages, trl_args
+
+    cfg = bench_config(setup, knobs, path)
     train = get_task("addition").splits()[0].to_dataset()
     reward, peft_config = exact_match, None
     if setup.real:  # chat-format prompts (TRL applies the chat template, as ours does), LoRA as ours
         import json
 
-        from datasets import Dataset
-        from peft import LoraConfig
-
-        rows = [json.loads(line) for line in REAL_DATA.read_text().splitlines() if line]
-        train = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
-                                   for r in rows])
-        reward = _math_answer_of_messages
-        peft_config = LoraConfig(r=LORA["r"], lora_alpha=LORA["alpha"], lora_dropout=0.0, target_modules="all-linear",
-                                 task_type="CAUSAL_LM")
+        train = chat_rows([json.loads(line) for line in REAL_DATA.read_text().splitlines() if line])
+        reward, peft_config = reward_of_messages("math_answer"), lora_config(cfg)
     from grpo_core.tasks.models import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(path)  # left padding, pad token set: as ours
     output_dir = tempfile.mkdtemp(prefix="grpo-bench-trl-")  # nothing is saved there; removed with the trainer
-    args = TRLConfig(
-        output_dir=output_dir, per_device_train_batch_size=setup.prompts * setup.generations,
-        num_generations=setup.generations, max_completion_length=setup.new_tokens, beta=knobs.beta,
-        loss_type=knobs.loss_type, learning_rate=knobs.learning_rate, max_steps=max_steps, seed=knobs.seed,
-        lr_scheduler_type="constant", warmup_steps=0, temperature=1.0, logging_steps=1, save_strategy="no",
-        report_to="none", disable_tqdm=True, gradient_checkpointing=False,
-        use_cpu=knobs.device == "cpu", bf16=knobs.device == "cuda", log_level="error",
-    )
+    args = trl_args(cfg, output_dir, device=knobs.device, max_steps=max_steps)
     from transformers.trainer_callback import PrinterCallback
 
     trainer = TRLTrainer(model=path, reward_funcs=reward, args=args, train_dataset=train,
@@ -191,13 +184,6 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     trainer.remove_callback(PrinterCallback)  # no per-step log printing
     weakref.finalize(trainer, shutil.rmtree, output_dir, True)
     return trainer
-
-
-def _math_answer_of_messages(completions, answer, **kwargs) -> list[float]:
-    """math_answer for TRL's conversational completions ([{"role": "assistant", "content": ...}])."""
-    from grpo_core.tasks.rewards import math_answer
-
-    return math_answer([c[-1]["content"] if isinstance(c, list) else c for c in completions], answer)
 
 
 def _sync(device: str) -> None:

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, Protocol
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
 from grpo_core.util.errors import PeerDied, RecordIncomplete, RunFailure, RunPruned, Terminated, UserInputError
-from grpo_core.util.files import read_text_named, write_text_atomic
+from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
 
@@ -82,10 +82,6 @@ class _MetricsFile:
 
     def close(self) -> None:
         os.close(self.fd)
-
-
-def read_metrics(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
 def read_metrics_skipping(path: str | Path) -> tuple[list[dict], int]:

@@ -136,7 +136,7 @@ def sweep(spec: str | Path, *, workers: int = 1, storage: Optional[str] = None, 
           out_root: str | Path = defaults.SWEEPS) -> Sweep:
     """Run (or resume) the sweep of a spec file, as `grpo sweep` does, and return its trials. With
     workers > 1 the trials run in worker processes of their own."""
-    from sweeps.driver import run_sweep
+    from sweeps.driving.driver import run_sweep
 
     code = run_sweep(str(spec), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
                      out_root=str(out_root))
@@ -146,7 +146,7 @@ def sweep(spec: str | Path, *, workers: int = 1, storage: Optional[str] = None, 
 def trials(spec: str | Path, *, storage: Optional[str] = None, exit_code: int = 0) -> Sweep:
     """A sweep's trials, read from its study (nothing runs): the checks and the one-line errors of
     `grpo trials`."""
-    from sweeps.trials import load_sweep_study
+    from sweeps.driving.trials import load_sweep_study
 
     loaded, study = load_sweep_study(spec, storage)
     rows = [{"number": t.number, "state": t.state.name, "params": dict(t.params),
@@ -159,16 +159,17 @@ def trials(spec: str | Path, *, storage: Optional[str] = None, exit_code: int = 
 
 def verdicts(spec: str | Path, runs_root: str | Path, figures: Optional[str | Path] = None) -> list:
     """The verdicts of a claim spec computed from the finished run folders under
-    runs_root/<spec name>/ (sweeps/verdicts.py): each with .statement, .verdict, .reason, .table and
+    runs_root/<spec name>/ (sweeps/deciding/verdicts.py): each with .statement, .verdict, .reason, .table and
     .facts (pairs per seed set, the smallest effect detectable with 80% power, the control arm's
     median). Each test on steps_to_learn is followed by its twin on reward AUC. The testbed's
     placebo and positive-control gates are applied by `report`, not here (one spec alone).
     Figures go to `figures` (a temporary folder when None)."""
     import tempfile
 
-    from sweeps.report import claim_section
+    from sweeps.reporting.report import claim_section
 
-    from sweeps.report_inputs import collect_runs, validate_report
+    from sweeps.reporting.report_inputs import collect_runs
+    from sweeps.report_spec import validate_report
     from sweeps.spec import load_spec
 
     loaded = load_spec(spec, check_points=False)
@@ -187,7 +188,7 @@ def report(experiments: Optional[str | Path] = None, out: Optional[str | Path] =
     (`grpo reproduce --report-only`): under `out`/runs/ when `out` is given, else where `grpo
     reproduce` keeps them. Returns the REPORT.md written."""
     from sweeps.paths import REAL_CPU_RESULTS
-    from sweeps.reproduce import reproduce
+    from sweeps.reporting.reproduce import reproduce
 
     reproduce(quick=quick, experiments=str(experiments) if experiments is not None else None,
               out=str(out) if out is not None else None, real_cpu=real_cpu, report_only=True)

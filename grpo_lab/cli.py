@@ -231,27 +231,27 @@ def _cmd_pretrain(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from sweeps.driver import run_sweep
+    from sweeps.driving.driver import run_sweep
 
     return run_sweep(args.spec, workers=args.workers, storage_url=args.storage, tracking_uri=args.tracking_uri,
                      out_root=args.out_root, heartbeat_interval=args.heartbeat_interval)
 
 
 def _cmd_trials(args) -> int:
-    from sweeps.trials import list_trials
+    from sweeps.driving.trials import list_trials
 
     return list_trials(args.spec, args.storage, evaluator=args.importance)
 
 
 def _cmd_report(args) -> int:
-    from sweeps.search_report import search_report
+    from sweeps.reporting.search_report import search_report
 
     print(f"grpo report: {search_report(args.spec, args.storage, args.out_root, args.out)}")
     return 0
 
 
 def _cmd_reproduce(args) -> int:
-    from sweeps.reproduce import reproduce
+    from sweeps.reporting.reproduce import reproduce
 
     return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
                      max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri,
@@ -343,7 +343,7 @@ def _cmd_ui(args) -> int:
         except OSError as exc:
             raise UserInputError(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); "
                                  f"allowed: a free port") from None
-    from sweeps.ui_view import describe_links, find_sweep, sweep_links
+    from sweeps.driving.ui_view import describe_links, find_sweep, sweep_links
 
     from grpo_core.mlflow_logging import make_client
 

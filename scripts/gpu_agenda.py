@@ -60,8 +60,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tree, as on a GPU machine where the project is not pip-installed
 
 from grpo_core.util.files import write_text_atomic  # noqa: E402
-from sweeps.recovery import fail_running  # noqa: E402
-from sweeps.storage import open_storage  # noqa: E402
+from sweeps.driving.recovery import fail_running  # noqa: E402
+from sweeps.driving.storage import open_storage  # noqa: E402
 
 REAL = ROOT / "experiments" / "real"
 # --collect: where each file of a pack's out/ goes in this repository (run folders: results/real/runs/)

@@ -4,6 +4,7 @@ into a GRPOConfig) before any store is touched."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -27,8 +28,9 @@ OBJECTIVES = {
     "eval_accuracy_after": "maximize",
     "wall_time_s": "minimize",
 }
+QUICK_KEYS = ("max_steps", "seeds", "replication_seeds", "grid")  # a spec's `quick`: what --quick changes
 SAMPLERS = ("tpe", "random")
-PRUNERS = ("median", "successive_halving", "hyperband")  # Optuna's; on the runs' smoothed reward (sweeps/search.py)
+PRUNERS = ("median", "successive_halving", "hyperband")  # Optuna's; on the runs' smoothed reward (sweeps/driving/search.py)
 PRUNER_KEYS = ("type", "warmup_steps", "startup_trials")
 TEXT_KEYS = ("question", "claim", "source", "hypothesis", "expected", "notes")
 SPEC_KEYS = ("name", "base", "grid", "seeds", "replication_seeds", "search", "sampler", "n_trials", "objective", "direction",
@@ -49,7 +51,7 @@ class SweepSpec:
     replication_seeds: list = field(default_factory=list)
     """A second seed set, disjoint from `seeds` (grid mode): its runs are trained as the others; the
     report tests every comparison on each set and calls a claim supported or contradicted only when
-    both agree (sweeps/verdicts.py)."""
+    both agree (sweeps/deciding/verdicts.py)."""
     search: dict = field(default_factory=dict)
     """Config key -> {low, high, log, type: float|int} or {choices: [...]}; non-empty = search mode."""
     sampler: str = "tpe"
@@ -67,7 +69,7 @@ class SweepSpec:
     """The direction of each of `objectives`."""
     pruner: dict = field(default_factory=dict)
     """A search's pruner: {type: median | successive_halving | hyperband, warmup_steps, startup_trials}
-    on each run's smoothed reward (sweeps/search.py); empty = none. Never in a grid."""
+    on each run's smoothed reward (sweeps/driving/search.py); empty = none. Never in a grid."""
     mlflow_experiment: str = ""
     """MLflow experiment; empty = the sweep name."""
     text: dict = field(default_factory=dict)
@@ -123,6 +125,30 @@ class SweepSpec:
         if value is None:
             return math.nan
         return float(value)
+
+    def check_quick(self) -> None:
+        """A spec's `quick` section, whole, at every command that reads the spec (a typo or a value of
+        the wrong shape surfaced only at `grpo reproduce --quick`, some as a traceback)."""
+        quick = self.quick or {}
+        unknown = sorted(set(quick) - set(QUICK_KEYS))
+        if unknown:
+            raise UserInputError(f"{self.path}: quick.{unknown[0]}: unknown key; allowed: {', '.join(QUICK_KEYS)}")
+        steps = quick.get("max_steps", 1)
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise UserInputError(f"{self.path}: quick.max_steps: {short_value(steps)}; allowed: an integer ≥ 1")
+        for key in ("seeds", "replication_seeds"):
+            check_seeds(self.path, f"quick.{key}", quick.get(key, []))  # the rule of the spec's own seed lists
+        grid = quick.get("grid", {})
+        if not isinstance(grid, dict):
+            raise UserInputError(f"{self.path}: quick.grid: {short_value(grid)}; allowed: a mapping of grid axes to "
+                                 f"sub-lists of their values, e.g. {{{next(iter(self.grid), 'axis')}: [...]}}")
+        for axis, values in grid.items():  # a part of the grid, never new values
+            full = self.grid.get(axis)
+            if full is None:
+                raise UserInputError(f"{self.path}: quick.grid.{axis}: not a grid axis; allowed: {', '.join(self.grid)}")
+            if not isinstance(values, list) or not values or any(v not in full for v in values):
+                raise UserInputError(f"{self.path}: quick.grid.{axis}: {short_value(values)}; allowed: a non-empty "
+                                     f"sub-list of grid.{axis} {full}")
 
 
 def _err(path: str, key: str, message: str) -> UserInputError:
@@ -390,3 +416,24 @@ def grid_point_of(spec: SweepSpec, trial) -> Optional[dict]:
 
 def point_key(point: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in point.items()))
+
+
+# keys that do not change what a run is: where it was logged, where caches live, its threads
+# (num_threads changes the last bits of the float math, not the experiment: the report lists it)
+IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads")
+
+
+def config_difference(spec: SweepSpec, point: dict, config: dict,
+                      absent_ok: bool = False) -> Optional[tuple[str, Any, Any]]:
+    """The first key (key, the folder's value, the spec's) where a folder's config is not the
+    spec's for the point, or None. A key the folder's config lacks (the run predates it) matches its
+    default: a new key's default is what runs did before it existed (absent_ok: it is not compared)."""
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(GRPOConfig)}
+    for key, want in spec.config_for(point).to_dict().items():
+        if absent_ok and key not in config:
+            continue
+        have = config[key] if key in config else defaults[key]
+        if key not in IGNORED and have != want:
+            return key, have, want
+    return None

@@ -313,13 +313,13 @@ def test_fetch_model_checks_its_destination_before_downloading(tmp_path):
 
 def test_an_interrupt_before_any_run_started_says_nothing_was_recorded(tmp_path, monkeypatch):
     # (a million-point grid's SIGTERM said "the run is recorded as killed" of a run that never existed)
-    import sweeps.driver
+    import sweeps.driving.driver
     from grpo_core.util.errors import Terminated
 
     def interrupted(*args, **kwargs):
         raise Terminated()
 
-    monkeypatch.setattr(sweeps.driver, "run_sweep", interrupted)
+    monkeypatch.setattr(sweeps.driving.driver, "run_sweep", interrupted)
     (tmp_path / "s.yaml").write_text(f"name: s\nbase: {{cache_dir: {CACHE}}}\ngrid: {{loss_type: [grpo]}}\nseeds: [0]\n")
     import grpo_core.run
 

@@ -20,7 +20,7 @@ def _lint(root: Path) -> subprocess.CompletedProcess:
 def test_imports_run_one_way():
     proc = _lint(ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "2 kept, 0 broken" in proc.stdout  # the packages, and grpo_core's wings
+    assert "4 kept, 0 broken" in proc.stdout  # the packages, grpo_core's wings, sweeps' wings, pure verdicts
 
 
 def test_a_lazy_upward_import_breaks_the_contract(tmp_path):
@@ -30,10 +30,10 @@ def test_a_lazy_upward_import_breaks_the_contract(tmp_path):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("tiny_bases", "__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     trainer = tmp_path / "grpo_core" / "trainer.py"
-    trainer.write_text(trainer.read_text() + "\n\ndef _upward():\n    from sweeps import driver  # noqa\n")
+    trainer.write_text(trainer.read_text() + "\n\ndef _upward():\n    from sweeps.driving import driver  # noqa\n")
     proc = _lint(tmp_path)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "grpo_core.trainer -> sweeps.driver" in proc.stdout
+    assert "grpo_core.trainer -> sweeps.driving.driver" in proc.stdout
 
 
 def test_an_upward_import_between_wings_breaks_the_contract(tmp_path):
@@ -44,8 +44,55 @@ def test_an_upward_import_between_wings_breaks_the_contract(tmp_path):
     files = tmp_path / "grpo_core" / "util" / "files.py"
     files.write_text(files.read_text() + "\n\ndef _upward():\n    from grpo_core import trainer  # noqa\n")
     proc = _lint(tmp_path)
-    assert proc.returncode == 1 and "1 kept, 1 broken" in proc.stdout, proc.stdout[-3000:]
+    # broken twice: the wings' order, and the verdicts (which read metrics through util.files) reach the trainer
+    assert proc.returncode == 1 and "2 kept, 2 broken" in proc.stdout, proc.stdout[-3000:]
     assert "grpo_core.util.files -> grpo_core.trainer" in proc.stdout
+
+
+def _copy_tree(tmp_path: Path) -> None:
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("tiny_bases", "__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+
+
+def _append(path: Path, code: str) -> None:
+    path.write_text(path.read_text() + "\n\n" + code + "\n")
+
+
+def test_the_verdicts_may_not_reach_optuna_even_through_the_ground(tmp_path):
+    """The pure-verdicts contract follows indirect imports: a verdicts module that imports the sweep
+    spec at run time (not for a type) reaches torch through the config it builds, and is refused;
+    so is the statistics module importing Optuna, and the driver importing the verdicts."""
+    _copy_tree(tmp_path)
+    _append(tmp_path / "sweeps" / "deciding" / "gates.py", "def _spec():\n    from ..spec import load_spec  # noqa")
+    _append(tmp_path / "sweeps" / "deciding" / "statistics.py", "def _study():\n    import optuna  # noqa")
+    _append(tmp_path / "sweeps" / "driving" / "claims.py", "def _judge():\n    from ..deciding import verdicts  # noqa")
+    proc = _lint(tmp_path)
+    assert proc.returncode == 1 and "2 kept, 2 broken" in proc.stdout, proc.stdout[-3000:]
+    assert "sweeps.deciding.gates -> sweeps.spec" in proc.stdout  # on its way to torch
+    assert "sweeps.deciding.statistics -> optuna" in proc.stdout
+    assert "sweeps.driving.claims -> sweeps.deciding.verdicts" in proc.stdout
+
+
+def test_the_verdicts_load_no_torch_optuna_or_mlflow():
+    """At run time too: importing every module of the verdict wing loads none of the heavy
+    libraries (the statistics run on any numbers, in any Python with numpy and scipy)."""
+    code = ("import importlib, pkgutil, sys, sweeps.deciding as d\n"
+            "names = [m.name for m in pkgutil.iter_modules(d.__path__)]\n"
+            "[importlib.import_module('sweeps.deciding.' + n) for n in names]\n"
+            "print(len(names), sorted({k.split('.')[0] for k in sys.modules} & {'torch', 'optuna', 'mlflow', 'transformers'}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    modules = len(list((ROOT / "sweeps" / "deciding").glob("*.py"))) - 1  # all but __init__.py
+    assert out.split() == [str(modules), "[]"], out  # every module imported, none of the four libraries
+
+
+def test_the_power_command_keeps_its_name_before_the_wings():
+    """`python -m sweeps.power` (its name in committed reports and docs) runs the power command,
+    which now lives in sweeps/deciding/power.py; imported by that name, it is the same module."""
+    proc = subprocess.run([sys.executable, "-m", "sweeps.power", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and "--treatment" in proc.stdout, proc.stderr[-2000:]
+    code = "import sweeps.power as old, sweeps.deciding.power as new; print(old is new)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True).stdout.strip() == "True"
 
 
 def test_no_import_cycle_inside_grpo_core():  # the checkpoint <-> trainer cycle: GenerationBatch moved to batch.py

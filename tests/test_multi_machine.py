@@ -23,10 +23,10 @@ def test_two_machines_share_one_grid_on_postgresql_and_an_mlflow_server(tmp_path
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
-    from sweeps.search import make_sampler
+    from sweeps.driving.search import make_sampler
     from sweeps.spec import grid_point_of, point_key
     from sweeps.spec import load_spec
-    from sweeps.storage import open_storage
+    from sweeps.driving.storage import open_storage
 
     spec_path = tmp_path / "cluster.yaml"
     # num_threads 1: the two "machines" share this machine's 2 cores (2 × 2 threads oversubscribe)

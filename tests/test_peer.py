@@ -1,13 +1,13 @@
 """The peer check: TRL's GRPOTrainer trains one arm of a claim spec (benchmarks/peer_check.py), and
-the report compares it with grpo-lab's runs of that arm (sweeps/peer.py)."""
+the report compares it with grpo-lab's runs of that arm (sweeps/deciding/peer.py)."""
 
 import json
 
 import pytest
 import yaml
 
-from sweeps.peer import AGREE, CANNOT_TELL, DISAGREE, peer_section
-from sweeps.report_inputs import Run
+from sweeps.deciding.peer import AGREE, CANNOT_TELL, DISAGREE, peer_section
+from sweeps.deciding.runs import Run
 from sweeps.spec import SweepSpec
 
 SPEC = SweepSpec(name="pc", base={}, grid={"learning_rate": [5e-5, 1e-4]}, seeds=list(range(8)),
@@ -114,3 +114,24 @@ def test_the_command_names_the_spec_inside_the_repository_and_no_folder_outside_
     outside = dataclasses.replace(SPEC, path=str(tmp_path / "mine.yaml"))
     text, _ = peer_section(outside, _ours([16]), tmp_path / "pc")
     assert "peer_check mine.yaml --arm" in text and str(tmp_path) not in text
+
+
+def test_trl_is_configured_key_by_key_from_the_grpo_lab_config(tmp_path):
+    """One builder for TRL's side (benchmarks/trl_config.py, used by `grpo bench` and the peer
+    check): every shared key carries over, use_bias_correction_kl included (TRL's default is True,
+    grpo-lab's False: left out, TRL's KL gradient would differ at β > 0)."""
+    pytest.importorskip("trl", reason="TRL is the [bench] extra; scripts/bootstrap.sh installs it")
+    from benchmarks.trl_config import SAME_NAME, key_by_key, trl_args
+    from grpo_core.config.schema import GRPOConfig
+
+    cfg = GRPOConfig(beta=0.04, epsilon=0.2, epsilon_high=0.28, num_iterations=2, top_k=5, top_p=0.9,
+                     temperature=0.7, loss_type="cispo", scale_rewards="none", max_grad_norm=0.0, learning_rate=3e-5,
+                     lr_scheduler_type="cosine", warmup_ratio=0.25, prompts_per_step=4, num_generations=8,
+                     max_completion_length=48, max_steps=60, seed=7, steps_per_generation=4)
+    args = trl_args(cfg, str(tmp_path))
+    rows = key_by_key(cfg, args)
+    assert len(rows) == len(SAME_NAME) + 2
+    assert [r for r in rows if r[1] != r[2]] == []
+    assert args.use_bias_correction_kl is False and args.epsilon_high == 0.28 and args.loss_type == "cispo"
+    assert args.per_device_train_batch_size == 32 and args.warmup_steps == 0.25 and args.lr_scheduler_type == "cosine"
+    assert args.steps_per_generation == 4 and trl_args(cfg, str(tmp_path), max_steps=3).max_steps == 3

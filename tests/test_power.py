@@ -1,12 +1,12 @@
 """The power simulation behind each section's "n per set" and "smallest effect it could detect"
-(sweeps/power.py): hand-made cases, and agreement with the textbook power of the signed-rank test."""
+(sweeps/deciding/power.py): hand-made cases, and agreement with the textbook power of the signed-rank test."""
 
 import math
 
 import numpy as np
 
-from sweeps import power
-from sweeps import statistics as st
+from sweeps.deciding import power
+from sweeps.deciding import statistics as st
 
 
 def test_a_shift_with_no_spread_is_always_found_and_too_few_pairs_never():

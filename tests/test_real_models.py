@@ -187,7 +187,7 @@ def _model_where_a_clone_fetches_it(smollm2, tmp_path, monkeypatch) -> str:
 def _quick_specs(exp, folder):
     """The quick specs `grpo reproduce --quick` derived from the specs in exp and trained: the ones
     its run folders belong to."""
-    import sweeps.reproduce as reproduce
+    import sweeps.reporting.reproduce as reproduce
 
     for src in exp.glob("*.yaml"):
         reproduce.derive_spec(src, True, None, None, folder)
@@ -203,8 +203,8 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
     the run folders alone."""
     import yaml
 
-    import sweeps.reproduce as reproduce
-    from sweeps.report_inputs import validate_report
+    import sweeps.reporting.reproduce as reproduce
+    from sweeps.report_spec import validate_report
     from sweeps.spec import load_spec
 
     exp, checked = tmp_path / "experiments", tmp_path / "checked"
@@ -250,8 +250,8 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     folders decide); the report sections come back from the folders alone."""
     import yaml
 
-    import sweeps.reproduce as reproduce
-    from sweeps.report_inputs import validate_report
+    import sweeps.reporting.reproduce as reproduce
+    from sweeps.report_spec import validate_report
     from sweeps.spec import load_spec
 
     exp, checked = tmp_path / "experiments", tmp_path / "checked"

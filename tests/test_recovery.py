@@ -25,9 +25,9 @@ def _spec(tmp_path, name, max_steps):
 def _study(storage_url, name, spec_path):
     import optuna
 
-    from sweeps.search import make_sampler
+    from sweeps.driving.search import make_sampler
     from sweeps.spec import load_spec
-    from sweeps.storage import open_storage
+    from sweeps.driving.storage import open_storage
 
     spec = load_spec(spec_path)
     return spec, optuna.load_study(study_name=name, storage=open_storage(storage_url), sampler=make_sampler(spec))
@@ -83,8 +83,8 @@ def test_rdb_heartbeat_fails_a_silent_trial_and_enqueues_its_retry(tmp_path):
     import optuna
     from optuna.trial import TrialState
 
-    from sweeps.recovery import Heartbeat, fail_stale, trial_id
-    from sweeps.storage import open_storage
+    from sweeps.driving.recovery import Heartbeat, fail_stale, trial_id
+    from sweeps.driving.storage import open_storage
 
     storage = open_storage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=1)
     study = optuna.create_study(study_name="hb", storage=storage)

@@ -10,9 +10,9 @@ import yaml
 
 from conftest import CACHE, ROOT, run_grpo, run_grpo_here
 from grpo_core.tasks.models import committed_bases
-from sweeps.report_inputs import Run
-from sweeps.replication import replicated_verdicts
-from sweeps.verdicts import check_differ, check_paired, check_placebo, check_zero_loss_step1
+from sweeps.deciding.runs import Run
+from sweeps.deciding.replication import replicated_verdicts
+from sweeps.deciding.verdicts import check_differ, check_paired, check_placebo, check_zero_loss_step1
 from sweeps.spec import SweepSpec
 
 
@@ -95,8 +95,8 @@ def test_a_verdict_holds_only_when_both_seed_sets_agree():
 def test_each_steps_test_says_what_its_target_effect_needs():
     # 8 + 8 pairs, differences −1 to −9 around a control median of 20 (15% = 3 steps, above 2): the
     # line names the target and the pairs per set these differences need for it (seeds_needed)
-    from sweeps import power
-    from sweeps.report import facts_text
+    from sweeps.deciding import power
+    from sweeps.reporting.report import facts_text
 
     spec = _spec({"warmup_ratio": [0.0, 0.25]}, seeds=8, replication=8, tests=[WARMUP])
     diffs = [-1, -5, -9, -3, -7, -2, -6, -4]
@@ -138,7 +138,7 @@ def test_no_effect_states_the_largest_effect_still_allowed():
 
 
 def test_the_largest_effect_allowed_names_its_comparison_among_several():
-    from sweeps.verdicts import _allowed, Comparison
+    from sweeps.deciding.verdicts import _allowed, Comparison
 
     def comparison(label, low, high):
         return Comparison(label=label, n_pairs=6, estimate=0.0, low=low, high=high, p=1.0, best_p=0.03,
@@ -195,9 +195,9 @@ def test_a_test_across_levels_says_what_shift_of_one_level_it_could_detect():
     # 8 + 8 seeds, three loss types: grpo learns at 20 + s % 3, bnpo and dapo 1 to 3 steps off it, by
     # seed. Its facts: seeds with every level per set, the smallest shift of one level each set alone
     # detects (power.detectable_shift on these seeds' centered differences), grpo's median as the control
-    from sweeps import power
-    from sweeps.report import facts_text
-    from sweeps.reproduce import summary_row
+    from sweeps.deciding import power
+    from sweeps.reporting.report import facts_text
+    from sweeps.reporting.reproduce import summary_row
 
     test = {"kind": "differ", "statement": "the loss type changes steps_to_learn", "metric": "steps_to_learn",
             "axis": "loss_type"}
@@ -220,7 +220,7 @@ def test_a_test_across_levels_says_what_shift_of_one_level_it_could_detect():
 def test_a_test_across_levels_with_no_seed_at_every_level_says_so_without_numbers():
     # a sweep part-way through: grpo and bnpo at 2 + 2 seeds, dapo at none, so no seed has every
     # level. Nothing can be estimated: no "any effect" detectable, no seed count for the target, no nan
-    from sweeps.report import facts_text
+    from sweeps.reporting.report import facts_text
 
     test = {"kind": "differ", "statement": "s", "metric": "steps_to_learn", "axis": "loss_type"}
     spec = _spec({"loss_type": ["grpo", "bnpo", "dapo"]}, seeds=8, replication=8, tests=[test])
@@ -235,7 +235,7 @@ def test_a_test_across_levels_with_no_seed_at_every_level_says_so_without_number
 
 
 def test_a_control_median_reads_whole_steps_as_they_are_and_other_metrics_to_3_decimals():
-    from sweeps.verdicts import fmt_value
+    from sweeps.deciding.verdicts import fmt_value
 
     assert fmt_value(16.5, "steps_to_learn") == "16.5" and fmt_value(17.0, "steps_to_learn") == "17"
     assert fmt_value(float("inf"), "steps_to_learn") == "not learned"
@@ -320,7 +320,7 @@ def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
 def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_path, monkeypatch):
     import shutil
 
-    import sweeps.reproduce as reproduce
+    import sweeps.reporting.reproduce as reproduce
 
     monkeypatch.chdir(tmp_path)
     experiments = tmp_path / "experiments" / "real"
@@ -379,7 +379,7 @@ def _cells(row: str, k: int = 4) -> list[str]:
 
 @pytest.mark.parametrize("false_positive", [False, True])
 def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(tmp_path, false_positive):
-    import sweeps.reproduce as reproduce
+    import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
     exp.mkdir()
@@ -524,7 +524,7 @@ def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path
 
 
 def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_its_status(tmp_path):
-    from sweeps.report_inputs import collect_runs
+    from sweeps.reporting.report_inputs import collect_runs
 
     spec = _spec({"learning_rate": [1e-4]}, seeds=3)
     for i, summary in enumerate(('[1, 2]', '{"status": "killed"}', '{}')):
@@ -537,8 +537,8 @@ def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_it
 def test_a_test_that_names_no_metric_compares_steps_to_learn():
     """`metric` is optional (steps_to_learn); a spec without it trained every run and then crashed on
     a KeyError where the verdict was computed."""
-    from sweeps.gates import rests_on_steps_to_learn
-    from sweeps.verdicts import verdicts
+    from sweeps.deciding.gates import rests_on_steps_to_learn
+    from sweeps.deciding.verdicts import verdicts
 
     runs = [_run({"warmup_ratio": w, "seed": s}, stl=10 + s + (6 if w else 0)) for w in (0.0, 0.25) for s in range(10)]
     without = {k: v for k, v in WARMUP.items() if k != "metric"}
@@ -551,7 +551,7 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
     """A report counts a folder only as the run its spec trains at that point: a folder whose values
     are of the wrong type, outside the grid, from another config, or a second run of one point is
     left out and named (each was counted in silence, or crashed the report)."""
-    from sweeps.report_inputs import collect_runs
+    from sweeps.reporting.report_inputs import collect_runs
 
     spec = SweepSpec(name="t", base={"max_steps": 2}, grid={"beta": [0.0, 0.04]}, seeds=[0, 1], replication_seeds=[2],
                      report={"tests": []})
@@ -631,7 +631,7 @@ def test_a_quick_section_of_the_wrong_type_and_an_unwritable_report_folder_are_o
 def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tmp_path):
     import dataclasses
 
-    from sweeps.report import completions_table
+    from sweeps.reporting.report import completions_table
 
     runs = []
     for arm in (0.0, 0.25):
@@ -668,7 +668,7 @@ def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tm
 
 
 def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
-    from sweeps.verdicts import _fmt_num
+    from sweeps.deciding.verdicts import _fmt_num
 
     assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == ["+0", "+0", "+0", "−1"]  # the minus sign, not a hyphen
     assert [_fmt_num(v, "final_reward") for v in (-0.0001, 0.0125, float("-inf"))] == ["+0.000", "+0.013", "−unbounded"]
@@ -676,7 +676,7 @@ def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
 
 @pytest.mark.parametrize("control", ["absent", "passes", "fails"])
 def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_passed(tmp_path, control):
-    import sweeps.reproduce as reproduce
+    import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
     exp.mkdir()
@@ -724,7 +724,7 @@ def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path):
     # the positive control with 3 of its 32 runs not finished (still training): what its 13 full pairs read
     # (supported) is kept in the reason, but it is not the spec's verdict, so the claim's "no effect
     # detected" stays withheld; once every run is in, both stand
-    import sweeps.reproduce as reproduce
+    import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
     exp.mkdir()
@@ -769,7 +769,7 @@ def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path):
     # two set-ups: addition (with a placebo that learned once: not passed) and reverse (no placebo run at
     # all, its placebo spec not trained yet); a claim on addition is withheld by its own placebo, a claim
     # on reverse by the missing one, and a failing placebo of addition says nothing about reverse
-    import sweeps.reproduce as reproduce
+    import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
     exp.mkdir()
@@ -816,7 +816,7 @@ def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path):
 
 
 def test_claims_under_a_reward_that_pays_for_an_echo_go_to_an_appendix(tmp_path):
-    from sweeps.reproduce import rewards_of_spec, sections_with_echo_appendix
+    from sweeps.reporting.reproduce import rewards_of_spec, sections_with_echo_appendix
 
     def spec(name, claim, rewards):
         path = tmp_path / f"{name}.yaml"
@@ -839,7 +839,7 @@ def test_claims_under_a_reward_that_pays_for_an_echo_go_to_an_appendix(tmp_path)
 
 
 def test_the_timing_line_says_when_the_runs_were_trained_in_parts():
-    from sweeps.reproduce import timing_lines
+    from sweeps.reporting.reproduce import timing_lines
 
     whole = {"wall_time_s": 600.0, "date": "2026-11-26", "runs_before": 0}
     assert timing_lines(whole, 1500.0, 2, False) == ["this full reproduction: 10.0 min wall (2026-11-26, training "

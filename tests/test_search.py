@@ -19,7 +19,7 @@ def write_spec(tmp_path, name, **fields):
 
 
 def study_of(tmp_path, name):
-    from sweeps.trials import load_sweep_study
+    from sweeps.driving.trials import load_sweep_study
 
     return load_sweep_study(tmp_path / f"{name}.yaml", f"journal:///{tmp_path}/results/local/optuna-journal.log")
 
@@ -37,7 +37,7 @@ class FakeTrial:
 
 def test_the_pruner_sees_the_smoothed_reward_at_the_trials_step_in_the_studys_direction():
     from grpo_core.util.errors import RunPruned
-    from sweeps.search import PruneCheck
+    from sweeps.driving.search import PruneCheck
 
     # second seed of a 10-step run (offset 10), window 2, objective minimized: −(moving average)
     check = PruneCheck(FakeTrial(), window=2, offset=10, sign=-1.0)

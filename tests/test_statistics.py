@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import friedmanchisquare, rankdata, wilcoxon
 
-from sweeps.statistics import (INF, bootstrap_median_ci, capped, clopper_pearson_upper, friedman_test, hodges_lehmann,
+from sweeps.deciding.statistics import (INF, bootstrap_median_ci, capped, clopper_pearson_upper, friedman_test, hodges_lehmann,
                                   holm, mean_band, median, signed_rank_test, smallest_signed_rank_p)
 
 
@@ -82,7 +82,7 @@ def test_signed_rank_equals_scipys_permutation_enumeration_on_random_tied_data()
 
 
 def test_the_batched_signed_rank_test_equals_the_single_one_row_by_row():
-    from sweeps.statistics import signed_rank_tests
+    from sweeps.deciding.statistics import signed_rank_tests
 
     rng = np.random.default_rng(3)
     for n in (1, 2, 5, 9, 16):
@@ -139,7 +139,7 @@ def test_mean_band_by_hand():
 def test_two_sample_hodges_lehmann_by_hand_and_against_test_inversion():
     from scipy.stats import mannwhitneyu
 
-    from sweeps.statistics import hodges_lehmann_two_sample, rank_sum_test
+    from sweeps.deciding.statistics import hodges_lehmann_two_sample, rank_sum_test
 
     # all 36 differences of 11..16 against 1..6 lie in 5..15, median 10; 6 + 6 values in two separate
     # blocks: the most extreme split of C(12, 6) = 924, twice (two-sided)
@@ -158,7 +158,7 @@ def test_two_sample_hodges_lehmann_by_hand_and_against_test_inversion():
 
 
 def test_the_batched_friedman_test_equals_the_single_one_table_by_table():
-    from sweeps.statistics import friedman_tests
+    from sweeps.deciding.statistics import friedman_tests
 
     rng = np.random.default_rng(3)
     for levels in (2, 3, 4):

@@ -26,7 +26,7 @@ def write_spec(tmp_path, name="spec", **fields):
 def load(tmp_path, name):
     import optuna
 
-    from sweeps.search import make_sampler
+    from sweeps.driving.search import make_sampler
     from sweeps.spec import load_spec
 
     spec = load_spec(tmp_path / f"{name}.yaml")
@@ -393,9 +393,9 @@ def test_ui_on_a_busy_port_exits_2(tmp_path):
 def _two_point_study(tmp_path):
     import optuna
 
-    from sweeps.search import make_sampler
+    from sweeps.driving.search import make_sampler
     from sweeps.spec import load_spec
-    from sweeps.storage import open_storage
+    from sweeps.driving.storage import open_storage
 
     path = tmp_path / "race.yaml"
     path.write_text(yaml.safe_dump({"name": "race", "base": {"max_steps": 1}, "grid": {"loss_type": ["grpo", "bnpo"]},
@@ -412,8 +412,8 @@ def test_a_point_claimed_by_two_machines_at_once_runs_once(tmp_path, monkeypatch
     it is being asked for) and ends as PRUNED, saying so; nothing is left to claim then."""
     from optuna.trial import TrialState
 
-    import sweeps.claims as driver
-    from sweeps.trials import trials_table
+    import sweeps.driving.claims as driver
+    from sweeps.driving.trials import trials_table
 
     spec, storage, study = _two_point_study(tmp_path)
     lock = tmp_path / "a.lock"
@@ -451,7 +451,7 @@ def test_a_claim_waits_for_a_trial_another_machine_is_asking_for(tmp_path, monke
     import threading
     import time
 
-    import sweeps.claims as driver
+    import sweeps.driving.claims as driver
 
     spec, storage, study = _two_point_study(tmp_path)
     done = driver.claim_trial(study, storage, spec, tmp_path / "a.lock", "i1")
@@ -515,7 +515,7 @@ def test_a_new_journal_resumes_from_the_finished_run_folders(tmp_path):
                base={**BASE, "max_steps": 5})
     for journal in (tmp_path / "results/local").glob("optuna-journal.log*"):
         journal.unlink()
-    from sweeps.adopt import finished_folders
+    from sweeps.driving.adopt import finished_folders
     from sweeps.spec import load_spec
 
     assert finished_folders(tmp_path / "results/local/sweeps", load_spec(tmp_path / "adopt.yaml")) == {}
@@ -585,7 +585,7 @@ def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appe
 def test_a_workers_threads_are_its_share_of_the_cpus_at_most_omp_num_threads(monkeypatch):
     """8 CPUs: 8 ÷ --workers threads each (at least 1); with OMP_NUM_THREADS=2, at most 2 (an empty or
     bad value is no cap). Two threads beside a busy core made a tiny step ~50× slower here."""
-    from sweeps import driver
+    from sweeps.driving import driver
 
     monkeypatch.setattr(driver, "usable_cpus", lambda: 8)
     cases = {None: [8, 4, 2, 1], "2": [2, 2, 2, 1], "": [8, 4, 2, 1], "two": [8, 4, 2, 1], "0": [8, 4, 2, 1]}

@@ -7,16 +7,10 @@ import math
 from typing import Any, get_args, get_origin
 
 from grpo_core.config.schema import field_type
-from grpo_core.util.errors import ConfigError
+from grpo_core.util.errors import ConfigError, short_value  # noqa: F401  (short_value: its old home)
 from grpo_core.util.yaml_files import parse_yaml_value
 
 _INT_LIMIT = 2 ** 63
-
-
-def short_value(value: Any) -> str:
-    """A value for an error line: its repr, cut to 60 characters (a 10 MB string stays one line)."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
 
 
 def _finite_number(key: str, value: Any) -> float:

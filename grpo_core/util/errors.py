@@ -5,6 +5,12 @@ import re
 import signal
 
 
+def short_value(value: object) -> str:
+    """A value for an error line: its repr, cut to 60 characters (a 10 MB string stays one line)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
+
+
 class UserInputError(ValueError):
     """Bad input from the user: a config key, a file, a name. Message is one line; exit code 2."""
 

@@ -112,3 +112,8 @@ def read_mapping_named(path: str | Path, kind: str = "json") -> dict:
     if not isinstance(value, dict):
         raise UserInputError(f"{path}: holds a {type(value).__name__}, not a mapping; allowed: the file as grpo wrote it")
     return value
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """A run's metrics.jsonl (or any JSON-lines file): one dict per line."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .report_inputs import Run, compared_metric
+from .runs import Run
+from ..report_spec import compared_metric
 from .verdicts import INCONCLUSIVE, NO_EFFECT, SUPPORTED, Verdict
 
 

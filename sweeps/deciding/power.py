@@ -4,7 +4,7 @@ the smallest effect a set of n seeds could have detected.
 The noise model is the comparison's own paired differences, centered on their Hodges-Lehmann
 estimate (per seed set, then pooled), resampled with replacement: a shift model. A simulated set of
 n pairs is `noise* + effect` in the claimed direction, and it counts as detected when the report's
-test (sweeps.statistics.signed_rank_test: two-sided, exact) gives p < α/m with the estimate on the
+test (sweeps.deciding.statistics.signed_rank_test: two-sided, exact) gives p < α/m with the estimate on the
 claimed side, m the comparisons Holm corrects over in that test (α/m is Holm's first step, so this
 is a lower bound on Holm's power for that comparison). Draws reuse one table of random indices
 (common random numbers), so power rises monotonically enough in the effect for a bisection, and the
@@ -15,7 +15,7 @@ noise is each seed's differences to the first level, centered per level, resampl
 time; the effect is one level shifted from the others, and the detectable shift is the largest over
 which level it is.
 
-    python -m sweeps.power RUNS_FOLDER --axis learning_rate --control 1e-4 --treatment 2e-4
+    python -m sweeps.deciding.power RUNS_FOLDER --axis learning_rate --control 1e-4 --treatment 2e-4
 prints, for a pilot sweep's runs, the seeds per set needed to detect a given effect.
 """
 
@@ -27,9 +27,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from sweeps import statistics as st
+from sweeps.deciding import statistics as st  # absolute: `python -m sweeps.power` runs this file too
+from sweeps.deciding.statistics import ALPHA
 
-ALPHA = 0.05
 POWER = 0.8
 DRAWS = 400
 SEED = 0
@@ -175,7 +175,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from grpo_core.util.yaml_files import read_yaml_mapping
     import json
 
-    parser = argparse.ArgumentParser(prog="python -m sweeps.power", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m sweeps.deciding.power", description=main.__doc__)
     parser.add_argument("runs", help="a sweep's run folder root (one folder per trial)")
     parser.add_argument("--axis", required=True)
     parser.add_argument("--control", type=float, required=True)

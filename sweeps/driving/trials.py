@@ -12,7 +12,7 @@ from grpo_core.util import defaults
 from grpo_core.util.errors import UserInputError
 
 from .search import make_sampler
-from .spec import SweepSpec, grid_point_of, grid_space, load_spec
+from ..spec import SweepSpec, grid_point_of, grid_space, load_spec
 from .storage import check_storage, describe_storage, open_storage
 
 

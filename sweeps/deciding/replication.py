@@ -1,21 +1,22 @@
 """Each test on two disjoint seed sets, and what each test could detect: the replication rule
 (combine), each set's verdict beside the combined one (replication_table), and a test's facts for
 the report's summary (the pairs per set, the smallest effect each set alone detects with 80%
-power, the control arm's median). The verdicts themselves are sweeps/verdicts.py's."""
+power, the control arm's median). The verdicts themselves are sweeps/deciding/verdicts.py's."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from sweeps import statistics as st
-
-from . import power
-from .report_inputs import Run, _label, compared_metric, report_tests
-from .spec import SweepSpec
+from . import power, statistics as st
+from .runs import Run, _label
+from ..report_spec import compared_metric, report_tests
 from .verdicts import (CONTRADICTED, INCONCLUSIVE, NO_EFFECT, NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison,
                        Verdict, fmt_interval, _group, _phrase, _unit, verdicts)
+
+if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the verdicts read its data
+    from ..spec import SweepSpec
 
 
 # ---- replication: each test on two disjoint seed sets -----------------------------------------------
@@ -53,7 +54,7 @@ def replicated_verdicts(spec: SweepSpec, runs: list[Run]) -> list[tuple[Verdict,
 
 def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResult]) -> dict:
     """What a test could see: the pairs (seeds) per set, the smallest effect each set alone detects
-    with 80% power (sweeps/power.py, from these runs' own differences, Holm's first step over the
+    with 80% power (sweeps/deciding/power.py, from these runs' own differences, Holm's first step over the
     test's comparisons; the largest over comparisons and sets), and the control arm's median and
     censored share (per stratum of the other axes). A test across several levels (differ): the
     effect is one level shifted from the others, and its first level stands as the control."""

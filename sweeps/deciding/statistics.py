@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+ALPHA = 0.05  # the significance level of every test the report runs
 INF = math.inf
 
 
@@ -98,7 +99,7 @@ def signed_rank_test(differences: Sequence[float]) -> float:
     convention), ties given mid-ranks, the null distribution enumerated exactly over all 2^n sign
     flips (what scipy's PermutationMethod enumerates; tests/test_statistics.py checks they agree).
     The enumeration is a subset-sum count over doubled mid-ranks (integers), so n = 30 costs as
-    little as n = 6: the power simulation (sweeps/power.py) calls it thousands of times.
+    little as n = 6: the power simulation (sweeps/deciding/power.py) calls it thousands of times.
     p = min(1, 2 · min(P(T+ ≤ t), P(T+ ≥ t))). 1.0 with fewer than 2 non-zero differences."""
     d = np.asarray(differences, dtype=float)
     d = d[d != 0]

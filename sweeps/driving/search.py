@@ -19,7 +19,7 @@ from grpo_core.mlflow_logging import MlflowRunLogger
 from grpo_core.util.errors import RunPruned
 
 from .claims import make_grid_sampler
-from .spec import SweepSpec
+from ..spec import SweepSpec
 from .trial_run import WorkerContext, run_extras, run_logged, run_name
 
 

@@ -1,6 +1,6 @@
 """The claims report, rendered: per claim a section with the variants' table, each test's verdict
-and table, what it could detect, figures and completions. The verdicts come from sweeps/verdicts.py
-(and the gates of sweeps/gates.py); this module only writes them as Markdown and figures."""
+and table, what it could detect, figures and completions. The verdicts come from sweeps/deciding/verdicts.py
+(and the gates of sweeps/deciding/gates.py); this module only writes them as Markdown and figures."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import statistics as pystats
 from typing import Optional
 from pathlib import Path
 
-from sweeps import statistics as st
+from sweeps.deciding import statistics as st
 from grpo_core.record.run_metrics import CENSORED, trailing_average
 
-from .power import MOST_SEEDS, TARGET_TEXT
-from .spec import SweepSpec, point_key
-from .gates import incomplete, rests_on_steps_to_learn, unproven, withheld
-from .report_inputs import Run, _label, report_tests
-from .replication import _seed_list, replicated_verdicts, seed_sets
-from .verdicts import Verdict, _fmt_steps, _group, _unit, fmt_value
+from ..deciding.power import MOST_SEEDS, TARGET_TEXT
+from ..spec import SweepSpec, point_key
+from ..deciding.gates import incomplete, rests_on_steps_to_learn, unproven, withheld
+from ..deciding.runs import Run, _label
+from ..report_spec import report_tests
+from ..deciding.replication import _seed_list, replicated_verdicts, seed_sets
+from ..deciding.verdicts import Verdict, _fmt_steps, _group, _unit, fmt_value
 
 
 def variant_table(spec: SweepSpec, runs: list[Run]) -> str:

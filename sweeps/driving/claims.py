@@ -1,5 +1,5 @@
 """Grid bookkeeping: which trial runs which grid point, claimed under a host lock so that no point
-runs twice, even from several machines (sweeps/driver.py starts the workers that claim).
+runs twice, even from several machines (sweeps/driving/driver.py starts the workers that claim).
 
 `GridSampler` maps trial number k < grid size to grid point k, and the storage allocates trial
 numbers atomically, so the first pass never runs a point twice. Past it (points whose trial failed
@@ -22,7 +22,7 @@ from grpo_core.record.provenance import owner_id
 
 from .adopt import has_adopted
 from .recovery import fail_stale
-from .spec import SweepSpec, grid_point_of, grid_space, point_key
+from ..spec import SweepSpec, grid_point_of, grid_space, point_key
 
 
 def make_grid_sampler(spec: SweepSpec):
@@ -66,7 +66,7 @@ DUPLICATE = "its grid point was claimed at the same moment by trial {} (another 
 
 def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
     """Create the next trial, or None when the sweep has nothing left for this invocation.
-    Trials of dead workers are failed first (sweeps/recovery.py); each new trial records its
+    Trials of dead workers are failed first (sweeps/driving/recovery.py); each new trial records its
     owner process, so that its own death can be detected. A grid trial past the first pass that
     finds its point claimed by an earlier trial (two machines at once: the lock is per host) is
     ended as PRUNED, saying so, and the claim starts over."""

@@ -1,20 +1,24 @@
 """The verdicts of a claim on one seed set, as data: paired and differ tests by seed (exact
 signed-rank, Friedman, Hodges-Lehmann), Holm within a test, the placebo and step-1 checks. Each
-Verdict carries its statement, verdict, reason, table and facts; sweeps/replication.py combines
-the two seed sets' verdicts, and sweeps/report.py renders them."""
+Verdict carries its statement, verdict, reason, table and facts; sweeps/deciding/replication.py combines
+the two seed sets' verdicts, and sweeps/reporting/report.py renders them."""
 
 from __future__ import annotations
 
 import math
 import statistics as pystats
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from sweeps import statistics as st
+from . import statistics as st
+from .statistics import ALPHA
 from grpo_core.record.run_metrics import CENSORED, first_crossing_step
 
-from .spec import SweepSpec
-from .report_inputs import ALPHA, NOTE_KINDS, Run, _label, compared_metric, report_tests
+from .runs import Run, _label
+from ..report_spec import NOTE_KINDS, compared_metric, report_tests
+
+if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the verdicts read its data
+    from ..spec import SweepSpec
 
 
 def _variant_key(spec: SweepSpec, run: Run, exclude: tuple = ()) -> tuple:

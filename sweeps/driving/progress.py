@@ -18,7 +18,7 @@ from typing import Optional, TextIO
 
 from grpo_core.config.schema import GRPOConfig
 
-from .spec import SweepSpec
+from ..spec import SweepSpec
 
 
 def _duration(seconds: Optional[float]) -> str:

@@ -8,7 +8,7 @@ machine's folders copied here), the folder's point becomes a COMPLETE trial of t
 
 A folder is adopted only when it is exactly the run this sweep would train at that point: its
 summary says `finished`, and its config.yaml equals the spec's config for the point in every key
-but the ones that say where the run was logged or how many threads computed it (IGNORED). A
+but the ones that say where the run was logged or how many threads computed it (sweeps/spec.py: IGNORED). A
 folder made from another spec, an older base or a killed run is left where it is and its point is
 trained again beside it (the report keeps one run per point, the later one)."""
 
@@ -17,18 +17,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import yaml
 
 from grpo_core.util.errors import UserInputError
 from grpo_core.run import read_metrics
 
-from .spec import SweepSpec, grid_point_of, grid_space, point_key
-
-# keys that do not change what a run is: where it was logged, where caches live, its threads
-# (num_threads changes the last bits of the float math, not the experiment: the report lists it)
-IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads")
+from ..spec import SweepSpec, config_difference, grid_point_of, grid_space, point_key
 
 
 def finished_run(folder: Path) -> Optional[tuple[dict, dict]]:
@@ -122,24 +118,6 @@ def _same_run(spec: SweepSpec, point: dict, config: dict) -> bool:
     return config_difference(spec, point, config) is None
 
 
-def config_difference(spec: SweepSpec, point: dict, config: dict,
-                      absent_ok: bool = False) -> Optional[tuple[str, Any, Any]]:
-    """The first key (key, the folder's value, the spec's) where a folder's config is not the
-    spec's for the point, or None. A key the folder's config lacks (the run predates it) matches its
-    default: a new key's default is what runs did before it existed (absent_ok: it is not compared)."""
-    import dataclasses
-
-    from grpo_core.config.schema import GRPOConfig
-
-    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-                for f in dataclasses.fields(GRPOConfig)}
-    for key, want in spec.config_for(point).to_dict().items():
-        if absent_ok and key not in config:
-            continue
-        have = config[key] if key in config else defaults[key]
-        if key not in IGNORED and have != want:
-            return key, have, want
-    return None
 
 
 def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:

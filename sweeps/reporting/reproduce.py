@@ -27,17 +27,18 @@ from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.record.provenance import machine, versions
 from grpo_core.record.run_metrics import CENSORED
 
-from .adopt import finished_folders, finished_run
-from .driver import run_sweep
-from .paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
-from .peer import peer_section
-from .power import TARGET_TEXT
-from .gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
+from ..driving.adopt import finished_folders, finished_run
+from ..driving.driver import run_sweep
+from ..paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
+from ..deciding.peer import peer_section
+from ..deciding.power import TARGET_TEXT
+from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
 from .report import bases_table, claim_section, detectable_text
-from .report_inputs import collect_runs, report_tests, validate_report
-from .verdicts import SUPPORTED, Verdict, fmt_value
-from .spec import load_spec
-from .storage import check_distinct, check_storage, journal_url
+from .report_inputs import collect_runs
+from ..report_spec import report_tests, validate_report
+from ..deciding.verdicts import SUPPORTED, Verdict, fmt_value
+from ..spec import load_spec
+from ..driving.storage import check_distinct, check_storage, journal_url
 
 
 
@@ -195,7 +196,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     or batch, or one that has not run yet, says nothing about it). The positive control comes next: unless every one
     of its verdicts is supported, every later "no effect detected" is withheld (report.unproven),
     as it is on a testbed without one. `peer_root`: where TRL's runs of a spec's arm are
-    (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/peer.py)."""
+    (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py)."""
     sections, rows, all_runs, placebos = [], [], [], []
     claims = [read_yaml_mapping(p).get("claim") for p in paths]
     insensitive = (None if POSITIVE_CONTROL in claims else
@@ -328,7 +329,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     """Train every claim spec's grid, then write the report (`report_only`: write it from the run
     folders as they are, training nothing: what is missing is named). Without `storage`, each invocation
     has an Optuna journal of its own, so the run folders alone decide what is done
-    (sweeps/adopt.py): a rerun trains only the points without a finished folder (a deleted or
+    (sweeps/driving/adopt.py): a rerun trains only the points without a finished folder (a deleted or
     damaged one is trained again), and a suite can be run in parts. `real_cpu`: the real-model
     claims on a CPU (experiments/real/cpu/), into results/real/cpu/runs/ (committed)."""
     if real and real_cpu:
@@ -428,7 +429,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "Timing: " + "; ".join(times) + ".",
         "",
         "Every number below comes from the runs of this command; each verdict is computed from the "
-        "statistics by `sweeps/verdicts.py` (never typed by hand). **Steps-to-learn** (`grpo_core/record/run_metrics.py`): "
+        "statistics by `sweeps/deciding/verdicts.py` (never typed by hand). **Steps-to-learn** (`grpo_core/record/run_metrics.py`): "
         "the first step at which the trailing moving average of the training reward over a full window of "
         "w = stl_window steps (so never below w: the floor stated in each table) reaches baseline + δ and "
         "from which it stays ≥ baseline + δ/2 to the end of the run, with at least w steps after it; the **baseline** is the untrained policy's reward on "
@@ -451,7 +452,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "**Reward AUC**: every test on steps_to_learn has a twin on the mean training reward over the run, with "
         "its own verdict (an effect finer than one step shows there). **What a test could detect**: the pairs "
         "per seed set, and the smallest effect each set alone detects with 80% power, simulated with the "
-        "report's own test (`sweeps/power.py`: the comparison's paired differences, centered and resampled, "
+        "report's own test (`sweeps/deciding/power.py`: the comparison's paired differences, centered and resampled, "
         "shifted by the effect; Holm's first step over the test's comparisons); beside it the control arm's "
         "median and how many of its runs never learned, and for a test in steps the pairs per set its differences "
         f"need to detect the target effect, {TARGET_TEXT}; a test across several levels (Friedman's) the same, "

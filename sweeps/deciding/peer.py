@@ -11,18 +11,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import yaml
 
-from sweeps import statistics as st
+from . import statistics as st
+from .statistics import ALPHA
 from grpo_core.record.run_metrics import CENSORED
-from grpo_core.run import read_metrics
+from grpo_core.util.files import read_metrics
 
-from .paths import REPO
-from .report_inputs import _label, ALPHA, Run
-from .spec import SweepSpec
+from ..paths import REPO
+from .runs import _label, Run
 from .verdicts import fmt_interval
+
+if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the verdicts read its data
+    from ..spec import SweepSpec
 
 AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
 AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"

@@ -15,8 +15,8 @@ from grpo_core.util import defaults
 from grpo_core.util.errors import UserInputError
 from grpo_core.util.files import write_text_atomic
 
-from .spec import SweepSpec
-from .trials import importance, importance_table, load_sweep_study
+from ..spec import SweepSpec
+from ..driving.trials import importance, importance_table, load_sweep_study
 
 REPORTS = f"{defaults.LOCAL}/search-reports"  # default: one folder per search
 BEST = 5  # trials in the best-trials table, and (at most) the Pareto front's curves

@@ -1,6 +1,6 @@
 """One trial's runs: the context a worker process gets, the run's name and extras, and a run
 recorded as every run is (grpo_core/logged_run.py) under the sweep's parent run; the grid's
-objective (one run per trial). The search's objective (several seeds per trial) is sweeps/search.py.
+objective (one run per trial). The search's objective (several seeds per trial) is sweeps/driving/search.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Optional
 from grpo_core.util import defaults
 
 from .adopt import free_folder
-from .spec import SweepSpec, grid_space
+from ..spec import SweepSpec, grid_space
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ never runs a point twice, even from several machines. A global cap, checked unde
 before each trial is created, stops workers once every point is complete or running; points
 whose trial failed in an earlier invocation are re-enqueued with fixed params on a rerun.
 Search mode: TPE (or random) over `search`, seeds inside the objective (mean over seeds), a cap
-of `n_trials` trials in the study, an optional pruner and several objectives (sweeps/search.py).
-The claims are sweeps/claims.py, one trial's runs sweeps/trial_run.py, the study read back
-sweeps/trials.py.
+of `n_trials` trials in the study, an optional pruner and several objectives (sweeps/driving/search.py).
+The claims are sweeps/driving/claims.py, one trial's runs sweeps/driving/trial_run.py, the study read back
+sweeps/driving/trials.py.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from grpo_core.util.files import check_writable_folder
 from .adopt import adopt_run_folders, share_sibling_runs
 from .claims import claim_trial, has_work
 from .progress import SweepProgress
-from .report_inputs import validate_report
+from ..report_spec import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
 from .search import make_pruner, make_sampler, search_objective, undefined
-from .spec import SweepSpec, load_spec
+from ..spec import SweepSpec, load_spec
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage, repair_journal_tail)
 from .trial_run import WorkerContext, grid_objective
