@@ -27,7 +27,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .trl_config import chat_rows, lora_config, reward_of_messages, trl_args
+from sweeps.deciding.peer import TRL_ARGS
+
+from .trl_config import chat_rows, key_by_key, lora_config, reward_of_messages, trl_args
 
 PEER_ROOT = Path("results/real/cpu/peer")  # next to the committed runs: one folder per sweep, one per seed
 
@@ -84,8 +86,10 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     (out / "config.yaml").write_text(yaml.safe_dump({**cfg.to_dict(), "trainer": "trl"}, sort_keys=False))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grpo-peer-") as tmp, (out / "metrics.jsonl").open("w") as metrics:
+        args = trl_args(cfg, tmp)
+        (out / TRL_ARGS).write_text(json.dumps(key_by_key(cfg, args)) + "\n")  # the report prints it, key by key
         trainer = TRLTrainer(model=cfg.model, reward_funcs=[reward_of_messages(n) for n in cfg.reward_funcs],
-                             args=trl_args(cfg, tmp), train_dataset=rows, processing_class=tokenizer,
+                             args=args, train_dataset=rows, processing_class=tokenizer,
                              callbacks=[Record()], peft_config=lora_config(cfg))
         trainer.remove_callback(PrinterCallback)
         trainer.train()

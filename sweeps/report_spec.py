@@ -15,6 +15,13 @@ if TYPE_CHECKING:  # a type only: the ground's sweep spec builds configs (torch)
 TEST_KINDS = ("paired", "differ", "zero_loss_step1", "placebo")
 FIGURE_KINDS = ("reward", "early_loss", "completion_length")
 NOTE_KINDS = ("noise_loss_floor", "zero_std_share")  # a test's `note`: computed by sweeps/deciding/verdicts.py (NOTES)
+# a manipulation check (sweeps/deciding/mechanism.py): its keys, how a run's steps reduce to one number
+MECHANISM_KEYS = ("what", "reason", "metric", "steps", "per_run", "arms", "at_least", "at_most", "tests")
+PER_RUN = ("mean", "max", "min", "share_clipped")
+STEP_SELECTIONS = "all, off_policy, from:N or first:N (N ≥ 1)"
+# equivalence margins, declared before the runs: ± this much counts as no effect (steps: every step
+# metric, steps_to_learn and loss_departure_step; reward_auc; or a metric a test compares)
+MARGIN_UNITS = ("steps", "reward_auc")
 
 
 SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_learn", "learned", "final_reward",
@@ -105,4 +112,76 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
             if "claimed_effect" in test and not isinstance(test["claimed_effect"], (int, float)):
                 raise UserInputError(f"{where}.tests[{i}].claimed_effect: allowed: a number (the paired "
                                      f"difference treatment − control the source claims)")
+    _check_mechanism(spec, where, tests)
+    _check_margins(spec, where, tests)
     spec.check_quick()  # after the tests: a quick section refers to the grid the tests are checked against
+
+
+def _check_mechanism(spec: SweepSpec, where: str, tests: list) -> None:
+    """A spec's manipulation checks (report.mechanism), whole, before anything trains."""
+    checks = spec.report.get("mechanism") or []
+    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+        raise UserInputError(f"{where}.mechanism: {short_value(checks)}; allowed: a list of checks, each a mapping "
+                             f"with {', '.join(MECHANISM_KEYS)}")
+    for i, c in enumerate(checks):
+        at = f"{where}.mechanism[{i}]"
+        if (unknown := sorted(set(c) - set(MECHANISM_KEYS))):
+            raise UserInputError(f"{at}.{unknown[0]}: unknown key; allowed: {', '.join(MECHANISM_KEYS)}")
+        for key in ("what", "reason", "metric"):
+            if not isinstance(c.get(key), str) or not c[key].strip():
+                raise UserInputError(f"{at}.{key}: {short_value(c.get(key))}; allowed: text (what: the check in "
+                                     f"words; reason: why it shows the mechanism at work; metric: a summary.json "
+                                     f"key or a per-step key of metrics.jsonl)")
+        steps = c.get("steps", "all")
+        kind, _, n = str(steps).partition(":")
+        if not (steps in ("all", "off_policy") or (kind in ("from", "first") and n.isdigit() and int(n) >= 1)):
+            raise UserInputError(f"{at}.steps: {short_value(steps)}; allowed: {STEP_SELECTIONS}")
+        if c.get("per_run", "mean") not in PER_RUN:
+            raise UserInputError(f"{at}.per_run: {short_value(c.get('per_run'))}; allowed: {', '.join(PER_RUN)}")
+        if c["metric"] in SUMMARY_METRICS and ("steps" in c or "per_run" in c):
+            raise UserInputError(f"{at}: steps and per_run read a per-step metric; {c['metric']} is one number "
+                                 f"per run (summary.json); allowed: leave them out")
+        arms = c.get("arms", {})
+        if not isinstance(arms, dict):
+            raise UserInputError(f"{at}.arms: {short_value(arms)}; allowed: a mapping of grid axes to lists of "
+                                 f"their values")
+        for axis, values in arms.items():
+            if axis not in spec.grid or not isinstance(values, list) or not values \
+                    or any(v not in spec.grid[axis] for v in values):
+                raise UserInputError(f"{at}.arms.{axis}: {short_value(values)}; allowed: a grid axis "
+                                     f"({', '.join(spec.grid)}) and a list of its values")
+        bounds = [k for k in ("at_least", "at_most") if k in c]
+        if len(bounds) != 1 or isinstance(c[bounds[0]], bool) or not isinstance(c[bounds[0]], (int, float)):
+            raise UserInputError(f"{at}: {short_value({k: c.get(k) for k in ('at_least', 'at_most')})}; allowed: "
+                                 f"exactly one of at_least, at_most, a number")
+        gated = c.get("tests")
+        if gated is not None and (not isinstance(gated, list) or not gated or any(
+                isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(tests) for k in gated)):
+            raise UserInputError(f"{at}.tests: {short_value(gated)}; allowed: a list of indices of report.tests "
+                                 f"(0 to {len(tests) - 1}), the tests it gates; leave it out to gate them all")
+
+
+def _check_margins(spec: SweepSpec, where: str, tests: list) -> None:
+    """A spec's equivalence margins (report.margins): positive numbers in the units they name."""
+    margins = spec.report.get("margins", {})
+    compared = {compared_metric(t) for t in tests if t.get("kind") in ("paired", "differ")}
+    allowed = sorted(set(MARGIN_UNITS) | compared)
+    if not isinstance(margins, dict):
+        raise UserInputError(f"{where}.margins: {short_value(margins)}; allowed: a mapping of {', '.join(allowed)} "
+                             f"to a number > 0")
+    for key, value in margins.items():
+        if key not in allowed:
+            raise UserInputError(f"{where}.margins.{key}: unknown; allowed: {', '.join(allowed)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise UserInputError(f"{where}.margins.{key}: {short_value(value)}; allowed: a number > 0 (± this much "
+                                 f"counts as no effect)")
+
+
+def margin_of(spec: SweepSpec, metric: str, step_metrics: tuple) -> float | None:
+    """The declared equivalence margin of `metric` (steps for the step metrics), or None."""
+    margins = spec.report.get("margins") or {}
+    if metric in margins:
+        return float(margins[metric])
+    if metric in step_metrics and "steps" in margins:
+        return float(margins["steps"])
+    return None

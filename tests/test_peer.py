@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from sweeps.deciding.peer import AGREE, CANNOT_TELL, DISAGREE, peer_section
+from sweeps.deciding.peer import AGREE, DISAGREE, NO_DIFFERENCE, TRL_ARGS, peer_section
 from sweeps.deciding.runs import Run
 from sweeps.spec import SweepSpec
 
@@ -34,19 +34,21 @@ def _peers(folder, steps):
     # the same spread around 18: no difference, and 12 + 12 runs bound it within ±2 steps
     ([16, 17, 18, 18, 19, 20, 17, 18, 19, 18, 16, 20], [17, 18, 16, 19, 18, 20, 18, 17, 19, 18, 20, 16], AGREE),
     ([16, 17, 18, 18, 19, 20], [27, 28, 26, 29, 30, None], DISAGREE),  # TRL learns ~10 steps later
-    ([12, 25, 18, 30, 9, 22], [20, 11, 28, 15, 33, 19], CANNOT_TELL),  # no difference, but ±2 is not ruled out
+    ([12, 25, 18, 30, 9, 22], [20, 11, 28, 15, 33, 19], NO_DIFFERENCE),  # not significant, but ±2 is not ruled out
 ])
-def test_the_peer_check_reads_agree_disagree_or_cannot_tell(tmp_path, ours, theirs, outcome):
+def test_the_peer_check_reads_agree_disagree_or_no_difference(tmp_path, ours, theirs, outcome):
     _peers(tmp_path / "pc", theirs)
     text, found = peer_section(SPEC, _ours(ours), tmp_path / "pc")
     assert found == outcome
-    assert f"**Peer check: {outcome}**" in text and "| steps_to_learn | " in text and "| reward_auc | " in text
+    assert f"**Peer check: {outcome}**" in text
+    assert "| steps_to_learn (margin ±2) | " in text and "| reward_auc (margin ±0.03) | " in text
     assert text.count("\n| 0 | ") == 1 and "| 99 |" not in text  # one row per finished TRL seed
     if outcome == AGREE:  # the shift with its interval, written as every other interval in the report
-        assert "| steps_to_learn | 12 | 12 | +0 [−1, +1] | 1 | **agree** |" in text
+        assert "| steps_to_learn (margin ±2) | 12 | 12 | +0 [−1, +1] | 1 | **agree** |" in text
     if outcome == DISAGREE:
         assert "not learned" in text  # TRL's censored run, counted at max_steps in the test
-        assert "| reward_auc | 6 | 6 | −0.105 [−0.200, −0.080] | 0.00216 | **disagree** |" in text
+        assert "| reward_auc (margin ±0.03) | 6 | 6 | −0.105 [−0.200, −0.080] | 0.00216 | **disagree** |" in text
+    assert "predate the key-by-key record" in text  # no trl_args.json beside these runs: said, not hidden
 
 
 def test_fewer_than_six_peer_runs_are_shown_not_tested(tmp_path):
@@ -96,6 +98,8 @@ def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, t
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all("reward" in r and "loss" in r for r in rows)
     assert yaml.safe_load((out / "config.yaml").read_text())["learning_rate"] == 5e-5
+    keys = {key: [ours, theirs] for key, ours, theirs in json.loads((out / TRL_ARGS).read_text())}
+    assert keys["use_bias_correction_kl"] == [False, False] and all(a == b for a, b in keys.values())
     # a seed grpo-lab has not run is refused, naming what to do
     assert peer_check.main([str(spec), "--arm", "learning_rate=5e-5", "--seeds", "3", "--runs", str(tmp_path / "runs"),
                             "--out", str(tmp_path / "peer")]) == 2

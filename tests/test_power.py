@@ -91,3 +91,17 @@ def test_no_shift_is_rejected_about_alpha_of_the_time_and_a_large_one_nearly_alw
     few, many = power.blocks_needed(rows, 3.0), power.blocks_needed(rows, 1.5)
     assert few is not None and many is not None and few < many
     assert power.blocks_needed(rows, 0.01, most=10) is None
+
+
+def test_the_tied_model_finds_no_partial_effect_where_the_shift_model_finds_any():
+    """All pairs tied (C6's drop: 11 of 16 pairs equal): moving every pair by any amount is found
+    (detectable 0: the shift model), but an effect that reaches only 5 of 16 pairs leaves too few
+    non-zero pairs for the signed-rank test at 8 pairs, at any size; one reaching 90% is found at a
+    small size. The share comes from the differences themselves."""
+    import numpy as np
+
+    noise = np.zeros(16)
+    assert power.detectable_effect(noise, 8) == 0.0
+    assert power.detectable_effect(noise, 8, moved=5 / 16) == float("inf")
+    assert 0 < power.detectable_effect(noise, 8, moved=0.9) < 1
+    assert power.moved_share([[0, 0, 1, 0], [0, -2, 0, 0]]) == 0.25

@@ -1,16 +1,17 @@
 """The testbed's gates over verdicts: a verdict that rests on steps_to_learn is withheld unless the
-placebos of its runs' set-up passed (placebo_gate, withheld), every 'no effect detected' unless
-the testbed's positive control passed (unproven), and every verdict of a spec whose runs have not
-all finished (incomplete)."""
+placebos of its runs' set-up passed (placebo_gate, withheld), every null ('no effect detected',
+'equivalent within') unless the testbed's positive control passed (unproven), and every verdict of
+a spec whose runs have not all finished (incomplete). The claim's own gate, its mechanism at work,
+is mechanism.py's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from .runs import Run
 from ..report_spec import compared_metric
-from .verdicts import INCONCLUSIVE, NO_EFFECT, SUPPORTED, Verdict
+from .verdicts import INCONCLUSIVE, SUPPORTED, Verdict, is_null
 
 
 def rests_on_steps_to_learn(test: dict) -> bool:
@@ -23,26 +24,26 @@ def rests_on_steps_to_learn(test: dict) -> bool:
 def withheld(v: Verdict, untrusted: str) -> Verdict:
     """A verdict that rests on steps_to_learn where the placebo did not pass: inconclusive, with
     what the runs alone read kept in its reason (the tables below it are unchanged)."""
-    return Verdict(v.statement, f"{INCONCLUSIVE} (placebo not passed)",
-                   f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}",
-                   v.table, v.comparisons, v.facts)
+    return replace(v, verdict=f"{INCONCLUSIVE} (placebo not passed)",
+                   reason=f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}")
 
 
 def incomplete(v: Verdict, done: int, expected: int) -> Verdict:
     """A verdict of a spec not every grid point of which has a finished run (still training, or a
     run failed): inconclusive, naming how many have, with what the finished runs alone read kept in
     its reason. A placebo or positive control that reads so opens no gate."""
-    return Verdict(v.statement, f"{INCONCLUSIVE} ({done} of {expected} runs finished)",
-                   f"{expected - done} of the spec's {expected} runs have not finished (in training, or failed), "
-                   f"so this is not its verdict; the finished runs alone read {v.verdict}: {v.reason}",
-                   v.table, v.comparisons, v.facts)
+    return replace(v, verdict=f"{INCONCLUSIVE} ({done} of {expected} runs finished)",
+                   reason=f"{expected - done} of the spec's {expected} runs have not finished (in training, or failed), "
+                          f"so this is not its verdict; the finished runs alone read {v.verdict}: {v.reason}")
 
 
 # What makes a placebo's false-positive check apply to a claim's runs: the reward's noise (model,
-# data, reward functions, completion length, batch, temperature) and steps_to_learn's own settings;
-# the placebo must also have run at least as many steps (more steps, more chances to cross by noise)
+# data, reward functions, completion length, batch, temperature), steps_to_learn's own settings, and
+# what a logged step is (num_iterations μ and steps_per_generation k: with μ or k above 1 one
+# generation batch's reward is logged at several steps, so its noise crosses a threshold in runs of
+# steps); the placebo must also have run at least as many steps (more steps, more chances to cross)
 SETUP_KEYS = ("model", "task", "dataset", "reward_funcs", "max_completion_length", "prompts_per_step",
-              "num_generations", "temperature", "stl_window", "stl_delta")
+              "num_generations", "temperature", "stl_window", "stl_delta", "num_iterations", "steps_per_generation")
 
 
 def setup_of(config: dict) -> tuple:
@@ -93,9 +94,8 @@ def unproven(v: Verdict, insensitive: str) -> Verdict:
     """A "no effect detected" on a testbed whose positive control did not read supported: the
     testbed has not shown it can detect an effect known to exist, so the null result says nothing
     yet. Inconclusive, with what the runs alone read kept in its reason."""
-    if v.verdict != NO_EFFECT:
+    if not is_null(v.verdict):
         return v
     why = "no positive control" if insensitive.startswith(NO_POSITIVE_CONTROL) else "positive control not passed"
-    return Verdict(v.statement, f"{INCONCLUSIVE} ({why})",
-                   f"a null result is not trusted here: {insensitive}; the runs alone read {v.verdict}: {v.reason}",
-                   v.table, v.comparisons, v.facts)
+    return replace(v, verdict=f"{INCONCLUSIVE} ({why})",
+                   reason=f"a null result is not trusted here: {insensitive}; the runs alone read {v.verdict}: {v.reason}")

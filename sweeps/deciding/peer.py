@@ -27,8 +27,11 @@ from .verdicts import fmt_interval
 if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the verdicts read its data
     from ..spec import SweepSpec
 
-AGREE_WITHIN = 2.0  # steps: the largest difference in steps_to_learn the interval may allow
-AGREE, DISAGREE, CANNOT_TELL = "agree", "disagree", "cannot tell yet"
+# the margins within which the two trainers count as agreeing, declared before TRL's matched runs
+# (steps_to_learn in steps; reward AUC, the mean training reward over the run)
+PEER_MARGINS = {"steps_to_learn": 2.0, "reward_auc": 0.03}
+AGREE, DISAGREE, NO_DIFFERENCE = "agree", "disagree", "no difference detected"
+TRL_ARGS = "trl_args.json"  # beside a TRL run: each shared key's value in grpo-lab's config and in TRL's
 MIN_PEER_RUNS = 6  # TRL runs (seeds) before the check is tested: fewer are shown, not read
 
 
@@ -74,6 +77,22 @@ def _values(runs: list[Run], metric: str, horizon: int) -> list[float]:
     return st.capped(values, horizon) if metric in CENSORED else values
 
 
+def trl_config_lines(folder: Path) -> list[str]:
+    """TRL's config against grpo-lab's, key by key, as benchmarks/peer_check.py recorded it beside
+    each TRL run (the first seed's; a key where they differ is marked); a note where none was."""
+    recorded = sorted(folder.glob(f"seed-*/{TRL_ARGS}"))
+    if not recorded:
+        return ["TRL's config was not recorded beside these runs (they predate the key-by-key record); they ran "
+                "TRL 1.16's defaults for the keys the peer check did not pass, among them use_bias_correction_kl "
+                "True where grpo-lab's runs have it False (it changes the KL gradient at β > 0): train the peer seeds "
+                "again with `python -m benchmarks.peer_check` for a matched comparison.", ""]
+    rows = json.loads(recorded[0].read_text())
+    lines = [f"TRL's config beside grpo-lab's, key by key ({recorded[0].parent.name}/{TRL_ARGS}):", "",
+             "| key | grpo-lab | TRL | |", "|---|---|---|---|"]
+    lines += [f"| {key} | {ours} | {theirs} | {'' if ours == theirs else '**differs**'} |" for key, ours, theirs in rows]
+    return lines + [""]
+
+
 def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, Optional[str]]:
     """The Markdown of the peer check of one spec, and its outcome on steps_to_learn (None without
     peer runs)."""
@@ -111,21 +130,26 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
         return "\n".join(lines), outcome
     lines += ["", "| metric | grpo-lab runs | TRL runs | shift TRL − grpo-lab [95% CI] | rank-sum p | reads |",
               "|---|---|---|---|---|---|"]
-    outcome = None
-    for metric in ("steps_to_learn", "reward_auc"):
+    reads_of = {}
+    for metric, margin in PEER_MARGINS.items():
         a = _values(ours, metric, horizon)
         b = _values([Run({"seed": p.seed}, p.config, p.summary, p.metrics) for p in peers], metric, horizon)
         est, lo, hi = st.hodges_lehmann_two_sample(b, a)
         p = st.rank_sum_test(b, a)
         if p < ALPHA:
             reads = DISAGREE
-        elif metric == "steps_to_learn" and not (-AGREE_WITHIN <= lo and hi <= AGREE_WITHIN):
-            reads = CANNOT_TELL
-        else:
+        elif -margin < lo and hi < margin:
             reads = AGREE
-        if metric == "steps_to_learn":
-            outcome = reads
-        lines.append(f"| {metric} | {len(a)} | {len(b)} | {fmt_interval(est, lo, hi, metric)} | {p:.3g} | **{reads}** |")
-    lines += ["", f"**Peer check: {outcome}** on steps_to_learn (agree: the rank-sum test reads no difference and the "
-                  f"95% interval lies within ±{AGREE_WITHIN:g} steps).", ""]
+        else:
+            reads = NO_DIFFERENCE
+        reads_of[metric] = reads
+        lines.append(f"| {metric} (margin ±{margin:g}) | {len(a)} | {len(b)} | {fmt_interval(est, lo, hi, metric)} | "
+                     f"{p:.3g} | **{reads}** |")
+    outcome = (DISAGREE if DISAGREE in reads_of.values() else
+               AGREE if all(r == AGREE for r in reads_of.values()) else NO_DIFFERENCE)
+    lines += ["", f"**Peer check: {outcome}** (agree: on each metric the rank-sum test reads no difference and the "
+                  f"95% interval lies inside the declared margin, steps ±{PEER_MARGINS['steps_to_learn']:g}, reward "
+                  f"AUC ±{PEER_MARGINS['reward_auc']:g}; no difference detected: not significant, but the interval "
+                  f"still allows a gap beyond the margin; disagree: significant on either).", ""]
+    lines += trl_config_lines(folder)
     return "\n".join(lines), outcome

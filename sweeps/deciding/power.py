@@ -48,13 +48,19 @@ def _indices(size: int, n: int, draws: int) -> np.ndarray:
 
 
 def power(noise: np.ndarray, n: int, effect: float, m: int = 1, direction: Optional[str] = "lower",
-          draws: int = DRAWS, alpha: float = ALPHA) -> float:
+          draws: int = DRAWS, alpha: float = ALPHA, moved: float = 1.0) -> float:
     """The share of simulated sets of n pairs, shifted by `effect` (≥ 0) in `direction` (lower:
-    treatment − control < 0; None: either side counts), in which the test detects it."""
+    treatment − control < 0; None: either side counts), in which the test detects it. `moved` < 1:
+    the effect moves each pair with that probability and leaves the rest as they were (the tied
+    model: an intervention that changes some runs' learning step and not others, as step counts do),
+    where 1 moves every pair at once (the constant shift)."""
     if len(noise) == 0 or n < 1:
         return 0.0
     sign = -1.0 if direction == "lower" else 1.0
-    sets = noise[_indices(len(noise), n, draws)] + sign * effect  # (draws, n)
+    shift = sign * effect
+    if moved < 1.0:  # which pairs the effect reaches: its own stream, so the resampled noise is the same
+        shift = shift * (np.random.default_rng(SEED + 1).random((draws, n)) < moved)
+    sets = noise[_indices(len(noise), n, draws)] + shift  # (draws, n)
     significant = st.signed_rank_tests(sets) < alpha / m
     if direction is not None:  # the report's outcome: significant with the estimate on the claimed side
         i, j = np.triu_indices(n)
@@ -64,15 +70,27 @@ def power(noise: np.ndarray, n: int, effect: float, m: int = 1, direction: Optio
 
 
 def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional[str] = "lower",
-                      target: float = POWER, draws: int = DRAWS, resolution: float = 0.05) -> float:
-    """The smallest effect (in the metric's units) detected with power ≥ `target` by n pairs; inf
-    when n pairs can never reach p < α/m, nan without noise to resample."""
+                      target: float = POWER, draws: int = DRAWS, resolution: float = 0.05,
+                      moved: float = 1.0) -> float:
+    """The smallest effect (in the metric's units) detected with power ≥ `target` by n pairs (an
+    effect that moves each pair with probability `moved`: see power); inf when n pairs can never
+    reach p < α/m or the moved pairs are too few, nan without noise to resample."""
     if len(noise) == 0:
         return math.nan
     if st.smallest_signed_rank_p(n) >= ALPHA / m:
         return math.inf
-    return _smallest_effect(lambda effect: power(noise, n, effect, m, direction, draws),
-                            float(np.max(noise) - np.min(noise)), target, resolution)
+    spread = float(np.max(noise) - np.min(noise))
+    if moved < 1.0:  # tied noise has no spread, yet a partial effect is not found at every size
+        spread = max(spread, 1.0)
+    return _smallest_effect(lambda effect: power(noise, n, effect, m, direction, draws, moved=moved),
+                            spread, target, resolution)
+
+
+def moved_share(sets: Sequence[Sequence[float]]) -> float:
+    """The share of pairs whose difference is not 0 (pooled over the sets): how many pairs an
+    effect like the one these runs show reaches (the tied model's `moved`)."""
+    values = [v for d in sets for v in d]
+    return sum(v != 0 for v in values) / len(values) if values else math.nan
 
 
 def _smallest_effect(power_at, spread: float, target: float, resolution: float) -> float:

@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Optional
 
 from . import power, statistics as st
 from .runs import Run, _label
-from ..report_spec import compared_metric, report_tests
-from .verdicts import (CONTRADICTED, INCONCLUSIVE, NO_EFFECT, NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison,
-                       Verdict, fmt_interval, _group, _phrase, _unit, verdicts)
+from ..report_spec import compared_metric, margin_of, report_tests
+from grpo_core.record.run_metrics import CENSORED
+from .verdicts import (CONTRADICTED, EQUIVALENCE_CONFIDENCE, EQUIVALENT, INCONCLUSIVE, NO_EFFECT, NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS,
+                       Comparison, Verdict, fmt_interval, _fmt_num, _group, _phrase, _unit, verdicts)
+
+STEP_METRICS = tuple(m for m in CENSORED if _unit(m) == "steps")  # what a margin in steps applies to
 
 if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the verdicts read its data
     from ..spec import SweepSpec
@@ -45,7 +48,9 @@ def replicated_verdicts(spec: SweepSpec, runs: list[Run]) -> list[tuple[Verdict,
     out = []
     for i, test in enumerate(report_tests(spec)):
         found = [SetResult(name, seeds, vs[i]) for name, seeds, vs in per_set]
-        v = combine(test, found)
+        margin = margin_of(spec, compared_metric(test), STEP_METRICS) if test["kind"] == "paired" else None
+        v = combine(test, found, margin)
+        v.sets = [(f.name, f.verdict.comparisons) for f in found]  # each set's effects, for the forest plot
         if test["kind"] in ("paired", "differ") and all(f.verdict.comparisons for f in found):
             v.facts = test_facts(spec, runs, test, found)
         out.append((v, found))
@@ -85,6 +90,12 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
         strata.append((_label(key), st.median(values), sum(math.isinf(v) for v in values), len(values)))
     facts = {"metric": metric, "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
              "detectable": detectable, "control": strata}
+    if not levels:  # the tied model beside the shift: an effect that reaches only the pairs that differ here
+        moved = power.moved_share([c.diffs for cs in by_label.values() for c in cs])
+        if 0 < moved < 1:
+            tied = [power.detectable_effect(noise, c.n_pairs, m, direction, moved=moved)
+                    for noise, cs in zip(noises, by_label.values()) for c in cs]
+            facts.update(moved=moved, detectable_tied=math.nan if any(math.isnan(d) for d in tied) else max(tied))
     if levels:
         facts["levels_of"] = f"{test['axis']}={reference}"
     if _unit(metric) == "steps":  # the target in steps, and the pairs per set these differences need for it
@@ -100,8 +111,10 @@ def _is_inconclusive(v: Verdict) -> bool:
     return v.verdict.startswith(INCONCLUSIVE)
 
 
-def combine(test: dict, found: list[SetResult]) -> Verdict:
-    """One verdict from the seed sets' verdicts of one test (see the comment above)."""
+def combine(test: dict, found: list[SetResult], margin: Optional[float] = None) -> Verdict:
+    """One verdict from the seed sets' verdicts of one test (see the comment above). A null on both
+    sets becomes "equivalent within ±margin" when a margin was declared and, on each set alone,
+    every comparison's 90% interval lies strictly inside it (equivalence, replicated like an effect)."""
     if len(found) == 1:  # one seed set: a significant result is not replicated yet
         v = found[0].verdict
         if v.verdict.startswith((NO_EFFECT, INCONCLUSIVE)):
@@ -126,7 +139,37 @@ def combine(test: dict, found: list[SetResult]) -> Verdict:
         verdict = TOO_FEW_SEEDS if TOO_FEW_SEEDS in (d.verdict, r.verdict) else INCONCLUSIVE
     else:
         verdict = NO_EFFECT
-    return Verdict(d.statement, verdict, reason, replication_table(test, found))
+        if margin is not None:
+            verdict, reason = _equivalence(test, found, margin, reason)
+    return Verdict(d.statement, verdict, reason, replication_table(test, found, margin))
+
+
+def margin_text(margin: float, metric: str) -> str:
+    unit = _unit(metric)
+    return f"±{margin:g} {unit}" if unit in ("steps", "completions") else f"±{margin:g}"
+
+
+def _equivalence(test: dict, found: list[SetResult], margin: float, reason: str) -> tuple[str, str]:
+    """(verdict, reason) of a null on two seed sets against the declared margin: equivalent when, on
+    each set alone, every comparison's 90% interval lies strictly inside ±margin (two one-sided
+    signed-rank tests at 0.05) and that interval covers the mean difference at its nominal rate when
+    these differences are resampled (st.hodges_lehmann_coverage: mostly ties and an outlier fail it,
+    so "within ±m" is never read from an interval that misses the mean)."""
+    metric = compared_metric(test)
+    comparisons = [(f.name, c) for f in found for c in f.verdict.comparisons]
+    inside = all(-margin < c.low90 and c.high90 < margin for _, c in comparisons)
+    coverage = {(name, c.label): st.hodges_lehmann_coverage(c.diffs, EQUIVALENCE_CONFIDENCE) for name, c in comparisons}
+    covers = all(cov >= EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK for cov in coverage.values())
+    shown = "; ".join(f"{name}: [{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}], covering the "
+                      f"mean in {coverage[(name, c.label)]:.0%} of resamples" for name, c in comparisons)
+    m = margin_text(margin, metric)
+    if inside and covers:
+        return f"{EQUIVALENT} {m}", (f"{reason}; equivalence: every 90% interval (two one-sided tests at 0.05) lies "
+                                     f"inside the declared margin {m} on both seed sets ({shown})")
+    why = ("do not all lie inside it on both seed sets" if not inside else
+           f"lie inside it, but do not cover the mean difference at their nominal 90% when these differences are "
+           f"resampled (below {EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK:.0%}), so a larger mean is not ruled out")
+    return NO_EFFECT, f"{reason}; not shown equivalent within the declared margin {m}: the 90% intervals ({shown}) {why}"
 
 
 def _seed_list(seeds: list) -> str:
@@ -136,23 +179,28 @@ def _seed_list(seeds: list) -> str:
     return ", ".join(map(str, seeds))
 
 
-def replication_table(test: dict, found: list[SetResult]) -> str:
+def replication_table(test: dict, found: list[SetResult], margin: Optional[float] = None) -> str:
     """Each comparison on both seed sets: pairs, paired difference with its 95% interval, Holm p,
-    outcome; and the replicated outcome."""
+    outcome (and, with a declared margin, the 90% interval); and the replicated outcome."""
     metric = compared_metric(test) if test["kind"] in ("paired", "differ") else ""
     by_label = {}
     for which, f in enumerate(found):
         for c in f.verdict.comparisons:
             by_label.setdefault(c.label, [None] * len(found))[which] = c
     effect = "paired difference" if test["kind"] == "paired" else "largest paired difference to the first level"
-    head = ["comparison"] + [f"{f.name}: {h}" for f in found for h in ("pairs", f"{effect} [95% CI]", "Holm p", "outcome")]
+    per_set = ("pairs", f"{effect} [95% CI]", "Holm p", "outcome")
+    if margin is not None:  # equivalence reads the 90% interval against the margin
+        per_set += (f"90% CI (margin {margin_text(margin, metric)})",)
+    head = ["comparison"] + [f"{f.name}: {h}" for f in found for h in per_set]
     lines = ["| " + " | ".join(head + ["replicated"]) + " |", "|" + "---|" * (len(head) + 1)]
     for label, cs in by_label.items():
         cells = [label]
         for c in cs:
-            cells += (["–"] * 4 if c is None else
+            cells += (["–"] * len(per_set) if c is None else
                       [str(c.n_pairs), fmt_interval(c.estimate, c.low, c.high, metric),
-                       f"{c.p_adj:.3g}", c.outcome or "–"])
+                       f"{c.p_adj:.3g}", c.outcome or "–"]
+                      + ([f"[{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}]"]
+                         if margin is not None else []))
         outs = [c.outcome if c else "" for c in cs]
         both = outs[0] if outs[0] and all(o == outs[0] for o in outs) else (NOT_REPLICATED if any(outs) else "–")
         lines.append("| " + " | ".join(cells + [both]) + " |")

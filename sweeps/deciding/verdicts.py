@@ -42,6 +42,8 @@ def _group(spec: SweepSpec, runs: list[Run], exclude: tuple = ()) -> dict[tuple,
 
 
 SUPPORTED, CONTRADICTED, NO_EFFECT, INCONCLUSIVE = "supported", "contradicted", "no effect detected", "inconclusive"
+EQUIVALENT = "equivalent within"  # "equivalent within ±2 steps": a null whose 90% intervals lie inside the declared margin
+EQUIVALENCE_CONFIDENCE = 0.90  # two one-sided tests at α = 0.05 each: the 90% interval inside ±margin
 TOO_FEW_SEEDS = f"{INCONCLUSIVE} (too few seeds)"
 NOT_REPLICATED = "not replicated"  # significant on one seed set, not (or the other way) on the other
 
@@ -54,6 +56,14 @@ class Verdict:
     table: str
     comparisons: list = field(default_factory=list)  # paired / differ tests: one per stratum and treatment
     facts: dict = field(default_factory=dict)  # paired and differ tests on both sets: n per set, detectable, control
+    checks: list = field(default_factory=list)  # the manipulation checks that gate it (mechanism.MechanismResult)
+    sets: list = field(default_factory=list)  # paired tests on two seed sets: (set name, its comparisons) per set
+
+
+def is_null(verdict: str) -> bool:
+    """A verdict that says the arms did not differ: what the positive control and the mechanism
+    checks gate (a null is only worth something where the testbed could have shown an effect)."""
+    return verdict == NO_EFFECT or verdict.startswith(EQUIVALENT)
 
 
 @dataclass
@@ -68,6 +78,8 @@ class Comparison:
     informative: bool  # a censored metric: at least one run of the pairs reached it
     p_adj: float = math.nan
     outcome: str = ""  # SUPPORTED / CONTRADICTED / "" after Holm
+    low90: float = math.nan  # the 90% interval (equivalence: two one-sided tests at 0.05 each)
+    high90: float = math.nan
     diffs: list = field(default_factory=list)  # the paired differences tested (censored ones capped)
     blocks: list = field(default_factory=list)  # differ tests: per seed its value at each level (capped)
 
@@ -112,8 +124,9 @@ def _compare(label: str, treated: list[float], control: list[float], metric: str
         treated, control = st.capped(treated, horizon), st.capped(control, horizon)
     d = [t - c for t, c in zip(treated, control)]
     est, lo, hi = st.hodges_lehmann(d)
+    _, lo90, hi90 = st.hodges_lehmann(d, EQUIVALENCE_CONFIDENCE)
     return Comparison(label, len(d), est, lo, hi, st.signed_rank_test(d), st.smallest_signed_rank_p(len(d)),
-                      informative, diffs=d)
+                      informative, diffs=d, low90=lo90, high90=hi90)
 
 
 def _holm_outcomes(comparisons: list[Comparison], direction: Optional[str]) -> None:
@@ -130,19 +143,28 @@ def _holm_outcomes(comparisons: list[Comparison], direction: Optional[str]) -> N
             c.outcome = SUPPORTED if towards else CONTRADICTED
 
 
-def _fmt_num(v: float, metric: str) -> str:
+def _fmt_num(v: float, metric: str, outward: int = 0) -> str:
+    """A value to whole steps (a step metric) or 3 decimals: to the nearest (outward 0), or, for an
+    interval's bound, away from its estimate (−1 a lower bound, down; +1 an upper bound, up), so that
+    the printed interval holds the computed one: [0, +0.5] prints as [+0, +1], never [+0, +0]."""
     if math.isinf(v):
         return "unbounded" if v > 0 else "−unbounded"
     digits = 0 if metric in CENSORED else 3
+    scale = 10 ** digits
+    if outward < 0:
+        v = math.floor(v * scale + 1e-9) / scale  # 1e-9: a bound that is a whole step in float error stays one
+    elif outward > 0:
+        v = math.ceil(v * scale - 1e-9) / scale
     text = f"{round(v, digits) + 0.0:+.{digits}f}"  # + 0.0: a value that rounds to −0 prints as +0
     return text.replace("-", "−")  # the minus sign, as "−unbounded" and the prose write it
 
 
 def fmt_interval(estimate: float, low: float, high: float, metric: str) -> str:
-    """A paired difference with its 95% interval, "+1 [−2, +3]"; "–" without pairs to estimate from."""
+    """A paired difference with its interval, "+1 [−2, +3]", the bounds rounded outward; "–"
+    without pairs to estimate from."""
     if math.isnan(estimate):
         return "–"
-    return f"{_fmt_num(estimate, metric)} [{_fmt_num(low, metric)}, {_fmt_num(high, metric)}]"
+    return f"{_fmt_num(estimate, metric)} [{_fmt_num(low, metric, -1)}, {_fmt_num(high, metric, +1)}]"
 
 
 def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: str) -> str:
@@ -172,6 +194,20 @@ def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: st
     return f"a paired difference larger than {amount(max(-worst.low, worst.high))} is ruled out{which(worst)}"
 
 
+def _mean_caveat(comparisons: list[Comparison]) -> str:
+    """What "ruled out" may not be read as: the interval bounds the Hodges-Lehmann shift (a typical
+    pair's difference); where resampling these differences shows it missing their mean more often
+    than its 95% allows (mostly ties and a few large pairs), a larger mean effect is not ruled out."""
+    low = [(c, cov) for c in comparisons
+           if (cov := st.hodges_lehmann_coverage(c.diffs, 0.95)) < 0.95 - st.COVERAGE_SLACK]
+    if not low:
+        return ""
+    worst = min(cov for _, cov in low)
+    return (f" (for the typical pair, the Hodges-Lehmann shift: resampling these differences, the 95% interval "
+            f"covers their mean in only {worst:.0%} of draws, so a larger mean effect, carried by a few pairs, is "
+            f"not ruled out)")
+
+
 def _verdict(statement: str, comparisons: list[Comparison], direction: Optional[str], metric: str,
              table: str, extra: str = "") -> Verdict:
     m = len(comparisons)
@@ -197,7 +233,7 @@ def _verdict(statement: str, comparisons: list[Comparison], direction: Optional[
             return Verdict(statement, INCONCLUSIVE, counts + "; the 95% intervals are unbounded with these pair "
                            "counts", table, comparisons)
         verdict = NO_EFFECT
-        counts += "; " + _allowed(informative, direction, metric)
+        counts += "; " + _allowed(informative, direction, metric) + _mean_caveat(informative)
     uninformative = m - len(informative)
     if uninformative:
         counts += f"; {uninformative} comparison(s) had no run that learned in either arm"

@@ -16,6 +16,8 @@ from grpo_core.record.run_metrics import CENSORED, trailing_average
 from ..deciding.power import MOST_SEEDS, TARGET_TEXT
 from ..spec import SweepSpec, point_key
 from ..deciding.gates import incomplete, rests_on_steps_to_learn, unproven, withheld
+from ..deciding.mechanism import gated, gates_test, mechanism_checks
+from .declared import margins_line
 from ..deciding.runs import Run, _label
 from ..report_spec import report_tests
 from ..deciding.replication import _seed_list, replicated_verdicts, seed_sets
@@ -91,9 +93,13 @@ def facts_text(v: Verdict) -> str:
         return (f"n per set {' and '.join(map(str, f['n_per_set']))} seeds with every level; smallest shift of one "
                 f"{axis} level each set alone detects with 80% power: {det_text} (simulated with this test, from "
                 f"these runs' differences between levels); first level ({f['levels_of']}): {control}{target}")
+    tied = ""
+    if "detectable_tied" in f:  # the tied model: the effect moves only as many pairs as differ here
+        tied = (f"; {detectable_text({**f, 'detectable': f['detectable_tied']})} if it moves only "
+                f"{f['moved']:.0%} of the pairs, as many as differ here, and leaves the rest tied (the tied model)")
     return (f"n per set {' and '.join(map(str, f['n_per_set']))}; smallest effect each set alone detects with 80% "
-            f"power: {det_text} (simulated with this test, from these runs' paired differences); control arm: "
-            f"{control}{target}")
+            f"power: {det_text} if it moves every pair alike (the shift model, simulated with this test from these "
+            f"runs' paired differences){tied}; control arm: {control}{target}")
 
 
 
@@ -184,6 +190,35 @@ def _left_out_text(spec: SweepSpec, missing: list[dict], left_out: list[str]) ->
     return text
 
 
+SHARED_PREFIX = "trial-shared-"  # a run another sweep trained, copied in (sweeps/driving/adopt.py)
+
+
+def shared_arms(spec: SweepSpec, runs: list[Run]) -> str:
+    """Which arms are runs another claim's sweep trained (the same config and seeds, copied in): the
+    two claims' verdicts then rest on one realisation of that arm and are not independent evidence."""
+    sources: dict = {}
+    for r in runs:
+        name = r.folder.name if r.folder is not None else ""
+        if name.startswith(SHARED_PREFIX):
+            source = name.rsplit(SHARED_PREFIX, 1)[1].rsplit("-trial-", 1)[0]  # the sweep that trained it
+            arm = _label((a, r.point[a]) for a in spec.grid) or "all runs"
+            sources.setdefault((arm, source), []).append(r.point["seed"])
+    return "; ".join(f"{arm}: {len(seeds)} runs are `{source}`'s (the same runs serve both claims, so their verdicts "
+                     f"are not independent evidence)" for (arm, source), seeds in sources.items())
+
+
+def spec_test_indices(tests: list[dict]) -> list[int]:
+    """Per test of report_tests, the index of its test in the spec (a reward-AUC twin: its original's)."""
+    out, index = [], -1
+    for test in tests:
+        if "twin_of" in test:
+            out.append(test["twin_of"])
+        else:
+            index += 1
+            out.append(index)
+    return out
+
+
 def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_dir: Path, report_dir: Path,
                   command: str, untrusted: Optional[str] = None,
                   insensitive: Optional[str] = None) -> tuple[str, list[Verdict]]:
@@ -205,12 +240,23 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
             + (f"; **{imprecise} run(s) had a baseline standard error above δ/4** (baseline_prompts too small)"
                if (imprecise := sum(r.summary.get("baseline_reward_se", 0) > r.config["stl_delta"] / 4 for r in runs))
                else ""),
-            f"- **Command:** `{command}` (sweep `{spec.name}`, MLflow experiment `{spec.experiment}`)", ""]
+            f"- **Command:** `{command}` (sweep `{spec.name}`, MLflow experiment `{spec.experiment}`)"]
+    if spec.report.get("margins"):
+        folder = runs[0].folder.parent if runs and runs[0].folder is not None else None
+        out.append(f"- **Equivalence margins:** {margins_line(spec.path, spec.report['margins'], folder)}")
+    for check in spec.report.get("mechanism") or []:
+        out.append(f"- **Mechanism check, declared:** {check['what']} ({check['reason']})")
+    if (shared := shared_arms(spec, runs)):
+        out.append(f"- **Shared arms:** {shared}")
+    out.append("")
     if not runs:
         out += ["No finished runs: no verdict.", ""]
         return "\n".join(out), []
     tested = replicated_verdicts(spec, runs)
     tests = report_tests(spec)
+    checks = mechanism_checks(spec, runs)
+    tested = [(gated(v, [c for c in checks if gates_test(c, index)]), found)
+              for (v, found), index in zip(tested, spec_test_indices(tests))]
     if untrusted:
         tested = [(withheld(v, untrusted) if rests_on_steps_to_learn(test) else v, found)
                   for (v, found), test in zip(tested, tests)]
@@ -224,6 +270,8 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
         out.append(f"**Verdict: {v.verdict}** — {v.statement}. ({v.reason}.)")
         if (facts := facts_text(v)):
             out.append(f"*What it could detect:* {facts}.")
+        for check in v.checks:
+            out.append(f"*Mechanism check:* {check.text()}.")
         out.append("")
     for statement in spec.report.get("needs_full_run", []):  # --quick: tests these runs cannot decide
         out += [f"**Not decided here: needs the full run** (`grpo reproduce`) — {statement}.", ""]

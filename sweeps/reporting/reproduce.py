@@ -7,6 +7,7 @@ results/local/quick/, so the committed report is never overwritten."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -34,12 +35,16 @@ from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
 from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
 from .report import bases_table, claim_section, detectable_text
+from .forest import forest_png, forest_rows
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report
 from ..deciding.verdicts import SUPPORTED, Verdict, fmt_value
 from ..spec import load_spec
 from ..driving.storage import check_distinct, check_storage, journal_url
 
+
+
+REAL_CPU_TESTBED = "real model, CPU"
 
 
 def claim_specs(experiments: Path) -> list[Path]:
@@ -167,7 +172,7 @@ def timing_lines(timing: dict, run_time: float, workers: int, quick: bool, commi
 
 
 SUMMARY_HEAD = ["| claim | question | verdict | on reward AUC | n per set | detectable with 80% power | control: median "
-                "(censored) |", "|---|---|---|---|---|---|---|"]
+                "(censored) | mechanism check |", "|---|---|---|---|---|---|---|---|"]
 
 
 def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
@@ -183,12 +188,25 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
                         f"{fmt_value(med, f['metric'])}"
                         + (f" ({cens}/{k})" if f["metric"] in CENSORED else "")
                         for label, med, cens, k in f["control"]) if f else "–"
+    checks = "; ".join(check_cell(c) for c in v.checks) or "–"
     return (f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "
-            f"{det} | {control} |")
+            f"{det} | {control} | {checks} |")
+
+
+def check_cell(check) -> str:
+    """A manipulation check in a table cell: its state and values, "not engaged (dapo 0.0012 < 0.02)"."""
+    state = {True: "engaged", False: "not engaged", None: "not read"}[check.passed]
+    values = ", ".join(f"{label}: {_fmt_check(v)}" if label else _fmt_check(v) for label, v in check.values)
+    return f"{state} ({values}; needs {check.threshold})"
+
+
+def _fmt_check(v: float) -> str:
+    return "never" if v == math.inf else f"{v:.3g}"
 
 
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
-              command: str, check_points: bool = True, peer_root: Optional[Path] = None) -> tuple[list[str], list[str], list]:
+              command: str, check_points: bool = True, peer_root: Optional[Path] = None,
+              forest: Optional[tuple[str, list]] = None) -> tuple[list[str], list[str], list]:
     """Per spec its report section, a summary row per verdict (its reward-AUC twin folded in), and
     all finished runs. Where the specs have a calibration (placebo) spec, it comes first
     (claim_specs); a later verdict that rests on steps_to_learn is withheld (report.withheld) unless
@@ -196,7 +214,8 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     or batch, or one that has not run yet, says nothing about it). The positive control comes next: unless every one
     of its verdicts is supported, every later "no effect detected" is withheld (report.unproven),
     as it is on a testbed without one. `peer_root`: where TRL's runs of a spec's arm are
-    (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py)."""
+    (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py).
+    `forest`: (testbed, rows): each paired verdict's forest-plot rows are appended to rows."""
     sections, rows, all_runs, placebos = [], [], [], []
     claims = [read_yaml_mapping(p).get("claim") for p in paths]
     insensitive = (None if POSITIVE_CONTROL in claims else
@@ -216,7 +235,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             text += ("\n" + peer_text) if peer_text else ""
             if outcome is not None:
                 rows.append(f"| {claim} | peer check: TRL's GRPOTrainer against grpo-lab on one arm "
-                            f"(steps_to_learn, reward AUC) | **{outcome}** | – | – | – | – |")
+                            f"(steps_to_learn, reward AUC) | **{outcome}** | – | – | – | – | – |")
         sections.append(text)
         if claim == "calibration":
             placebos.append(placebo_record(Path(original).stem, runs, results))
@@ -226,20 +245,22 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                 f"the positive control ({Path(original).stem}) reads "
                 f"{failed[0].verdict if failed else 'no finished runs'}")
         tests = report_tests(spec)
+        if forest is not None and claim not in ("calibration",):
+            forest[1].extend(forest_rows(forest[0], claim, spec, tests, results))
         for i, (v, test) in enumerate(zip(results, tests)):
             if "twin_of" in test:
                 continue
             twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") is not None else None
             rows.append(summary_row(claim, v, twin))
         if not results and not spec.report.get("needs_full_run"):  # a spec none of whose runs finished yet
-            rows += [f"| {claim} | {t.get('statement', '–')} | **no finished runs yet** | – | – | – | – |"
+            rows += [f"| {claim} | {t.get('statement', '–')} | **no finished runs yet** | – | – | – | – | – |"
                      for t in spec.report["tests"]]
-        rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} | – | – | – | – |"
+        rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} | – | – | – | – | – |"
                  for statement in spec.report.get("needs_full_run", [])]
     return sections, rows, all_runs
 
 
-def _real_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str], list]:
+def _real_sections(fig_dir: Path, report_dir: Path, forest: Optional[list] = None) -> tuple[list[str], list[str], list]:
     """The real-model sections, rebuilt from the committed run folders (no GPU needed); the checks
     made on a CPU (experiments/real/cpu/) after them, labelled as such."""
     if not REAL_EXPERIMENTS.is_dir():
@@ -252,17 +273,17 @@ def _real_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str
                     f"The specs ({names} in `experiments/real/`) are ready and tested for 2 steps on a CPU; they "
                     f"need a GPU: `grpo fetch-model && grpo reproduce --real` on a GPU machine trains them into "
                     f"`{runs_root}` (committed), and every later `grpo reproduce` rebuilds these sections from there.", ""]
-        rows = [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** | – | – | – | – |" for p in paths]
+        rows = [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** | – | – | – | – | – |" for p in paths]
         runs = []
     else:
         command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
         sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)
         rows = [r.replace("| ", "| real model · ", 1) for r in rows]
-    cpu_sections, cpu_rows, cpu_runs = _real_cpu_sections(fig_dir, report_dir)
+    cpu_sections, cpu_rows, cpu_runs = _real_cpu_sections(fig_dir, report_dir, forest)
     return sections + cpu_sections, rows + cpu_rows, runs + cpu_runs
 
 
-def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list[str], list]:
+def _real_cpu_sections(fig_dir: Path, report_dir: Path, forest: Optional[list] = None) -> tuple[list[str], list[str], list]:
     """The real model's checks on a CPU (float32; C1's step 1), from their committed run folders:
     `grpo sweep experiments/real/cpu/<spec> --out-root results/real/cpu/runs` made them."""
     runs_root = REAL_CPU_RESULTS / "runs"
@@ -271,7 +292,8 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list
     paths = [p for p in claim_specs(REAL_CPU_EXPERIMENTS) if (runs_root / read_yaml_mapping(p)["name"]).is_dir()]
     command = f"grpo sweep experiments/real/cpu/<spec> --out-root {runs_root} (on a CPU; rebuilt from its run folders)"
     sections, rows, runs = sections_with_echo_appendix(paths, paths, runs_root, fig_dir, report_dir, command,
-                                                       check_points=False, peer_root=REAL_CPU_RESULTS / "peer")
+                                                       check_points=False, peer_root=REAL_CPU_RESULTS / "peer",
+                                                       forest=None if forest is None else (REAL_CPU_TESTBED, forest))
     sections = [text.replace(" — ", " on a CPU (float32) — ", 1) if text.startswith("## ") and "Appendix" not in
                 text[:40] else text for text in sections]
     return sections, [r.replace("| ", "| real model, CPU · ", 1) for r in rows], runs
@@ -279,14 +301,15 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path) -> tuple[list[str], list
 
 def sections_with_echo_appendix(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path,
                                 report_dir: Path, command: str, check_points: bool = True,
-                                peer_root: Optional[Path] = None) -> tuple[list[str], list[str], list]:
+                                peer_root: Optional[Path] = None,
+                                forest: Optional[tuple[str, list]] = None) -> tuple[list[str], list[str], list]:
     """_sections for the specs whose rewards cannot be echoed, then an appendix with those whose
     rewards pay for an echo of the question (PAYS_FOR_ECHO), with its own table: the headline rows
     are the first group's only. Each group has its own placebos and positive control."""
     echo = [i for i, p in enumerate(paths) if rewards_of_spec(p) & PAYS_FOR_ECHO]
     rest = [i for i in range(len(paths)) if i not in echo]
     sections, rows, runs = _sections([paths[i] for i in rest], [derived[i] for i in rest], runs_root, fig_dir,
-                                     report_dir, command, check_points, peer_root)
+                                     report_dir, command, check_points, peer_root, forest)
     if echo:
         echo_sections, echo_rows, echo_runs = _sections([paths[i] for i in echo], [derived[i] for i in echo], runs_root,
                                                         fig_dir, report_dir, command, check_points, peer_root)
@@ -382,18 +405,24 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                + (f" --workers {workers}" if workers != 2 else ""))
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
+    forest: list = []  # the forest plot's rows, real model first, then the CPU testbed's
+    testbed = REAL_CPU_TESTBED if real_cpu else "real model, GPU" if real else "tiny models"
     if real_cpu:  # claims under a reward that pays for an echo of the question: an appendix
         sections, summary_rows, all_runs = sections_with_echo_appendix(paths, derived, runs_root, fig_dir, report_dir,
-                                                                       command, peer_root=work / "peer")
+                                                                       command, peer_root=work / "peer",
+                                                                       forest=(testbed, forest))
     else:
-        sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command)
+        sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command,
+                                                     forest=(testbed, forest))
     for p in full_only:
         spec = load_spec(p, check_points=False)
-        summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} | – | – | – | – |"
+        summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} | – | – | – | – | – |"
                          for t in spec.report["tests"]]
     real_runs: list = []  # the full report's real-model runs: committed, never trained by this command
     if not (real or real_cpu or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
-        real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir)
+        real_forest: list = []
+        real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir, real_forest)
+        forest = real_forest + forest
         sections, summary_rows, all_runs = real_sections + sections, real_rows + summary_rows, real_runs + all_runs
 
     if (warning := versions_warning(all_runs)):
@@ -481,6 +510,9 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         *summary_rows,
         "",
     ]
+    if (plot := forest_png(forest, fig_dir / "forest.png")) is not None:  # the one picture, before the tables
+        header[2:2] = [f"![Every claim's effect, per seed set and testbed]({plot.relative_to(report_dir).as_posix()})",
+                       ""]
     report = "\n".join(header + sections)
     (report_dir / "REPORT.md").write_text(report)
     print(f"report: {report_dir / 'REPORT.md'} ({wall / 60:.1f} min this invocation)")

@@ -1,0 +1,168 @@
+"""Manipulation checks as gates, equivalence against a declared margin, intervals rounded outward,
+and the placebo's set-up keys: hand-made runs and hand-computed numbers (sweeps/deciding/)."""
+
+import pytest
+
+from grpo_core.util.errors import UserInputError
+from sweeps.deciding import statistics as st
+from sweeps.deciding.gates import placebo_gate, PlaceboRecord, setup_of
+from sweeps.deciding.mechanism import MECHANISM_NOT_ENGAGED, gated, mechanism_checks, run_value
+from sweeps.deciding.replication import replicated_verdicts
+from sweeps.deciding.runs import Run
+from sweeps.deciding.verdicts import fmt_interval
+from sweeps.report_spec import validate_report
+from sweeps.spec import SweepSpec
+
+CLIP = {"kind": "paired", "statement": "cispo learns sooner", "metric": "steps_to_learn", "axis": "loss_type",
+        "treatment": ["cispo"], "control": "dapo", "direction": "lower"}
+CHECK = {"what": "the clipped arm clips ≥ 2% of tokens on off-policy steps", "reason": "r", "metric": "clip_ratio",
+         "steps": "off_policy", "arms": {"loss_type": ["dapo"]}, "at_least": 0.02}
+
+
+def _spec(report, seeds=8):
+    return SweepSpec(name="m", base={}, grid={"loss_type": ["dapo", "cispo"]}, seeds=list(range(seeds)),
+                     replication_seeds=list(range(seeds, 2 * seeds)), report=report)
+
+
+def _runs(clip, seeds=16, stl=lambda arm, seed: 20):
+    """μ = 2: steps 2, 4, … reuse their batch (off-policy); the dapo arm clips `clip` of its tokens
+    there and nothing on-policy; steps_to_learn from `stl`."""
+    runs = []
+    for seed in range(seeds):
+        for arm in ("dapo", "cispo"):
+            metrics = [{"step": s, "reward": 0.2, "loss": 0.0, "grad_norm": 0.5,
+                        "clip_ratio": clip if arm == "dapo" and s % 2 == 0 else 0.0} for s in range(1, 41)]
+            value = stl(arm, seed)
+            runs.append(Run({"loss_type": arm, "seed": seed},
+                            {"max_steps": 40, "num_iterations": 2, "steps_per_generation": None,
+                             "gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "stl_window": 4},
+                            {"steps_to_learn": value, "reward_auc": 0.4, "learned": 1}, metrics))
+    return runs
+
+
+def _verdicts(spec, runs):
+    from sweeps.deciding.mechanism import gates_test
+
+    checks = mechanism_checks(spec, runs)
+    return [gated(v, [c for c in checks if gates_test(c, 0)]) for v, _ in replicated_verdicts(spec, runs)]
+
+
+def test_a_null_whose_mechanism_check_fails_reads_mechanism_not_engaged():
+    """The same tied runs: with the clip binding on 0.2% of off-policy tokens (the room regime's C7)
+    the null reads "mechanism not engaged", naming the value; at 5% it stays a null; the check's
+    value is the off-policy steps' mean (the on-policy steps would halve it)."""
+    spec = _spec({"tests": [CLIP], "mechanism": [CHECK]})
+    steps, auc = _verdicts(spec, _runs(clip=0.002))
+    assert steps.verdict == auc.verdict == MECHANISM_NOT_ENGAGED
+    assert "loss_type=dapo: 0.002 (needs ≥ 0.02): not engaged" in steps.reason
+    assert "the runs alone read no effect detected" in steps.reason
+    engaged, _ = _verdicts(spec, _runs(clip=0.05))
+    assert engaged.verdict == "no effect detected" and engaged.checks[0].passed is True
+    assert run_value(_runs(clip=0.05)[0], CHECK) == pytest.approx(0.05)
+    assert run_value(_runs(clip=0.05)[0], {**CHECK, "steps": "all"}) == pytest.approx(0.025)
+
+
+def test_a_supported_verdict_keeps_its_word_and_shows_the_failed_check():
+    spec = _spec({"tests": [CLIP], "mechanism": [CHECK]})
+    steps, _ = _verdicts(spec, _runs(clip=0.0, stl=lambda arm, seed: 15 if arm == "cispo" else 20 + seed % 3))
+    assert steps.verdict == "supported" and steps.checks[0].passed is False
+
+
+def test_share_clipped_counts_the_steps_whose_gradient_was_clipped():
+    run = _runs(clip=0.0)[0]
+    for m in run.metrics[:10]:
+        m["grad_norm"] = 4.96
+    check = {"what": "w", "reason": "r", "metric": "grad_norm", "per_run": "share_clipped", "at_most": 0.1}
+    assert run_value(run, check) == pytest.approx(10 / 40)
+    run.config["max_grad_norm"] = 0.0  # clipping off: it never binds
+    assert run_value(run, check) == 0.0
+
+
+SPREAD = [-1, -1, 0, 0, 0, 1, 1, 1]  # paired differences (steps) of each seed set, seed by seed
+
+
+def test_equivalence_needs_both_sets_90_percent_intervals_inside_the_margin():
+    """By hand, SPREAD: its 36 Walsh averages are −1 ×3, −0.5 ×6, 0 ×12, 0.5 ×9 and 1 ×6; with 8
+    pairs the exact signed-rank test puts the 90% bounds at the 6th smallest and 6th largest
+    (P(T+ ≤ 5) = 10/256 ≤ 0.05 < P(T+ ≤ 6) = 14/256): [−0.5, 1], printed outward as [−1, +1].
+    Strictly inside ±1.5: equivalent within ±1.5 steps; not inside ±1: only "no effect detected"."""
+    assert st.hodges_lehmann(SPREAD, 0.90) == (0.0, -0.5, 1.0)
+    stl = lambda arm, seed: 20 + (SPREAD[seed % 8] if arm == "cispo" else 0)
+    for margin, word in ((1.5, "equivalent within ±1.5 steps"), (1, "no effect detected")):
+        spec = _spec({"tests": [CLIP], "margins": {"steps": margin}})
+        steps, auc = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
+        assert steps.verdict == word, steps.reason
+        assert "[−1, +1], covering the mean in 9" in steps.reason  # each set's 90% interval, and its coverage
+        assert auc.verdict == "no effect detected"  # no reward_auc margin declared: no equivalence on it
+
+
+def test_equivalence_is_refused_where_the_interval_misses_the_mean():
+    """7 ties and one pair at +4 steps (the C3 pattern the review found): the 90% interval [0, 2]
+    lies inside ±2.5, but resampled it covers the mean (0.5) only when the outlier is drawn, about
+    1 − (7/8)^8 = 66% of the time, far below 90%: no equivalence."""
+    d = [0] * 7 + [4]
+    assert st.hodges_lehmann(d, 0.90) == (0.0, 0.0, 2.0)
+    assert abs(st.hodges_lehmann_coverage(d, 0.90) - (1 - (7 / 8) ** 8)) < 0.03
+    assert st.hodges_lehmann_coverage(d, 0.90, "pseudo-median") == 1.0  # the pseudo-median (0) it always covers
+    spec = _spec({"tests": [CLIP], "margins": {"steps": 2.5}})
+    stl = lambda arm, seed: 20 + (4 if arm == "cispo" and seed in (3, 11) else 0)
+    steps, _ = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
+    assert steps.verdict == "no effect detected" and "do not cover the mean difference" in steps.reason
+
+
+def test_equivalence_is_not_read_from_one_seed_set():
+    spec = SweepSpec(name="m", base={}, grid={"loss_type": ["dapo", "cispo"]}, seeds=list(range(8)),
+                     report={"tests": [CLIP], "margins": {"steps": 2}})
+    steps, _ = [v for v, _ in replicated_verdicts(spec, _runs(0.05, seeds=8))]
+    assert steps.verdict == "no effect detected"
+
+
+def test_interval_bounds_are_rounded_outward():
+    assert fmt_interval(0.25, 0.0, 0.5, "steps_to_learn") == "+0 [+0, +1]"  # once "[+0, +0]"
+    assert fmt_interval(-1.5, -2.5, -0.5, "steps_to_learn") == "−2 [−3, +0]"
+    assert fmt_interval(0.0123, -0.01234, 0.04501, "reward_auc") == "+0.012 [−0.013, +0.046]"
+    assert fmt_interval(1.0, 1.0, 3.0000000001, "steps_to_learn") == "+1 [+1, +3]"  # float noise is not a step
+
+
+def test_a_placebo_at_one_iteration_does_not_cover_runs_at_two():
+    """num_iterations and steps_per_generation are set-up keys: at μ 2 each batch's reward is logged
+    twice, so a μ 1 placebo says nothing about its false positives."""
+    cfg = {"model": "m", "max_steps": 40, "num_iterations": 1, "steps_per_generation": None}
+    placebo = PlaceboRecord("r0", {setup_of(cfg): 40}, True, "supported")
+    run = Run({"seed": 0}, {**cfg, "num_iterations": 2}, {}, [])
+    why = placebo_gate([placebo], [run])
+    assert why is not None and "num_iterations 2" in why
+    assert placebo_gate([placebo], [Run({"seed": 0}, cfg, {}, [])]) is None
+
+
+@pytest.mark.parametrize("check, fault", [
+    ({**CHECK, "at_most": 0.1}, "exactly one of at_least, at_most"),
+    ({**CHECK, "steps": "from:0"}, "steps: 'from:0'; allowed: all, off_policy"),
+    ({**CHECK, "arms": {"loss_type": ["grpo"]}}, "arms.loss_type: ['grpo']"),
+    ({**CHECK, "tests": [3]}, "tests: [3]; allowed: a list of indices of report.tests (0 to 0)"),
+    ({**CHECK, "metric": "steps_to_learn"}, "steps and per_run read a per-step metric"),
+    ({k: v for k, v in CHECK.items() if k != "reason"}, "mechanism[0].reason: None"),
+])
+def test_a_bad_mechanism_check_is_one_line_before_anything_runs(check, fault):
+    with pytest.raises(UserInputError) as err:
+        validate_report(_spec({"tests": [CLIP], "mechanism": [check]}))
+    assert fault in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bad_margin_is_one_line():
+    with pytest.raises(UserInputError, match=r"margins.steps: -1; allowed: a number > 0"):
+        validate_report(_spec({"tests": [CLIP], "margins": {"steps": -1}}))
+    with pytest.raises(UserInputError, match=r"margins.stepz: unknown; allowed: reward_auc, steps, steps_to_learn"):
+        validate_report(_spec({"tests": [CLIP], "margins": {"stepz": 1}}))
+
+
+def test_ruled_out_says_when_the_interval_misses_the_mean():
+    """A null whose differences are mostly ties and one large pair: its "ruled out" is about the
+    typical pair, and the reason says the mean is not bounded (resampled coverage named)."""
+    spec = _spec({"tests": [CLIP]})
+    tied = lambda arm, seed: 20 + (4 if arm == "cispo" and seed in (3, 11) else 0)
+    steps, _ = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=tied))]
+    assert steps.verdict == "no effect detected" and "covers their mean in only 6" in steps.reason
+    spread = lambda arm, seed: 20 + (SPREAD[seed % 8] if arm == "cispo" else 0)
+    steps, _ = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=spread))]
+    assert steps.verdict == "no effect detected" and "covers their mean" not in steps.reason
