@@ -166,3 +166,18 @@ def test_ruled_out_says_when_the_interval_misses_the_mean():
     spread = lambda arm, seed: 20 + (SPREAD[seed % 8] if arm == "cispo" else 0)
     steps, _ = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=spread))]
     assert steps.verdict == "no effect detected" and "covers their mean" not in steps.reason
+
+
+def test_a_shared_arm_is_named_on_both_sides(tmp_path):
+    """A control arm copied from another claim's sweep (trial-shared-<source>-…) is named in the
+    section that copied it and in the source's, so neither reads as independent evidence."""
+    from sweeps.reporting.report import borrowers, shared_arms
+
+    for folder in ("pc/trial-0001", "c3/trial-shared-pc-trial-0001", "c3/trial-0002",
+                   "c5/trial-shared-c1-trial-shared-pc-trial-0001"):
+        (tmp_path / folder).mkdir(parents=True)
+    assert borrowers(tmp_path, ["pc", "c3", "c5", "absent"]) == {"pc": ["c3", "c5"]}
+    spec = SweepSpec(name="c3", base={}, grid={"advantage_noise_std": [0.0, 0.01]}, seeds=[1, 2])
+    runs = [Run({"advantage_noise_std": 0.0, "seed": 1}, {}, {}, [], tmp_path / "c3/trial-shared-pc-trial-0001"),
+            Run({"advantage_noise_std": 0.01, "seed": 2}, {}, {}, [], tmp_path / "c3/trial-0002")]
+    assert shared_arms(spec, runs).startswith("advantage_noise_std=0: 1 runs are `pc`'s")

@@ -96,15 +96,100 @@ def importance(study, spec: SweepSpec, evaluator: str = "fanova") -> dict[str, d
     return out
 
 
-def importance_table(shares: dict[str, dict[str, float]]) -> str:
+IMPORTANCE_DRAWS = 20  # bootstrap resamples of the complete trials behind an importance's spread
+RANK_HOLDS = 0.8  # a ranking is shown only where it holds in this share of the resamples
+
+
+def importance_spread(study, spec: SweepSpec, draws: int = IMPORTANCE_DRAWS) -> dict:
+    """What an importance rests on: the complete trials it is computed from (and the pruned and
+    failed ones it cannot see), each share's 5-95% range over `draws` bootstrap resamples of the
+    complete trials (fANOVA with the resample's index as seed), and for each objective whether the
+    ranking (the most important parameter first) holds in at least RANK_HOLDS of them. A ranking
+    from a handful of trials, one of which decides whether a run learns at all, does not."""
+    import numpy as np
+    import optuna
+    from optuna.trial import TrialState
+
+    counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,)))
+              for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    out = {"counts": counts, "ranges": {}, "holds": {}}
+    base = importance(study, spec)
+    if not base:
+        return out
+    rng = np.random.default_rng(0)
+    samples: dict = {o: {p: [] for p in shares} for o, shares in base.items()}
+    same_top: dict = {o: 0 for o in base}
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not a line per resampled study
+    try:
+        _resample(study, spec, complete, draws, rng, base, samples, same_top)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    for o, by_param in samples.items():
+        out["ranges"][o] = {p: (float(np.quantile(v, 0.05)), float(np.quantile(v, 0.95))) if v else (np.nan, np.nan)
+                            for p, v in by_param.items()}
+        out["holds"][o] = same_top[o] / draws
+    return out
+
+
+def _resample(study, spec: SweepSpec, complete: list, draws: int, rng, base: dict, samples: dict, same_top: dict) -> None:
+    """importance_spread's resamples: each a study of the complete trials drawn with replacement."""
+    import optuna
+
+    for b in range(draws):
+        resampled = optuna.create_study(directions=study.directions)
+        resampled.add_trials([complete[i] for i in rng.integers(0, len(complete), len(complete))])
+        try:
+            shares = importance(resampled, spec)
+        except Exception:  # a resample Optuna's evaluator cannot read (e.g. one distinct point): no vote
+            continue
+        for o, by_param in base.items():
+            got = shares.get(o) or {}
+            for p in by_param:
+                samples[o][p].append(got.get(p, 0.0))
+            if got and by_param and next(iter(got)) == next(iter(by_param)):
+                same_top[o] += 1
+
+
+def ranking_text(shares: dict[str, float], ranges: dict, holds: float) -> str:
+    """Whether an objective's ranking stands: its first parameter ranks first in at least RANK_HOLDS
+    of the resamples and its 5% bound lies above the second one's 95% bound; else it is withheld."""
+    names = list(shares)
+    top = names[0]
+    overlap = len(names) > 1 and ranges.get(top, (0, 0))[0] <= ranges.get(names[1], (0, 0))[1]
+    if holds >= RANK_HOLDS and not overlap:
+        return f"{top} ranks first in {holds:.0%} of the resamples, its range above the others': the ranking holds."
+    why = (f"{top} ranks first in only {holds:.0%} of the resamples (below {RANK_HOLDS:.0%})" if holds < RANK_HOLDS
+           else f"the ranges of {top} and {names[1]} overlap")
+    return f"ranking withheld: {why}, so these trials cannot say which parameter matters more."
+
+
+def importance_table(shares: dict[str, dict[str, float]], spread: Optional[dict] = None) -> str:
     """Markdown: a row per parameter, a column per objective."""
     if not shares:
         return "(no importance yet: it needs two complete trials that differ in a parameter)"
     objectives = list(shares)
     params = list(dict.fromkeys(p for o in objectives for p in shares[o]))
+    ranges = (spread or {}).get("ranges", {})
+
+    def cell(o: str, p: str) -> str:
+        if not shares[o]:
+            return "–"
+        low, high = ranges.get(o, {}).get(p, (None, None))
+        return f"{shares[o][p]:.3f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
+
     lines = ["| parameter | " + " | ".join(objectives) + " |", "|---|" + "---|" * len(objectives)]
-    lines += [f"| {p} | " + " | ".join(f"{shares[o][p]:.3f}" if shares[o] else "–" for o in objectives) + " |"
-              for p in params]
+    lines += [f"| {p} | " + " | ".join(cell(o, p) for o in objectives) + " |" for p in params]
+    if spread:
+        c = spread["counts"]
+        lines += ["", f"Rests on {c['complete']} complete trial(s) ({c['pruned']} pruned and {c['fail']} failed ones "
+                      f"have no value); in brackets each share's 5-95% range over {IMPORTANCE_DRAWS} resamples of the "
+                      f"complete trials."]
+        for o, holds in spread["holds"].items():
+            if not shares.get(o):
+                continue
+            lines.append(f"{o}: {ranking_text(shares[o], ranges.get(o, {}), holds)}")
     same = [o for o in objectives if not shares[o]]
     if same:
         lines += ["", f"– : every complete trial has the same {', '.join(same)}: no parameter explains any of it."]

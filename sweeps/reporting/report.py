@@ -219,9 +219,21 @@ def spec_test_indices(tests: list[dict]) -> list[int]:
     return out
 
 
+def borrowers(runs_root: Path, names: list[str]) -> dict[str, list[str]]:
+    """Per sweep, the sweeps among `names` that hold copies of its runs (trial-shared-<it>-…)."""
+    out: dict = {}
+    for name in names:
+        folder = runs_root / name
+        sources = {f.name.rsplit(SHARED_PREFIX, 1)[1].rsplit("-trial-", 1)[0]
+                   for f in (folder.glob(f"{SHARED_PREFIX}*") if folder.is_dir() else [])}
+        for source in sources:
+            out.setdefault(source, []).append(name)
+    return out
+
+
 def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_dir: Path, report_dir: Path,
                   command: str, untrusted: Optional[str] = None,
-                  insensitive: Optional[str] = None) -> tuple[str, list[Verdict]]:
+                  insensitive: Optional[str] = None, lent_to: Optional[list[str]] = None) -> tuple[str, list[Verdict]]:
     """The section of one claim spec and its verdicts. `untrusted`: why the placebo that calibrates
     steps_to_learn for these runs did not pass; the verdicts that rest on it are then withheld.
     `insensitive`: why the testbed's positive control did not pass; its "no effect detected" verdicts
@@ -248,6 +260,10 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
         out.append(f"- **Mechanism check, declared:** {check['what']} ({check['reason']})")
     if (shared := shared_arms(spec, runs)):
         out.append(f"- **Shared arms:** {shared}")
+    if lent_to:  # the other side of a shared arm: this sweep trained runs another claim's verdicts rest on too
+        out.append(f"- **Shared arms:** runs of this sweep are also runs of {', '.join(f'`{n}`' for n in lent_to)} "
+                   f"(copied, the same config and seeds): those verdicts and this one rest on one realisation of "
+                   f"the arm, so they are not independent evidence")
     out.append("")
     if not runs:
         out += ["No finished runs: no verdict.", ""]

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -30,11 +31,11 @@ from grpo_core.record.run_metrics import CENSORED
 
 from ..driving.adopt import finished_folders, finished_run
 from ..driving.driver import run_sweep
-from ..paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
+from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
 from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
-from .report import bases_table, claim_section, detectable_text
+from .report import bases_table, borrowers, claim_section, detectable_text
 from .forest import forest_png, forest_rows
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report
@@ -221,6 +222,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     insensitive = (None if POSITIVE_CONTROL in claims else
                    f"{NO_POSITIVE_CONTROL} (an intervention known to speed learning, `claim: {POSITIVE_CONTROL}`), "
                    f"so it has not shown it could detect an effect")
+    lent = borrowers(runs_root, [read_yaml_mapping(p).get("name", Path(p).stem) for p in derived])
     for original, p in zip(paths, derived):
         spec = load_spec(p, check_points=check_points)
         spec.path = str(original)
@@ -229,7 +231,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         claim = spec.text.get("claim", spec.name)
         untrusted = placebo_gate(placebos, runs) if "calibration" in claims and claim != "calibration" else None
         text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command, untrusted,
-                                      None if claim == POSITIVE_CONTROL else insensitive)
+                                      None if claim == POSITIVE_CONTROL else insensitive, lent.get(spec.name))
         if peer_root is not None and (peer_root / spec.name).is_dir():
             peer_text, outcome = peer_section(spec, runs, peer_root / spec.name)
             text += ("\n" + peer_text) if peer_text else ""
@@ -509,10 +511,15 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         *SUMMARY_HEAD,
         *summary_rows,
         "",
+        "Rows whose sections name a shared arm rest on the same runs of that arm (copied between sweeps, the "
+        "same config and seeds): they are not independent evidence, and agreeing verdicts among them count once.",
+        "",
     ]
     if (plot := forest_png(forest, fig_dir / "forest.png")) is not None:  # the one picture, before the tables
         header[2:2] = [f"![Every claim's effect, per seed set and testbed]({plot.relative_to(report_dir).as_posix()})",
                        ""]
+        if not (quick or out or real or real_cpu):  # the full report's: both testbeds, shown atop docs/results.md
+            shutil.copyfile(plot, REPO / "docs" / "forest.png")
     report = "\n".join(header + sections)
     (report_dir / "REPORT.md").write_text(report)
     print(f"report: {report_dir / 'REPORT.md'} ({wall / 60:.1f} min this invocation)")

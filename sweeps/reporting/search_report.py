@@ -16,7 +16,7 @@ from grpo_core.util.errors import UserInputError
 from grpo_core.util.files import write_text_atomic
 
 from ..spec import SweepSpec
-from ..driving.trials import importance, importance_table, load_sweep_study
+from ..driving.trials import importance, importance_spread, importance_table, load_sweep_study
 
 REPORTS = f"{defaults.LOCAL}/search-reports"  # default: one folder per search
 BEST = 5  # trials in the best-trials table, and (at most) the Pareto front's curves
@@ -175,7 +175,7 @@ def search_report(spec_path: str | Path, storage_url: Optional[str] = None, out_
     lines += ["## Parameter importance", "",
               "Each parameter's share of the variance of each objective over the complete trials (Optuna's "
               "fANOVA, seed 0); pruned and failed trials have no value and are left out.", "",
-              importance_table(importance(study, spec)), ""]
+              importance_table(importance(study, spec), importance_spread(study, spec)), ""]
     shown = front[:BEST] if front else best[:3]
     curves = curves_png(shown, spec, out_root, folder / "curves.png") if shown else None
     if curves is not None:
