@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -68,6 +69,7 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     rows = chat_rows(train)
     _, tokenizer = load_model_and_tokenizer(cfg.model)  # left padding, pad token set: as grpo-lab's
     steps: list[dict] = []
+    logged_at: list[float] = []  # when each step was logged: TRL's step time, beside grpo-lab's median_step_time_s
 
     class Record(TrainerCallback):
         """Each logged step into metrics.jsonl as it comes (a long run shows how far it is; a killed
@@ -75,6 +77,7 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "reward" in logs:
+                logged_at.append(time.perf_counter())
                 steps.append({"step": state.global_step, **{k: float(v) for k, v in logs.items()
                                                             if isinstance(v, (int, float))}})
                 metrics.write(json.dumps(steps[-1]) + "\n")
@@ -97,6 +100,8 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     summary = {"status": "finished", "trainer": "trl", "steps_completed": len(steps),
                **summarize(rewards, losses, baseline_reward, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps),
                "wall_time_s": time.perf_counter() - started,
+               "median_step_time_s": (statistics.median(b - a for a, b in zip(logged_at, logged_at[1:]))
+                                      if len(logged_at) > 1 else None),
                "versions": ", ".join(f"{k} {v}" for k, v in versions().items())}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

@@ -103,5 +103,8 @@ def test_kl_in_reward_moves_the_kl_from_the_loss_to_the_reward(tmp_path):
     run_training(cfg, tmp_path / "run", progress=False)
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert all(r["kl_loss"] == 0.0 for r in rows)
-    assert rows[0]["kl_in_reward"] == 0.0  # step 1: the policy is the reference, every log-ratio 0
+    # step 1: the policy is the reference, every log-ratio 0 up to float32 rounding: the reference's
+    # log-probs come from another forward pass, which a process whose earlier tests changed torch's
+    # settings can sum in another order (−3e-8 seen in the full suite, 0.0 alone)
+    assert abs(rows[0]["kl_in_reward"]) <= 1e-6
     assert any(r["kl_in_reward"] != 0.0 for r in rows[1:]) and any(r["kl"] != 0.0 for r in rows[1:])

@@ -81,7 +81,9 @@ def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Option
         report = data.get("report") or {}  # tests marked `quick: false` cannot be decided in a quick run
         tests = report.get("tests") or []
         report["needs_full_run"] = [t.get("statement", "") for t in tests if t.get("quick") is False]
-        report["tests"] = [t for t in tests if t.get("quick") is not False]
+        kept = [i for i, t in enumerate(tests) if t.get("quick") is not False]
+        report["tests"] = [tests[i] for i in kept]
+        report["mechanism"] = _kept_checks(report.get("mechanism") or [], kept)
         data["report"] = report
         suffix.append("quick")
     if max_steps is not None:
@@ -101,6 +103,20 @@ def derive_spec(path: Path, quick: bool, max_steps: Optional[int], seeds: Option
     spec_dir.mkdir(parents=True, exist_ok=True)
     out = spec_dir / path.name
     out.write_text(dump_yaml(data))
+    return out
+
+
+def _kept_checks(checks: list, kept: list[int]) -> list:
+    """A spec's manipulation checks for its trimmed tests: each check's `tests` renumbered to the
+    kept tests' new places; a check that gated only dropped tests goes with them."""
+    out = []
+    for check in checks:
+        if not isinstance(check, dict) or check.get("tests") is None:
+            out.append(check)  # gates every test (or malformed: validate_report names it)
+            continue
+        places = [kept.index(i) for i in check["tests"] if i in kept]
+        if places:
+            out.append({**check, "tests": places})
     return out
 
 
