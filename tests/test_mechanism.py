@@ -181,3 +181,16 @@ def test_a_shared_arm_is_named_on_both_sides(tmp_path):
     runs = [Run({"advantage_noise_std": 0.0, "seed": 1}, {}, {}, [], tmp_path / "c3/trial-shared-pc-trial-0001"),
             Run({"advantage_noise_std": 0.01, "seed": 2}, {}, {}, [], tmp_path / "c3/trial-0002")]
     assert shared_arms(spec, runs).startswith("advantage_noise_std=0: 1 runs are `pc`'s")
+
+
+def test_the_docs_forest_plot_is_the_committed_reports():
+    """docs/results.md opens on the real-model report's forest plot: `grpo reproduce --real-cpu`
+    writes it beside REPORT.md and into docs/, so the page cannot show another run's picture."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    docs, report = root / "docs" / "forest-real-cpu.png", root / "results" / "real" / "cpu" / "figures" / "forest.png"
+    assert docs.read_bytes() == report.read_bytes()
+    page = (root / "docs" / "results.md").read_text()
+    assert page.index("](forest-real-cpu.png)") < page.index("\n## ")  # at the top, before the first section
+    assert "![Every claim's effect, per seed set and testbed](figures/forest.png)" in (report.parent.parent / "REPORT.md").read_text()
