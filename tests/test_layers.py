@@ -118,3 +118,14 @@ def test_no_import_cycle_inside_grpo_core():  # the checkpoint <-> trainer cycle
 
     cycles = sorted(m for m in graph if reaches(m, m, set()))
     assert not cycles, f"modules on an import cycle: {cycles}"
+
+
+def test_sweeps_is_three_wings_over_a_small_ground():
+    """sweeps/ holds its wings' packages and at most three ground modules; no module over 500 lines
+    (a reader finds a job by its wing, and each file stays readable)."""
+    sweeps = ROOT / "sweeps"
+    assert sorted(p.name for p in sweeps.iterdir() if p.is_dir() and (p / "__init__.py").is_file()) == [
+        "deciding", "driving", "reporting"]
+    assert sorted(p.stem for p in sweeps.glob("*.py") if p.name != "__init__.py") == ["paths", "report_spec", "spec"]
+    long = {str(p.relative_to(ROOT)): n for p in sweeps.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert long == {}

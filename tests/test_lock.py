@@ -29,7 +29,7 @@ def test_the_installed_versions_are_the_locked_ones():
 def test_reproduce_warns_in_one_line_when_runs_were_made_with_other_versions():
     from grpo_core.record.provenance import versions
     from sweeps.deciding.runs import Run
-    from sweeps.reporting.reproduce import versions_warning
+    from sweeps.reporting.summary import versions_warning
 
     here = ", ".join(f"{k} {v}" for k, v in versions().items())
     same = Run({}, {}, {"versions": here}, [])

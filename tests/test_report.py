@@ -197,7 +197,7 @@ def test_a_test_across_levels_says_what_shift_of_one_level_it_could_detect():
     # detects (power.detectable_shift on these seeds' centered differences), grpo's median as the control
     from sweeps.deciding import power
     from sweeps.reporting.report import facts_text
-    from sweeps.reporting.reproduce import summary_row
+    from sweeps.reporting.summary import summary_row
 
     test = {"kind": "differ", "statement": "the loss type changes steps_to_learn", "metric": "steps_to_learn",
             "axis": "loss_type"}
@@ -841,7 +841,7 @@ def test_claims_under_a_reward_that_pays_for_an_echo_go_to_an_appendix(tmp_path)
 
 
 def test_the_timing_line_says_when_the_runs_were_trained_in_parts():
-    from sweeps.reporting.reproduce import timing_lines
+    from sweeps.reporting.summary import timing_lines
 
     whole = {"wall_time_s": 600.0, "date": "2026-11-26", "runs_before": 0}
     assert timing_lines(whole, 1500.0, 2, False) == ["this full reproduction: 10.0 min wall (2026-11-26, training "

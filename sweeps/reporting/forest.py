@@ -23,7 +23,7 @@ class ForestRow:
     label: str  # "C3 · real model, CPU · noise 0.01 vs 0"
     verdict: str  # the steps test's verdict word
     check: Optional[bool]  # the mechanism check: True engaged, False not engaged, None none declared
-    panels: dict = field(default_factory=dict)  # "steps" / "reward_auc": (margin or None, [(set, est, low, high)])
+    panels: dict = field(default_factory=dict)  # "steps" / "reward_auc": (margin or None, metric, [(set, est, low, high)])
 
 
 def _short(verdict: str) -> str:

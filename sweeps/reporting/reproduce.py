@@ -7,7 +7,6 @@ results/local/quick/, so the committed report is never overwritten."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -22,12 +21,10 @@ from grpo_core.util import defaults
 from grpo_core.config.schema import GRPOConfig
 from grpo_core.tasks.rewards import PAYS_FOR_ECHO
 from grpo_core.util.yaml_files import dump_yaml, read_yaml_mapping
-from grpo_core.util.cpu_math import describe
 from grpo_core.util.errors import UserInputError
 from grpo_core.util.files import check_writable_folder
 from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.record.provenance import machine, versions
-from grpo_core.record.run_metrics import CENSORED
 
 from ..driving.adopt import finished_folders, finished_run
 from ..driving.driver import run_sweep
@@ -35,11 +32,12 @@ from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMEN
 from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
 from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
-from .report import bases_table, borrowers, claim_section, detectable_text
+from .report import bases_table, borrowers, claim_section
+from .summary import SUMMARY_HEAD, _wall_time, cpu_math_line, summary_row, timing_lines, versions_warning
 from .forest import forest_png, forest_rows
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report
-from ..deciding.verdicts import SUPPORTED, Verdict, fmt_value
+from ..deciding.verdicts import SUPPORTED
 from ..spec import load_spec
 from ..driving.storage import check_distinct, check_storage, journal_url
 
@@ -120,105 +118,10 @@ def _kept_checks(checks: list, kept: list[int]) -> list:
     return out
 
 
-def versions_warning(runs: list) -> str:
-    """One line when runs of this report were made with package versions other than the ones
-    installed here ('' when all match): their numbers are bit-reproducible only with theirs."""
-    here = versions()
-    differ: dict[str, set] = {}
-    for run in runs:
-        for part in str(run.summary.get("versions", "")).split(", "):
-            name, _, version = part.rpartition(" ")
-            if name and name in here and here[name] != version:
-                differ.setdefault(name, set()).add(version)
-    if not differ:
-        return ""
-    listed = "; ".join(f"{n} {', '.join(sorted(v))} (here {here[n]})" for n, v in sorted(differ.items()))
-    return (f"grpo reproduce: warning: runs of this report were made with other versions: {listed}; runs trained "
-            f"here may not match them bit for bit (scripts/bootstrap.sh installs requirements/lock-cpu.txt)")
-
-
-def cpu_math_line(runs: list) -> str:
-    """The CPU math and threads every run used: what another machine must match to get the same numbers."""
-    modes = sorted({str(r.config.get("cpu_math", "not recorded")) for r in runs})
-    threads = sorted({r.config.get("num_threads") for r in runs}, key=str)
-    kernels = sorted({str(r.summary.get("cpu_capability", "not recorded")) for r in runs})
-    branches = sorted({str(r.summary["mkl_branch"]) for r in runs if "mkl_branch" in r.summary})
-    described = "; ".join(describe(m) if m in ("reproducible", "native") else m for m in modes)
-    cpus = sorted({str(r.summary.get("device_name", "not recorded")) for r in runs})
-    mkl = f"; MKL branch: {', '.join(branches)}" if branches else ""  # recorded since 2026-11-25
-    return (f"**CPU math:** {described} in {'every run' if len(modes) == 1 else 'these runs'} (ATen kernels used: "
-            f"{', '.join(kernels)}{mkl}); num_threads {', '.join(map(str, threads))} per run; made on: "
-            f"{'; '.join(cpus)}. Another x86-64 machine with a CPU of the same vendor, the same versions, "
-            f"`cpu_math: reproducible` and the same num_threads trains the same runs bit for bit; between AMD and "
-            f"Intel CPUs MKL's products part in the last bits even so: MKL takes MKL_CBWR=AVX2 on Intel CPUs only "
-            f"and runs its AUTO branch on others (`tests/test_cross_machine.py` checks references per vendor).")
-
-
 def _pending(spec_path: Path, runs_root: Path) -> bool:
     """Whether the sweep of this spec still has grid points without a finished run folder."""
     spec = load_spec(spec_path)
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
-
-
-def _wall_time(runs: list) -> float:
-    """The runs' wall_time_s summed (a run that recorded none counts 0)."""
-    return sum(float(r.summary.get("wall_time_s") or 0) for r in runs)
-
-
-def timing_lines(timing: dict, run_time: float, workers: int, quick: bool, committed_time: float = 0.0,
-                 committed_runs: int = 0) -> list[str]:
-    """What the report says of the time its runs took. `timing`: the last training invocation's
-    record (wall_time_s None when no invocation here trained; runs_before: the finished run folders
-    it took as done); `run_time`: the runs' wall_time_s summed; `committed_runs` (their wall_time_s
-    summed: `committed_time`): the report's runs that no invocation here trains, the real model's,
-    read from their committed folders."""
-    in_parts = [f"the runs were trained in parts; together they ran {run_time / 60:.1f} min (the sum of their "
-                f"wall_time_s: about {run_time / 60 / max(workers, 1):.1f} min of wall time on {workers} workers)"]
-    if timing["wall_time_s"] is None:
-        return in_parts
-    if timing.get("runs_before"):  # the last invocation trained what was missing beside finished run folders
-        return in_parts + [f"the last part: {timing['wall_time_s'] / 60:.1f} min wall ({timing['date']}, beside "
-                           f"{timing['runs_before']} finished run folders it took as done)"]
-    trained = "every run of the CPU testbed's claims" if committed_runs else "every run of this report"
-    lines = [f"this {'quick' if quick else 'full'} reproduction: {timing['wall_time_s'] / 60:.1f} min wall "
-             f"({timing['date']}, training {trained})"]
-    if committed_runs:
-        lines.append(f"the real model's {committed_runs} runs were trained in parts and read from their committed "
-                     f"folders (together {committed_time / 60:.1f} min, the sum of their wall_time_s)")
-    return lines
-
-
-SUMMARY_HEAD = ["| claim | question | verdict | on reward AUC | n per set | detectable with 80% power | control: median "
-                "(censored) | mechanism check |", "|---|---|---|---|---|---|---|---|"]
-
-
-def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
-    """A verdict's row of the summary table, its reward-AUC twin folded in."""
-    def detectable(x: Optional[Verdict]) -> str:
-        return detectable_text(x.facts) if x is not None and x.facts else "–"
-
-    f = v.facts
-    n = " and ".join(map(str, f["n_per_set"])) if f else "–"
-    det = detectable(v) + (f"; AUC {detectable(twin)}" if twin is not None and twin.facts else "")
-    first = f.get("levels_of", "")  # a test across several levels: its first level stands as the control
-    control = "; ".join(f"{', '.join(filter(None, (label, first))) + ': ' if label or first else ''}"
-                        f"{fmt_value(med, f['metric'])}"
-                        + (f" ({cens}/{k})" if f["metric"] in CENSORED else "")
-                        for label, med, cens, k in f["control"]) if f else "–"
-    checks = "; ".join(check_cell(c) for c in v.checks) or "–"
-    return (f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "
-            f"{det} | {control} | {checks} |")
-
-
-def check_cell(check) -> str:
-    """A manipulation check in a table cell: its state and values, "not engaged (dapo 0.0012 < 0.02)"."""
-    state = {True: "engaged", False: "not engaged", None: "not read"}[check.passed]
-    values = ", ".join(f"{label}: {_fmt_check(v)}" if label else _fmt_check(v) for label, v in check.values)
-    return f"{state} ({values}; needs {check.threshold})"
-
-
-def _fmt_check(v: float) -> str:
-    return "never" if v == math.inf else f"{v:.3g}"
 
 
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
