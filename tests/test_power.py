@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+import pytest
+
 from sweeps.deciding import power
 from sweeps.deciding import statistics as st
 
@@ -55,11 +57,67 @@ def test_the_planning_command_reads_a_pilots_run_folders(tmp_path, capsys):
             folder = tmp_path / f"trial-{seed}-{lr}"
             folder.mkdir()
             (folder / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "learning_rate": lr, "max_steps": 30}))
-            (folder / "summary.json").write_text(json.dumps({"steps_to_learn": stl}))
+            (folder / "summary.json").write_text(json.dumps({"status": "finished", "steps_to_learn": stl}))
     assert power.main([str(tmp_path), "--axis", "learning_rate", "--control", "1e-4", "--treatment", "2e-4",
                        "--effect", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("8 pairs;") and "effect 2:" in out and "seeds per set" in out
+
+
+def _pilot(tmp_path, values, status="finished"):
+    import json
+
+    import yaml
+
+    for seed, (control, treated) in enumerate(values):
+        for lr, stl in ((1e-4, control), (2e-4, treated)):
+            folder = tmp_path / f"trial-{seed}-{lr}"
+            folder.mkdir()
+            (folder / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "learning_rate": lr, "max_steps": 30}))
+            (folder / "summary.json").write_text(json.dumps({"status": status, "steps_to_learn": stl}))
+
+
+ARGS = ["--axis", "learning_rate", "--control", "1e-4", "--treatment", "2e-4"]
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--comparisons", "0"], "--comparisons 0; allowed: an integer ≥ 1"),
+    (["--comparisons", "-2"], "--comparisons -2; allowed"),
+    (["--effect", "nan"], "--effect nan; allowed: a number > 0"),
+    (["--metric", "steps_to_lern"], "--metric steps_to_lern; allowed: steps_to_learn"),
+])
+def test_the_planning_command_refuses_nonsense_in_one_line(tmp_path, capsys, extra, needle):
+    _pilot(tmp_path, [(14, 9), (15, 10), (16, 9)])
+    assert power.main([str(tmp_path), *ARGS, *extra]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_the_planning_command_names_what_it_cannot_use(tmp_path, capsys):
+    """Killed runs are not pairs; an unknown axis, a missing folder, all-censored runs are refused in
+    one line; one tied pair plans nothing without saying there is no noise estimate."""
+    _pilot(tmp_path, [(14, 9), (15, 10)], status="killed")
+    assert power.main([str(tmp_path), *ARGS]) == 2
+    captured = capsys.readouterr()
+    assert "trial-0-0.0001 (killed)" in captured.out and "no seed ran both" in captured.err
+    (tmp_path / "trial-x").mkdir()  # a folder without its files
+    assert power.main([str(tmp_path), "--axis", "learnin_rate", "--control", "1", "--treatment", "2"]) == 2
+    assert "trial-x (no summary.json)" in capsys.readouterr().out
+    assert power.main([str(tmp_path / "nowhere"), *ARGS]) == 2
+    assert "nowhere: no such folder" in capsys.readouterr().err
+    censored = tmp_path / "censored"
+    censored.mkdir()
+    _pilot(censored, [(None, None), (None, None)])
+    assert power.main([str(censored), *ARGS]) == 2
+    assert "no run of either arm reached steps_to_learn" in capsys.readouterr().err
+    one = tmp_path / "one"
+    one.mkdir()
+    _pilot(one, [(14, 9)])
+    assert power.main([str(one), *ARGS, "--effect", "2"]) == 0
+    assert "no noise estimate: one pair" in capsys.readouterr().out
+    assert power.main([str(one), "--axis", "learnin_rate", "--control", "1e-4", "--treatment", "2e-4"]) == 2
+    assert "--axis learnin_rate: not a key of these runs' config.yaml; allowed: a grid axis, e.g. learning_rate" in \
+        capsys.readouterr().err
 
 
 # ---- tests across several levels (Friedman's): one level shifted from the others -------------------------
@@ -105,3 +163,18 @@ def test_the_tied_model_finds_no_partial_effect_where_the_shift_model_finds_any(
     assert power.detectable_effect(noise, 8, moved=5 / 16) == float("inf")
     assert 0 < power.detectable_effect(noise, 8, moved=0.9) < 1
     assert power.moved_share([[0, 0, 1, 0], [0, -2, 0, 0]]) == 0.25
+
+
+def test_the_old_command_name_runs_the_whole_plan(tmp_path):
+    """`python -m sweeps.power` (the name in committed reports) runs the command to its end, not
+    only its --help: every import of the module works when it runs as __main__ under that name."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _pilot(tmp_path, [(14, 9), (15, 10), (16, 9), (13, 9)])
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "sweeps.power", str(tmp_path), *ARGS, "--effect", "2"], cwd=root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("4 pairs;") and "effect 2:" in proc.stdout

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Optional, Sequence
 
 import numpy as np
@@ -186,14 +187,59 @@ def blocks_needed(rows: np.ndarray, effect: float, m: int = 1, target: float = P
     return None
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    """Seeds per set for a pilot sweep's paired differences (one metric, control against treatment)."""
+def _pilot_values(runs: str, axis: str, metric: str) -> tuple[dict, int, list[str]]:
+    """Per seed, the metric at each value of `axis`, from the finished runs under `runs`; the
+    horizon (the longest max_steps); and the folders left out, each with why. A UserInputError for
+    what no folder can answer (no such folder, an axis no run's config has)."""
+    import json
     from pathlib import Path
 
-    from grpo_core.util.yaml_files import read_yaml_mapping
-    import json
+    import yaml
 
-    parser = argparse.ArgumentParser(prog="python -m sweeps.deciding.power", description=main.__doc__)
+    from grpo_core.util.errors import UserInputError
+
+    root = Path(runs)
+    if not root.is_dir():
+        raise UserInputError(f"{runs}: no such folder; allowed: a sweep's run folder root (one folder per trial)")
+    by_seed: dict = {}
+    horizon, left_out, axes = 0, [], set()
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+            cfg = yaml.safe_load((folder / "config.yaml").read_text())
+        except FileNotFoundError as exc:
+            left_out.append(f"{folder.name} (no {Path(exc.filename).name})")
+            continue
+        except (OSError, ValueError, yaml.YAMLError):
+            left_out.append(f"{folder.name} (summary.json or config.yaml unreadable)")
+            continue
+        if not isinstance(summary, dict) or not isinstance(cfg, dict):
+            left_out.append(f"{folder.name} (summary.json or config.yaml not a mapping)")
+            continue
+        if summary.get("status") != "finished":
+            left_out.append(f"{folder.name} ({summary.get('status') or 'not finished'})")
+            continue
+        axes |= set(cfg)
+        if axis not in cfg or "seed" not in cfg:
+            continue
+        value = summary.get(metric)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            left_out.append(f"{folder.name} ({metric} is {value!r}, not a number)")
+            continue
+        horizon = max(horizon, int(cfg.get("max_steps") or 0))
+        by_seed.setdefault(cfg["seed"], {})[float(cfg[axis])] = math.inf if value is None else float(value)
+    if axes and not by_seed:
+        raise UserInputError(f"--axis {axis}: not a key of these runs' config.yaml; allowed: a grid axis, e.g. "
+                             f"{', '.join(sorted(k for k in axes if k.endswith(('rate', 'std', 'scale', 'ratio'))))}")
+    return by_seed, horizon, left_out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Seeds per set for a pilot sweep's paired differences (one metric, control against treatment)."""
+    from grpo_core.util.errors import UserInputError
+    from sweeps.report_spec import SUMMARY_METRICS  # absolute: `python -m sweeps.power` runs this file as __main__
+
+    parser = argparse.ArgumentParser(prog="python -m sweeps.power", description=main.__doc__)
     parser.add_argument("runs", help="a sweep's run folder root (one folder per trial)")
     parser.add_argument("--axis", required=True)
     parser.add_argument("--control", type=float, required=True)
@@ -205,25 +251,42 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="the claimed side of treatment − control, as the report's test reads it (default lower: "
                              "sooner); either: no claimed side")
     args = parser.parse_args(argv)
-    direction = None if args.direction == "either" else args.direction
-    by_seed: dict = {}
-    horizon = 0
-    for folder in sorted(Path(args.runs).glob("*/summary.json")):
-        cfg = read_yaml_mapping(folder.parent / "config.yaml")
-        summary = json.loads(folder.read_text())
-        value = summary.get(args.metric)
-        horizon = max(horizon, cfg["max_steps"])
-        value = math.inf if value is None else float(value)
-        by_seed.setdefault(cfg["seed"], {})[float(cfg[args.axis])] = value
-    pairs = [(v[args.treatment], v[args.control]) for v in by_seed.values() if {args.treatment, args.control} <= set(v)]
-    d = [min(t, horizon) - min(c, horizon) for t, c in pairs]
-    if not d:
-        print("no seed ran both arms")
+
+    def refuse(message: str) -> int:
+        print(f"python -m sweeps.power: {message}", file=sys.stderr)
         return 2
+
+    if args.comparisons < 1:
+        return refuse(f"--comparisons {args.comparisons}; allowed: an integer ≥ 1 (the comparisons Holm corrects over)")
+    if any(not math.isfinite(e) or e <= 0 for e in args.effect or []):
+        return refuse(f"--effect {next(e for e in args.effect if not math.isfinite(e) or e <= 0)}; allowed: a number > 0")
+    if args.metric not in SUMMARY_METRICS:
+        return refuse(f"--metric {args.metric}; allowed: {', '.join(SUMMARY_METRICS)}")
+    for flag, value in (("--control", args.control), ("--treatment", args.treatment)):
+        if not math.isfinite(value):
+            return refuse(f"{flag} {value}; allowed: a value of the grid axis")
+    try:
+        by_seed, horizon, left_out = _pilot_values(args.runs, args.axis, args.metric)
+    except UserInputError as exc:
+        return refuse(str(exc))
+    direction = None if args.direction == "either" else args.direction
+    if left_out:
+        print(f"left out: {'; '.join(left_out)}")
+    pairs = [(v[args.treatment], v[args.control]) for v in by_seed.values() if {args.treatment, args.control} <= set(v)]
+    if not pairs:
+        return refuse(f"no seed ran both {args.axis}={args.control:g} and {args.axis}={args.treatment:g} to the end; "
+                      f"allowed: values of {args.axis} that finished runs used")
+    if all(math.isinf(x) for pair in pairs for x in pair):
+        return refuse(f"no run of either arm reached {args.metric}: no differences to plan from")
+    d = [min(t, horizon) - min(c, horizon) for t, c in pairs]
     noise = centered([d])
     est = st.hodges_lehmann(d)[0]
-    print(f"{len(d)} pairs; paired differences {sorted(d)}; estimate {est:+.2f}; centered spread "
-          f"{np.std(noise, ddof=1) if len(noise) > 1 else 0:.2f}")
+    spread = float(np.std(noise, ddof=1)) if len(noise) > 1 else 0.0
+    print(f"{len(d)} pairs; paired differences {sorted(d)}; estimate {est:+.2f}; centered spread {spread:.2f}")
+    if len(d) < 2 or spread == 0:
+        print("no noise estimate: " + ("one pair" if len(d) < 2 else "every pair differs alike")
+              + "; the seed counts below are the fewest with which the test can reach significance at all, not a "
+                "power estimate: train more pilot pairs")
     for effect in args.effect or [1.0, 2.0, 3.0]:
         n = seeds_needed(noise, effect, args.comparisons, direction)
         side = "either side" if direction is None else f"estimate {direction}"
