@@ -194,3 +194,15 @@ def test_the_docs_forest_plot_is_the_committed_reports():
     page = (root / "docs" / "results.md").read_text()
     assert page.index("](forest-real-cpu.png)") < page.index("\n## ")  # at the top, before the first section
     assert "![Every claim's effect, per seed set and testbed](figures/forest.png)" in (report.parent.parent / "REPORT.md").read_text()
+
+
+def test_a_spec_still_training_renders_its_margins_without_pairs():
+    """Two runs of a 32-run spec (one per arm, different seeds): no pairs, so no interval to read
+    against the margin; the table shows "–" where a bound would be (it once raised on NaN)."""
+    from sweeps.deciding.verdicts import _fmt_num
+
+    assert _fmt_num(float("nan"), "steps_to_learn", -1) == "–"
+    spec = _spec({"tests": [CLIP], "margins": {"steps": 3, "reward_auc": 0.03}})
+    runs = [r for r in _runs(0.05) if (r.point["loss_type"], r.point["seed"]) in (("dapo", 3), ("cispo", 11))]
+    steps, auc = [v for v, _ in replicated_verdicts(spec, runs)]
+    assert steps.verdict.startswith("inconclusive") and "| 0 | – | 1 | – | [–, –] |" in steps.table

@@ -147,6 +147,8 @@ def _fmt_num(v: float, metric: str, outward: int = 0) -> str:
     """A value to whole steps (a step metric) or 3 decimals: to the nearest (outward 0), or, for an
     interval's bound, away from its estimate (−1 a lower bound, down; +1 an upper bound, up), so that
     the printed interval holds the computed one: [0, +0.5] prints as [+0, +1], never [+0, +0]."""
+    if math.isnan(v):  # no pairs to bound it (a spec still training)
+        return "–"
     if math.isinf(v):
         return "unbounded" if v > 0 else "−unbounded"
     digits = 0 if metric in CENSORED else 3
