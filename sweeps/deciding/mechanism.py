@@ -42,11 +42,16 @@ class MechanismResult:
     threshold: str  # "≥ 0.02"
     tests: Optional[list]  # the spec's test indices it gates; None: every test
 
+    def state(self) -> str:
+        return {True: "engaged", False: MECHANISM_NOT_ENGAGED.replace("mechanism ", ""), None: "not read"}[self.passed]
+
+    def values_text(self, sep: str = "; ") -> str:
+        """Each arm's value, "loss_type=dapo: 0.0012" (never: +inf; –: not read)."""
+        return sep.join(f"{label}: {_fmt(v)}" if label else _fmt(v) for label, v in self.values) or "no runs"
+
     def text(self) -> str:
-        """"the clipped arm clips …: loss_type=dapo 0.0012 (needs ≥ 0.02): not engaged"."""
-        values = "; ".join(f"{label}: {_fmt(v)}" if label else _fmt(v) for label, v in self.values) or "no runs"
-        state = {True: "engaged", False: MECHANISM_NOT_ENGAGED.replace("mechanism ", ""), None: "not read"}[self.passed]
-        return f"{self.what}: {values} (needs {self.threshold}): {state}"
+        """"the clipped arm clips …: loss_type=dapo: 0.0012 (needs ≥ 0.02): not engaged"."""
+        return f"{self.what}: {self.values_text()} (needs {self.threshold}): {self.state()}"
 
 
 def _fmt(v: float) -> str:

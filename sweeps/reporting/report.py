@@ -193,6 +193,12 @@ def _left_out_text(spec: SweepSpec, missing: list[dict], left_out: list[str]) ->
 SHARED_PREFIX = "trial-shared-"  # a run another sweep trained, copied in (sweeps/driving/adopt.py)
 
 
+def shared_source(folder_name: str) -> str:
+    """The sweep that trained a shared run: after the last trial-shared- (a copy of a copy keeps its
+    name), up to its own trial folder's name."""
+    return folder_name.rsplit(SHARED_PREFIX, 1)[1].rsplit("-trial-", 1)[0]
+
+
 def shared_arms(spec: SweepSpec, runs: list[Run]) -> str:
     """Which arms are runs another claim's sweep trained (the same config and seeds, copied in): the
     two claims' verdicts then rest on one realisation of that arm and are not independent evidence."""
@@ -200,7 +206,7 @@ def shared_arms(spec: SweepSpec, runs: list[Run]) -> str:
     for r in runs:
         name = r.folder.name if r.folder is not None else ""
         if name.startswith(SHARED_PREFIX):
-            source = name.rsplit(SHARED_PREFIX, 1)[1].rsplit("-trial-", 1)[0]  # the sweep that trained it
+            source = shared_source(name)
             arm = _label((a, r.point[a]) for a in spec.grid) or "all runs"
             sources.setdefault((arm, source), []).append(r.point["seed"])
     return "; ".join(f"{arm}: {len(seeds)} runs are `{source}`'s (the same runs serve both claims, so their verdicts "
@@ -224,8 +230,7 @@ def borrowers(runs_root: Path, names: list[str]) -> dict[str, list[str]]:
     out: dict = {}
     for name in names:
         folder = runs_root / name
-        sources = {f.name.rsplit(SHARED_PREFIX, 1)[1].rsplit("-trial-", 1)[0]
-                   for f in (folder.glob(f"{SHARED_PREFIX}*") if folder.is_dir() else [])}
+        sources = {shared_source(f.name) for f in (folder.glob(f"{SHARED_PREFIX}*") if folder.is_dir() else [])}
         for source in sources:
             out.setdefault(source, []).append(name)
     return out

@@ -4,7 +4,6 @@ versions the runs were made with, and the time they took. `grpo reproduce` (repr
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from grpo_core.record.provenance import versions
@@ -100,11 +99,6 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
 
 
 def check_cell(check) -> str:
-    """A manipulation check in a table cell: its state and values, "not engaged (dapo 0.0012 < 0.02)"."""
-    state = {True: "engaged", False: "not engaged", None: "not read"}[check.passed]
-    values = ", ".join(f"{label}: {_fmt_check(v)}" if label else _fmt_check(v) for label, v in check.values)
-    return f"{state} ({values}; needs {check.threshold})"
-
-
-def _fmt_check(v: float) -> str:
-    return "never" if v == math.inf else f"{v:.3g}"
+    """A manipulation check in a table cell: its state and values, "not engaged (loss_type=dapo: 0.0012;
+    needs ≥ 0.02)"."""
+    return f"{check.state()} ({check.values_text(', ')}; needs {check.threshold})"
