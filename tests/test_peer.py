@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from sweeps.deciding.peer import AGREE, DISAGREE, NO_DIFFERENCE, TRL_ARGS, peer_section
+from sweeps.deciding.peer import AGREE, DISAGREE, NO_DIFFERENCE, ONE_STEP, TRL_ARGS, peer_section
 from sweeps.deciding.runs import Run
 from sweeps.spec import SweepSpec
 
@@ -57,6 +57,25 @@ def test_fewer_than_six_peer_runs_are_shown_not_tested(tmp_path):
     text, found = peer_section(SPEC, _ours([16, 17, 18]), tmp_path / "pc")
     assert found == "in training (1 of 6 TRL runs finished)"
     assert "| 0 | 16 | 16 | " in text and "rank-sum p" not in text
+
+
+def test_the_one_step_comparison_is_printed_per_loss_and_beta(tmp_path):
+    """benchmarks/peer_step.py's record beside the peer runs: one row per (loss type, β), each
+    term's difference, and whether the two trainers agree; a differing config key is named."""
+    _peers(tmp_path / "pc", [16])
+    tolerance = {"advantages": 1e-5, "ref_logps": 1e-4, "grad": 1e-3}
+    steps = [{"loss_type": "grpo", "beta": 0.0, "diff": {"advantages": 2.4e-7, "ref_logps": None, "grad": 5.1e-6},
+              "differing_keys": [], "agree": True},
+             {"loss_type": "grpo", "beta": 0.04, "diff": {"advantages": 2.4e-7, "ref_logps": 3.8e-6, "grad": 0.21},
+              "differing_keys": [["use_bias_correction_kl", "False", "True"]], "agree": False}]
+    (tmp_path / "pc" / ONE_STEP).write_text(json.dumps({"spec": "pc", "arm": {"learning_rate": 5e-5}, "seed": 0,
+                                                        "tolerance": tolerance, "versions": "trl 1.16.0",
+                                                        "steps": steps}))
+    text, _ = peer_section(SPEC, _ours([16, 17, 18]), tmp_path / "pc")
+    assert "| loss_type | β | advantages (≤ 1e-05) | ref_logps (≤ 1e-04) | grad (≤ 1e-03) | reads |" in text
+    assert "| grpo | 0 | 2.4e-07 | – | 5.1e-06 | agree |" in text
+    assert "| grpo | 0.04 | 2.4e-07 | 3.8e-06 | 2.1e-01 | **differ** (use_bias_correction_kl differs) |" in text
+    assert "**One step: 1 of 2 settings agree.**" in text
 
 
 def test_no_peer_runs_no_section(tmp_path):

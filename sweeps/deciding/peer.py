@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the ver
 PEER_MARGINS = {"steps_to_learn": 2.0, "reward_auc": 0.03}
 AGREE, DISAGREE, NO_DIFFERENCE = "agree", "disagree", "no difference detected"
 TRL_ARGS = "trl_args.json"  # beside a TRL run: each shared key's value in grpo-lab's config and in TRL's
+ONE_STEP = "one_step.json"  # beside the peer runs: one step of both trainers on one batch (benchmarks/peer_step.py)
 MIN_PEER_RUNS = 6  # TRL runs (seeds) before the check is tested: fewer are shown, not read
 
 
@@ -93,6 +94,33 @@ def trl_config_lines(folder: Path) -> list[str]:
     return lines + [""]
 
 
+def one_step_lines(folder: Path) -> list[str]:
+    """The one-step comparison (benchmarks/peer_step.py) as a table: per loss type and β, the
+    largest difference of each term between the two trainers on one shared batch and whether all
+    lie within the recorded bounds; nothing where it was not run."""
+    path = folder / ONE_STEP
+    if not path.is_file():
+        return []
+    record = json.loads(path.read_text())
+    tol = record["tolerance"]
+    terms = list(tol)
+    arm = " ".join(f"{k}={v}" for k, v in record["arm"].items())
+    lines = [f"One step of both trainers on the same batch (`python -m benchmarks.peer_step {record['spec']} …  "
+             f"--arm {arm}`, seed {record['seed']}): grpo-lab samples the batch, TRL is handed its completions, both "
+             f"hold the same LoRA weights (B perturbed from zero, so the policy is not its reference); clipping and "
+             f"dropout off. Each cell is the largest difference between the two (loss: relative to TRL's; gradient: "
+             f"‖Δ‖ / ‖TRL's‖ over every LoRA matrix); the bound is under each term's name. {record['versions']}.", "",
+             "| loss_type | β | " + " | ".join(f"{t} (≤ {tol[t]:.0e})" for t in terms) + " | reads |",
+             "|---|---|" + "---|" * len(terms) + "---|"]
+    for row in record["steps"]:
+        cells = ["–" if row["diff"].get(t) is None else f"{row['diff'][t]:.1e}" for t in terms]
+        reads = AGREE if row["agree"] else "**differ**" + (f" ({', '.join(k for k, _, _ in row['differing_keys'])} "
+                                                            f"differs)" if row["differing_keys"] else "")
+        lines.append(f"| {row['loss_type']} | {row['beta']:g} | " + " | ".join(cells) + f" | {reads} |")
+    agree = sum(row["agree"] for row in record["steps"])
+    return lines + ["", f"**One step: {agree} of {len(record['steps'])} settings agree.**", ""]
+
+
 def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, Optional[str]]:
     """The Markdown of the peer check of one spec, and its outcome on steps_to_learn (None without
     peer runs)."""
@@ -127,7 +155,7 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
         outcome = f"in training ({len(peers)} of {MIN_PEER_RUNS} TRL runs finished)"
         lines += ["", f"**Peer check: {outcome}**: not tested until {MIN_PEER_RUNS} TRL runs (and 2 or more of "
                       f"grpo-lab's) have finished.", ""]
-        return "\n".join(lines), outcome
+        return "\n".join(lines + one_step_lines(folder) + trl_config_lines(folder)), outcome
     lines += ["", "| metric | grpo-lab runs | TRL runs | shift TRL − grpo-lab [95% CI] | rank-sum p | reads |",
               "|---|---|---|---|---|---|"]
     reads_of = {}
@@ -151,5 +179,5 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
                   f"95% interval lies inside the declared margin, steps ±{PEER_MARGINS['steps_to_learn']:g}, reward "
                   f"AUC ±{PEER_MARGINS['reward_auc']:g}; no difference detected: not significant, but the interval "
                   f"still allows a gap beyond the margin; disagree: significant on either).", ""]
-    lines += trl_config_lines(folder)
+    lines += one_step_lines(folder) + trl_config_lines(folder)
     return "\n".join(lines), outcome
