@@ -172,3 +172,29 @@ def test_two_objectives_give_a_pareto_front_importance_and_a_search_report(tmp_p
     assert grpo_here("sweep", grid.name, cwd=tmp_path).returncode == 0
     refused = grpo_here("report", "grid.yaml", cwd=tmp_path)
     assert refused.returncode == 2 and "a grid; allowed: a search spec" in refused.stderr
+
+
+def test_a_searchs_mlflow_view_lists_its_trials_best_first_with_parallel_coordinates():
+    """The view `grpo ui` opens for a search (the browser test renders one): trial runs only, sorted
+    by the first objective in its direction, its parameters and objectives as columns; a parallel
+    chart of the parameters against the first objective and, with a second objective, the two
+    against each other."""
+    from sweeps.driving.ui_view import describe_links, search_view_state
+
+    state = search_view_state("s", ["learning_rate", "beta"], ["final_reward", "steps_to_learn"],
+                              ["maximize", "minimize"])
+    assert state["searchFilter"] == "tags.sweep = 's' AND tags.sweep_role = 'trial'"
+    assert state["orderByKey"] == "metrics.`final_reward_mean`" and state["orderByAsc"] is False
+    assert state["selectedColumns"][:4] == ["params.`learning_rate`", "params.`beta`", "metrics.`final_reward_mean`",
+                                            "metrics.`steps_to_learn_mean`"]
+    assert "tags.`status`" in state["selectedColumns"] and "metrics.`pruned_after_step`" in state["selectedColumns"]
+    parallel, curves, scatter = state["compareRunCharts"]
+    assert parallel["type"] == "PARALLEL" and parallel["selectedParams"] == ["learning_rate", "beta"]
+    assert parallel["selectedMetrics"] == ["final_reward_mean"]
+    assert curves["type"] == "LINE" and curves["metricKey"] == "reward"
+    assert scatter["type"] == "SCATTER" and (scatter["xaxis"]["key"], scatter["yaxis"]["key"]) == (
+        "final_reward_mean", "steps_to_learn_mean")
+    assert search_view_state("s", ["beta"], ["steps_to_learn"], ["minimize"])["orderByAsc"] is True
+    links = {"table": "http://t", "charts": "http://c", "search": True}
+    assert "the search's trials" in describe_links("s", links) and "grouped by grid point" not in describe_links("s", links)
+    assert "grouped by grid point" in describe_links("s", {**links, "search": False})

@@ -105,3 +105,132 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
     finally:
         os.killpg(ui.pid, signal.SIGTERM)
         ui.wait(timeout=60)
+
+
+def _evaluate(chromium: str, url: str, profile, expression: str, screenshot=None, timeout: float = 120.0,
+              size: str = "1600,1000"):
+    """Open `url` in headless chromium (a fresh profile) and return the JavaScript `expression`'s value
+    once it is not null (None if it stays null for `timeout` s), through the DevTools protocol:
+    what the page's scripts built (a chart's data), not only its HTML. A screenshot of that state."""
+    import asyncio
+    import base64
+    import itertools
+
+    import aiohttp
+
+    browser = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                f"--user-data-dir={profile}", f"--window-size={size}", "--remote-debugging-port=0",
+                                "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file, deadline = profile / "DevToolsActivePort", time.monotonic() + 60
+        while not (port_file.is_file() and port_file.read_text().strip()):
+            assert time.monotonic() < deadline and browser.poll() is None, "chromium did not open its DevTools port"
+            time.sleep(0.2)
+        port = int(port_file.read_text().split()[0])
+
+        async def drive():
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{port}/json/list") as answer:
+                    page = next(t for t in await answer.json() if t["type"] == "page")
+                async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                    ids = itertools.count(1)
+
+                    async def call(method: str, **params):
+                        n = next(ids)
+                        await ws.send_json({"id": n, "method": method, "params": params})
+                        while (message := await ws.receive_json()).get("id") != n:
+                            pass
+                        return message.get("result", {})
+
+                    await call("Page.navigate", url=url)
+                    until = time.monotonic() + timeout
+                    while (value := (await call("Runtime.evaluate", expression=expression, returnByValue=True))
+                           .get("result", {}).get("value")) is None and time.monotonic() < until:
+                        await asyncio.sleep(1)
+                    if screenshot is not None:
+                        shot = await call("Page.captureScreenshot", format="png")
+                        screenshot.write_bytes(base64.b64decode(shot["data"]))
+                    return value
+
+        return asyncio.run(drive())
+    finally:
+        browser.terminate()
+        browser.wait(timeout=60)
+
+
+# the parallel-coordinates chart once drawn: MLflow draws it with parcoord-es (SVG axes, lines on canvases) from
+# its React component's props (one row per line), read here from the component that holds them
+PARCOORDS = """(() => { const el = document.querySelector('.parcoords'); if (!el) return null;
+  const key = Object.keys(el).find(k => k.startsWith('__reactFiber$')); let f = key && el[key];
+  while (f && !(f.memoizedProps && f.memoizedProps.selectedParams && f.memoizedProps.data)) f = f.return;
+  const axes = [...el.querySelectorAll('.dimension .label')].length;
+  if (!f || !axes) return null;
+  return {params: f.memoizedProps.selectedParams, metrics: f.memoizedProps.selectedMetrics, axes: axes,
+          canvases: el.querySelectorAll('canvas').length, rows: f.memoizedProps.data}; })()"""
+
+
+def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(tmp_path):
+    """A search's view: one row per trial (not per seed) with its searched parameters, objective and
+    state, best first; pruned trials shown as pruned with the step they stopped at; the parallel
+    coordinates of the parameters against the objective with one line per finished trial."""
+    import optuna
+
+    chromium = _chromium()
+    spec = yaml.safe_load((ROOT / "experiments" / "search_lr_beta.yaml").read_text())
+    spec["base"].update(max_steps=12, stl_window=4, cache_dir=str(CACHE), baseline_prompts=16)
+    spec.update(n_trials=6, pruner={"type": "median", "warmup_steps": 4, "startup_trials": 2})
+    (tmp_path / "search.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    store, journal = f"sqlite:///{tmp_path}/mlflow.db", f"{tmp_path}/journal.log"
+    done = run_grpo_here("sweep", "search.yaml", "--storage", f"journal:///{journal}", "--tracking-uri", store,
+                         "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sweep search-lr-beta: the search's trials in MLflow" in done.stdout
+    assert "grouped by grid point" not in done.stdout
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    trials = optuna.load_study(study_name="search-lr-beta",
+                               storage=JournalStorage(JournalFileBackend(journal))).trials
+    finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert len(trials) == 6 and len(finished) >= 2 and pruned  # the view has both kinds to show
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    ui = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port), "--tracking-uri", store],
+                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          start_new_session=True)
+    try:
+        lines = "".join(ui.stdout.readline() for _ in range(3))
+        links = dict(re.findall(r"(the search's trials|parallel coordinates).*?(http://\S+)", lines))
+        table, charts = links["the search's trials"], links["parallel coordinates"]
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MLflow UI did not start"
+                time.sleep(0.5)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        _, page = _browse(chromium, table, tmp_path / "profile-table", ARTIFACTS / "ui-search-table.png")
+        names = re.findall(r"search-lr-beta-t(\d+)-\S+", page)
+        assert sorted(set(map(int, names))) == list(range(6))  # one row per trial
+        assert "seed0" not in page and "seed1" not in page  # the seeds' runs are one click below, not rows
+        for column in ("learning_rate", "beta", "steps_to_learn_mean", "pruned_after_step", "status"):
+            assert column in page, column
+        assert page.count(" pruned ") >= len(pruned)  # each pruned trial's state
+        best = min(finished, key=lambda t: t.value)
+        assert page.index(f"search-lr-beta-t{best.number}-") < min(page.index(f"search-lr-beta-t{t.number}-")
+                                                                   for t in trials if t is not best)  # best first
+        chart = _evaluate(chromium, charts, tmp_path / "profile-charts", PARCOORDS, ARTIFACTS / "ui-search-charts.png")
+        assert chart is not None, "the parallel-coordinates chart was not drawn"
+        assert chart["params"] == ["learning_rate", "beta"] and chart["metrics"] == ["steps_to_learn_mean"]
+        assert chart["axes"] == 3 and chart["canvases"] > 0
+        # one line per finished trial, at its parameters and objective (a pruned trial has none)
+        lines = sorted((float(r["learning_rate"]), float(r["beta"]), r["steps_to_learn_mean"]) for r in chart["rows"])
+        expected = sorted((t.params["learning_rate"], t.params["beta"], t.value) for t in finished)
+        assert len(lines) == len(expected) and all(a == pytest.approx(b) for a, b in zip(lines, expected)), lines
+    finally:
+        os.killpg(ui.pid, signal.SIGTERM)
+        ui.wait(timeout=60)

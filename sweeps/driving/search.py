@@ -13,6 +13,8 @@ start), negated when the objective is minimized (Optuna prunes in the study's di
 from __future__ import annotations
 
 import math
+import sys
+import time
 from pathlib import Path
 
 from grpo_core.mlflow_logging import MlflowRunLogger
@@ -92,10 +94,10 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
     trial_params["seeds"] = spec.seeds
     tags = {"sweep": spec.name, "trial_number": trial.number, **{f"variant.{k}": v for k, v in params.items()}}
     trial_logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, run_name(spec, trial.number, params),
-                                   trial_params, tags=tags, parent_run_id=ctx.parent_run_id)
+                                   trial_params, tags={**tags, "sweep_role": "trial"}, parent_run_id=ctx.parent_run_id)
     trial.set_user_attr("mlflow_run_id", trial_logger.run_id)
     values: dict[str, list[float]] = {name: [] for name in spec.all_objectives}
-    learned, train_s = [], 0.0
+    learned, train_s, seed_runs = [], 0.0, []  # seed_runs: (seed, its run folder, its MLflow run id)
     sign = -1.0 if spec.direction == "minimize" else 1.0
     try:
         for index, seed in enumerate(spec.seeds):
@@ -103,7 +105,8 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
             out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}" / f"seed-{seed}"
             hook = PruneCheck(trial, cfg.stl_window, index * cfg.max_steps, sign, on_step) if spec.pruner else on_step
             summary, _ = run_logged(cfg, spec, ctx, run_name(spec, trial.number, {**params, "seed": seed}),
-                                    {**tags, "seed": seed}, trial_logger.run_id, out, on_step=hook)
+                                    {**tags, "seed": seed}, trial_logger.run_id, out, on_step=hook,
+                                    on_run=lambda run_id, seed=seed, out=out: seed_runs.append((seed, out, run_id)))
             for name in spec.all_objectives:
                 values[name].append(spec.censor(summary, cfg.max_steps, name))
             learned.append(summary.get("learned", 0))
@@ -111,10 +114,12 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
     except RunPruned as exc:
         trial.set_user_attr("error", str(exc))
         trial.set_user_attr("seeds_run", len(learned) + 1)
+        record_trial(trial_logger, seed_runs)
         trial_logger.end({"pruned_after_step": exc.step, "prune_reason": str(exc)}, "pruned", None)
         raise optuna.TrialPruned(str(exc)) from None
     except BaseException as exc:
         status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+        record_trial(trial_logger, seed_runs)
         trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
         raise
     means = {name: sum(v) / len(v) for name, v in values.items()}
@@ -122,11 +127,41 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
     if len(spec.all_objectives) > 1:
         trial.set_user_attr("seed_values_by_objective", values)
     trial.set_user_attr("train_time_s", train_s)
+    record_trial(trial_logger, seed_runs)
     trial_logger.end({"objective": means[spec.objective], **{f"{k}_mean": v for k, v in means.items()},
                       "learned_fraction": sum(learned) / len(learned), "train_time_s": train_s}, "finished", None)
     if len(spec.all_objectives) > 1:
         return tuple(means[name] for name in spec.all_objectives)
     return means[spec.objective]
+
+
+def record_trial(trial_logger, seed_runs: list[tuple[int, Path, str]]) -> None:
+    """What the search's MLflow view shows of a trial beyond its summary (sweeps/driving/ui_view.py):
+    its reward curve (at each step, the mean reward over the trial's seeds that reached it; a pruned
+    seed's curve stops where it was stopped), and as its description the links to its seeds' runs."""
+    from mlflow.entities import Metric
+
+    from grpo_core.util.files import read_metrics
+
+    by_step: dict[int, list[float]] = {}
+    for _, folder, _ in seed_runs:
+        path = Path(folder) / "metrics.jsonl"
+        for row in read_metrics(path) if path.is_file() else []:
+            if "reward" in row:
+                by_step.setdefault(int(row["step"]), []).append(float(row["reward"]))
+    stamp = int(time.time() * 1000)
+    curve = [Metric("reward", sum(v) / len(v), stamp, step) for step, v in sorted(by_step.items())]
+    experiment = trial_logger.experiment_id
+    note = "The runs of this trial's seeds:\n\n" + "\n".join(
+        f"- seed {seed}: [{run_id}](#/experiments/{experiment}/runs/{run_id}) (folder `{folder}`)"
+        for seed, folder, run_id in seed_runs)
+    try:
+        for i in range(0, len(curve), 1000):  # MLflow takes at most 1000 metrics per batch
+            trial_logger.client.log_batch(trial_logger.run_id, metrics=curve[i:i + 1000])
+        trial_logger.client.set_tag(trial_logger.run_id, "mlflow.note.content", note)
+    except Exception as exc:  # the store went away: the trial's result stands, its runs' folders hold the curves
+        print(f"grpo sweep: the trial's curve and seed links were not logged to MLflow ({type(exc).__name__}: {exc})",
+              file=sys.stderr, flush=True)
 
 
 def undefined(value) -> bool:
