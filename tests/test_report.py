@@ -317,7 +317,7 @@ def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
     assert check_zero_loss_step1(spec, silent, {"statement": "s", "step1_only": True}).verdict == "inconclusive"
 
 
-def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_path, monkeypatch):
+def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_path, monkeypatch, summaries_as_given):
     import shutil
 
     import sweeps.reporting.reproduce as reproduce
@@ -360,6 +360,17 @@ def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_pat
     assert sum("not run yet (needs a GPU)" in r for r in rows) == gpu_specs == 4
 
 
+@pytest.fixture
+def summaries_as_given(monkeypatch):
+    """For tests of the verdicts' logic on synthetic run folders: their summaries state steps_to_learn,
+    reward AUC and loss departure directly, with flat curves that would not produce them, so the
+    report's check of each summary against its metrics.jsonl (tested in
+    test_run_folders_that_are_not_this_specs_runs_are_named_not_counted) is set aside here."""
+    import sweeps.reporting.report_inputs as report_inputs
+
+    monkeypatch.setattr(report_inputs, "data_fault", lambda summary, metrics, config: None)
+
+
 def _write_runs(runs_root, name, runs):
     """Finished run folders, as a sweep writes them, from (config, summary) pairs."""
     for i, (config, summary) in enumerate(runs):
@@ -378,7 +389,7 @@ def _cells(row: str, k: int = 4) -> list[str]:
 
 
 @pytest.mark.parametrize("false_positive", [False, True])
-def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(tmp_path, false_positive):
+def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(tmp_path, false_positive, summaries_as_given):
     import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
@@ -558,14 +569,16 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
     spec = SweepSpec(name="t", base={"max_steps": 2}, grid={"beta": [0.0, 0.04]}, seeds=[0, 1], replication_seeds=[2],
                      report={"tests": []})
 
-    def folder(name, beta, seed, summary=None, **config):
+    def folder(name, beta, seed, summary=None, steps=2, **config):
         path = tmp_path / "t" / name
         path.mkdir(parents=True)
         (path / "config.yaml").write_text(yaml.safe_dump({**spec.config_for({"beta": beta, "seed": seed}).to_dict(),
                                                           **config}))
-        (path / "summary.json").write_text(json.dumps({"status": "finished", "steps_completed": 2, "steps_to_learn": None,
+        (path / "summary.json").write_text(json.dumps({"status": "finished", "steps_completed": steps,
+                                                       "steps_to_learn": None, "baseline_reward": 0.5,
                                                        "final_reward": 0.5, **(summary or {})}))
-        (path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.5}\n')
+        (path / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "reward": 0.5, "loss": 0.0}) + "\n"
+                                                    for i in range(1, steps + 1)))
 
     folder("trial-0000", 0.0, 0)
     folder("trial-0001", 0.04, 0, summary={"steps_to_learn": "abc"})
@@ -576,6 +589,11 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
     folder("trial-0006", 0.0, 2)  # the same point again: the later is used
     folder("trial-0007", 0.04, 2, num_threads=7, run_name="x")  # where and how fast it ran: the same run
     folder("trial-0008", 0.04, 1, summary={"steps_completed": 1})  # its metrics.jsonl has 2 steps
+    # a summary its own metrics.jsonl contradicts (older code's definitions, or an edit), or impossible for the spec
+    folder("trial-0009", 0.0, 1, summary={"steps_to_learn": 1, "learned": 1})
+    folder("trial-0010", 0.0, 1, summary={"final_reward": 7.0})
+    folder("trial-0011", 0.0, 1, steps=0)
+    folder("trial-0012", 0.0, 1, steps=3)
     runs, left_out = collect_runs(tmp_path, spec)
     assert sorted(r.folder.name for r in runs) == ["trial-0000", "trial-0006", "trial-0007"]
     assert left_out == [
@@ -584,6 +602,10 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
         "trial-0003 (not a point of this spec's grid: beta=0.5, seed=1)",
         "trial-0004 (another config: learning_rate 0.5, the spec's 0.0001)",
         "trial-0008 (damaged: metrics.jsonl has 2 step(s), summary.json's steps_completed 1)",  # was '2 of 1 steps'
+        "trial-0009 (its data disagree: summary.json's steps_to_learn 1 is not what its metrics.jsonl gives (None))",
+        "trial-0010 (its data disagree: summary.json's final_reward 7.0 is not what its metrics.jsonl gives (0.5))",
+        "trial-0011 (its data disagree: metrics.jsonl has no steps)",
+        "trial-0012 (its data disagree: 3 steps in a run of max_steps 2)",
         "trial-0005 (a second finished run of its point: trial-0006 is used)",
     ]
 
@@ -677,7 +699,7 @@ def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
 
 
 @pytest.mark.parametrize("control", ["absent", "passes", "fails"])
-def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_passed(tmp_path, control):
+def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_passed(tmp_path, control, summaries_as_given):
     import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
@@ -722,7 +744,7 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
         assert "the positive control (b_positive) reads no effect detected" in sections[-1]
 
 
-def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path):
+def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path, summaries_as_given):
     # the positive control with 3 of its 32 runs not finished (still training): what its 13 full pairs read
     # (supported) is kept in the reason, but it is not the spec's verdict, so the claim's "no effect
     # detected" stays withheld; once every run is in, both stand
@@ -767,7 +789,7 @@ def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path):
     assert _cells(rows[0])[2:] == ["**supported**"] * 2 and _cells(rows[-1])[2:] == ["**no effect detected**"] * 2
 
 
-def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path):
+def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path, summaries_as_given):
     # two set-ups: addition (with a placebo that learned once: not passed) and reverse (no placebo run at
     # all, its placebo spec not trained yet); a claim on addition is withheld by its own placebo, a claim
     # on reverse by the missing one, and a failing placebo of addition says nothing about reverse

@@ -6,6 +6,7 @@ which says what is tested, is sweeps/report_spec.py. Needs neither Optuna nor ML
 from __future__ import annotations
 
 import json
+import math
 from typing import Optional
 from pathlib import Path
 
@@ -29,6 +30,51 @@ def _summary_fault(summary: dict) -> Optional[str]:
         value = summary.get(key)
         if value is not None and not isinstance(value, (int, float)):
             return f"{key} is {short_value(value)}, not a number"
+    return None
+
+
+RECOMPUTED = ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "reward_auc")
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return a == b
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+
+
+def data_fault(summary: dict, metrics: list[dict], config: dict) -> Optional[str]:
+    """Where a finished run's summary.json says what its metrics.jsonl does not: what a verdict
+    reads (steps_to_learn, learned, loss_departure_step, final_reward, reward_auc, and the
+    completions counted to learn) recomputed from the per-step rewards and losses by the current
+    code, with the run's own config (window, δ, ε) and its recorded baseline; and values the run's
+    spec makes impossible (no steps, more steps than max_steps). The usual cause is not tampering
+    but a summary written by code whose definitions have changed since."""
+    from grpo_core.config.schema import GRPOConfig
+    from grpo_core.record.run_metrics import completion_counts, summarize
+
+    if not metrics:
+        return "metrics.jsonl has no steps"
+    max_steps = config.get("max_steps", GRPOConfig.max_steps)
+    if isinstance(max_steps, int) and len(metrics) > max_steps:
+        return f"{len(metrics)} steps in a run of max_steps {max_steps}"
+    try:
+        rewards = [float(row["reward"]) for row in metrics]
+        losses = [float(row["loss"]) for row in metrics]
+        recomputed = summarize(rewards, losses, float(summary["baseline_reward"]),
+                               int(config.get("stl_window", GRPOConfig.stl_window)),
+                               float(config.get("stl_delta", GRPOConfig.stl_delta)),
+                               float(config.get("loss_departure_eps", GRPOConfig.loss_departure_eps)))
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"metrics.jsonl or summary.json lacks what the verdicts recompute ({_why(exc)})"
+    if "completions_to_learn" in summary and all("completions/generated" in row for row in metrics):
+        recomputed.update(completion_counts([row["completions/generated"] for row in metrics],
+                                            recomputed["steps_to_learn"]))
+    for key in (*RECOMPUTED, "completions_to_learn", "completions_generated"):
+        if key in recomputed and key in summary and not _same(summary[key], recomputed[key]):
+            return (f"summary.json's {key} {short_value(summary[key])} is not what its metrics.jsonl gives "
+                    f"({short_value(recomputed[key])})")
     return None
 
 
@@ -91,6 +137,9 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
         if len(metrics) != summary.get("steps_completed", len(metrics)):
             left_out.append(f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} step(s), summary.json's "
                             f"steps_completed {summary.get('steps_completed')})")
+            continue
+        if (fault := data_fault(summary, metrics, config)) is not None:
+            left_out.append(f"{folder.name} (its data disagree: {fault})")
             continue
         if point_key(point) not in wanted:
             left_out.append(f"{folder.name} (not a point of this spec's grid: {_label(point.items())})")
