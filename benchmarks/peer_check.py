@@ -48,8 +48,26 @@ def parse_arm(items: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserInputError(f"--arm {item!r}: allowed: key=value, a grid axis and one of its values")
+        if key in arm:
+            raise UserInputError(f"--arm: {key} given twice; allowed: each grid axis once")
         arm[key] = coerce_value(key, yaml.safe_load(value))
     return arm
+
+
+def other_arm(folder: Path, arm: dict) -> Optional[str]:
+    """The arm (key=value …) of a TRL run already under this spec's peer folder when it is not `arm`:
+    the report compares one arm per spec (its seeds' folders are seed-<n>), so a second arm there
+    would be read as the first's."""
+    import yaml
+
+    for config_path in sorted(folder.glob("seed-*/config.yaml")):
+        try:
+            config = yaml.safe_load(config_path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(config, dict) and any(config.get(k) != v for k, v in arm.items()):
+            return " ".join(f"{k}={config.get(k)}" for k in arm) + f" ({config_path.parent.name})"
+    return None
 
 
 def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
@@ -141,6 +159,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"peer_check: --arm {' '.join(args.arm)}: allowed: one value of each grid axis ({spec.grid})",
               file=sys.stderr)
         return 2
+    if (found := other_arm(Path(args.out) / spec.name, arm)) is not None:
+        print(f"peer_check: {Path(args.out) / spec.name} holds TRL runs of another arm, {found}; allowed: the same "
+              f"arm (one per spec: the report compares one), or another --out for this one", file=sys.stderr)
+        return 2
     for seed in args.seeds:
         point = {**arm, "seed": seed}
         ours = ours_at(Path(args.runs), spec, point)
@@ -156,7 +178,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             import shutil
 
             shutil.rmtree(out)
-        baseline = json.loads((ours / "summary.json").read_text())["baseline_reward"]
+        baseline = json.loads((ours / "summary.json").read_text()).get("baseline_reward")
+        if not isinstance(baseline, (int, float)):
+            print(f"peer_check: seed {seed}: {ours / 'summary.json'} records no baseline_reward (the peer's "
+                  f"steps_to_learn is read against it); allowed: a run folder grpo-lab wrote", file=sys.stderr)
+            return 2
         summary = train_trl(spec.config_for(point), out, baseline)
         print(f"seed {seed}: TRL steps_to_learn {summary['steps_to_learn']}, reward AUC {summary['reward_auc']:.3f} "
               f"({summary['wall_time_s'] / 60:.1f} min) → {out}", flush=True)

@@ -67,8 +67,6 @@ def _lora(model) -> dict:
 
 
 def _masked_max(a, b, mask) -> float:
-    import torch
-
     return float(((a.float() - b.float()).abs() * mask).max()) if mask.any() else 0.0
 
 

@@ -125,6 +125,25 @@ def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, t
                             "--out", str(tmp_path / "peer")]) == 2
 
 
+def test_the_peer_command_refuses_an_axis_twice_and_a_second_arm_in_one_folder(tmp_path, capsys):
+    """One line and exit 2, nothing trained: an axis given twice in --arm (the last had won), and an
+    arm whose spec's peer folder already holds another arm's seeds (it printed "seed 0 is done" and
+    trained nothing, or would have been compared as the first arm)."""
+    from benchmarks import peer_check
+
+    spec = "experiments/real/cpu/r0_positive_control_room_cpu.yaml"
+    assert peer_check.main([spec, "--arm", "learning_rate=5e-5", "learning_rate=1e-4", "--seeds", "0",
+                            "--out", str(tmp_path)]) == 2
+    assert "learning_rate given twice" in capsys.readouterr().err
+    seed = tmp_path / "real-cpu-room-positive-control" / "seed-0"
+    seed.mkdir(parents=True)
+    (seed / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5, "seed": 0}))
+    assert peer_check.main([spec, "--arm", "learning_rate=1e-4", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "holds TRL runs of another arm, learning_rate=5e-05 (seed-0)" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in seed.parent.iterdir()) == ["seed-0"]
+
+
 def test_the_command_names_the_spec_inside_the_repository_and_no_folder_outside_it(tmp_path):
     # a report rebuilt in another checkout had shown that checkout's absolute path to the spec
     import dataclasses

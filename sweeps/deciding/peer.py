@@ -94,7 +94,7 @@ def trl_config_lines(folder: Path) -> list[str]:
     return lines + [""]
 
 
-def one_step_lines(folder: Path) -> list[str]:
+def one_step_lines(spec: SweepSpec, folder: Path) -> list[str]:
     """The one-step comparison (benchmarks/peer_step.py) as a table: per loss type and β, the
     largest difference of each term between the two trainers on one shared batch and whether all
     lie within the recorded bounds; nothing where it was not run."""
@@ -105,7 +105,7 @@ def one_step_lines(folder: Path) -> list[str]:
     tol = record["tolerance"]
     terms = list(tol)
     arm = " ".join(f"{k}={v}" for k, v in record["arm"].items())
-    lines = [f"One step of both trainers on the same batch (`python -m benchmarks.peer_step {record['spec']} …  "
+    lines = [f"One step of both trainers on the same batch (`python -m benchmarks.peer_step {shown_spec_path(spec)} "
              f"--arm {arm}`, seed {record['seed']}): grpo-lab samples the batch, TRL is handed its completions, both "
              f"hold the same LoRA weights (B perturbed from zero, so the policy is not its reference); clipping and "
              f"dropout off. Each cell is the largest difference between the two (loss: relative to TRL's; gradient: "
@@ -155,7 +155,7 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
         outcome = f"in training ({len(peers)} of {MIN_PEER_RUNS} TRL runs finished)"
         lines += ["", f"**Peer check: {outcome}**: not tested until {MIN_PEER_RUNS} TRL runs (and 2 or more of "
                       f"grpo-lab's) have finished.", ""]
-        return "\n".join(lines + one_step_lines(folder) + trl_config_lines(folder)), outcome
+        return "\n".join(lines + one_step_lines(spec, folder) + trl_config_lines(folder)), outcome
     lines += ["", "| metric | grpo-lab runs | TRL runs | shift TRL − grpo-lab [95% CI] | rank-sum p | reads |",
               "|---|---|---|---|---|---|"]
     reads_of = {}
@@ -179,5 +179,5 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
                   f"95% interval lies inside the declared margin, steps ±{PEER_MARGINS['steps_to_learn']:g}, reward "
                   f"AUC ±{PEER_MARGINS['reward_auc']:g}; no difference detected: not significant, but the interval "
                   f"still allows a gap beyond the margin; disagree: significant on either).", ""]
-    lines += one_step_lines(folder) + trl_config_lines(folder)
+    lines += one_step_lines(spec, folder) + trl_config_lines(folder)
     return "\n".join(lines), outcome
