@@ -879,3 +879,25 @@ def test_the_timing_line_says_when_the_runs_were_trained_in_parts():
     assert lines == ["this full reproduction: 10.0 min wall (2026-11-26, training every run of the CPU testbed's claims)",
                      "the real model's 3 runs were trained in parts and read from their committed folders (together "
                      "15.0 min, the sum of their wall_time_s)"]
+
+
+def test_the_quick_placebo_covers_every_quick_claims_horizon():
+    """`grpo reproduce --quick` gates each claim on a placebo of its set-up over at least as many steps:
+    a quick placebo shorter than a quick claim left that claim "inconclusive (placebo not passed)" in
+    a newcomer's first report (C4's 80 steps against the placebo's 60)."""
+    from sweeps.reporting.reproduce import claim_specs
+
+    def horizon_and_tasks(path):
+        data = yaml.safe_load(path.read_text())
+        quick = data.get("quick") or {}
+        tasks = (quick.get("grid") or {}).get("task") or (data.get("grid") or {}).get("task") or \
+            [(data.get("base") or {}).get("task", "addition")]
+        return quick.get("max_steps", 50), set(tasks), data.get("claim")
+
+    # the specs --quick trains: those with a quick section (the others wait for a full run)
+    specs = [horizon_and_tasks(p) for p in claim_specs(ROOT / "experiments") if yaml.safe_load(p.read_text()).get("quick")]
+    placebos = [(steps, tasks) for steps, tasks, claim in specs if claim == "calibration"]
+    assert placebos
+    for steps, tasks, claim in specs:
+        if claim != "calibration":
+            assert any(tasks & p_tasks and p_steps >= steps for p_steps, p_tasks in placebos), (claim, steps, tasks)
