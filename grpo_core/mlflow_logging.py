@@ -153,9 +153,13 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
 
 
 def artifact_root_for(tracking_uri: str) -> Optional[str]:
-    """Explicit artifact location for local stores; a tracking server chooses its own."""
+    """Explicit artifact location for local stores: the default store's results/local/mlartifacts, and
+    for another SQLite file the folder mlartifacts beside it (a store given elsewhere keeps its
+    artifacts there too, not in the working folder); a tracking server chooses its own."""
     if tracking_uri.startswith(("http://", "https://")):
         return None
+    if tracking_uri.startswith("sqlite:///") and tracking_uri != defaults.TRACKING_URI:
+        return (Path(tracking_uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
     return Path(defaults.ARTIFACT_ROOT).resolve().as_uri()
 
 
@@ -181,14 +185,14 @@ def get_or_create_experiment(client, name: str, tracking_uri: str) -> str:
 
 
 def ui_command(tracking_uri: str, port: int) -> list[str]:
-    """`mlflow ui` on the given store, bound to loopback, with the default artifact root."""
+    """`mlflow ui` on the given store, bound to loopback, with the store's artifact root."""
     import shutil
     import sys
 
     make_client(tracking_uri)  # creates the sqlite folder so the UI starts on a fresh clone
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
     return [mlflow, "ui", "--backend-store-uri", tracking_uri, "--default-artifact-root",
-            Path(defaults.ARTIFACT_ROOT).resolve().as_uri(), "--host", "127.0.0.1", "--port", str(port),
+            artifact_root_for(tracking_uri) or Path(defaults.ARTIFACT_ROOT).resolve().as_uri(), "--host", "127.0.0.1", "--port", str(port),
             "--workers", "1"]  # one user on this machine: one worker starts in seconds, four in ~20 s on 2 cores
 
 

@@ -354,7 +354,9 @@ def _cmd_ui(args) -> int:
         raise UserInputError(f"--sweep {args.sweep}: no such sweep in {mask_secrets(uri)}; allowed: the name of a "
                              f"sweep that ran on this store (`grpo trials SPEC` lists one's trials)")
     cmd = ui_command(uri, args.port)
-    print(f"MLflow UI on {base} (store {uri}, artifacts {defaults.ARTIFACT_ROOT})")
+    from grpo_core.mlflow_logging import artifact_root_for
+
+    print(f"MLflow UI on {base} (store {uri}, artifacts {artifact_root_for(uri) or 'kept by the server'})")
     if parent is not None:
         print(describe_links(parent.data.tags["sweep"], sweep_links(client, parent, base)))
     else:
@@ -392,6 +394,18 @@ def _pin_cpu_math(args) -> None:
     cpu_math.pin(mode)
 
 
+PATH_FLAGS = ("out", "out_root", "storage", "tracking_uri", "experiments")  # flags that name a place
+
+
+def _no_empty_paths(args) -> None:
+    """An empty place (`--out ''`, a variable that was not set) is refused: it had meant "the
+    default" in silence, so a run landed where the user had not asked."""
+    for name in PATH_FLAGS:
+        if getattr(args, name, None) == "":
+            raise UserInputError(f"--{name.replace('_', '-')} '': empty; allowed: a path (leave the flag out for the "
+                                 f"default)")
+
+
 def main(argv: list[str] | None = None) -> int:
     handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
     remember_secrets(*(sys.argv[1:] if argv is None else argv), *os.environ.values())  # masked wherever they show
@@ -411,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     # a user:password@ address, and once per trial of a sweep. The commands print their own links.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     try:
+        _no_empty_paths(args)
         _pin_cpu_math(args)
         return handlers[args.command](args)
     except UserInputError as exc:

@@ -341,3 +341,15 @@ def test_more_threads_than_cpus_trains_and_says_so(tmp_path, capsys):
     assert notes == [f"grpo: note: num_threads {cpus + 2} is more than the {cpus} CPU(s) this process may use: "
                      f"the same numbers, more slowly"]
     assert json.loads((out / "summary.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("args", [("train", "--out", ""), ("sweep", "experiments/example-grid.yaml", "--out-root", ""),
+                                  ("reproduce", "--quick", "--out", ""), ("trials", "x.yaml", "--storage", ""),
+                                  ("ui", "--tracking-uri", "")])
+def test_an_empty_place_is_refused_not_read_as_the_default(args, tmp_path):
+    """`--out ''` (an unset variable in a script) had trained into the default folder in silence."""
+    from conftest import run_grpo_here
+
+    done = run_grpo_here(*args, cwd=tmp_path)
+    assert done.returncode == 2 and "'': empty; allowed: a path" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -2,6 +2,9 @@
 log_batch) read back exactly as one direct log_batch of every point: every point, and the
 latest value per key."""
 
+import os
+
+import pytest
 from mlflow.entities import Metric
 
 from grpo_core.mlflow_logging import MlflowRunLogger, make_client
@@ -146,3 +149,41 @@ def test_mlflow_info_lines_stay_quiet_when_mlflow_was_imported_first(tmp_path, m
         assert "INFO mlflow" in res.stderr
     finally:
         logger.setLevel(before)
+
+
+def test_a_store_given_elsewhere_keeps_its_artifacts_beside_it(tmp_path, monkeypatch):
+    """A SQLite store named outside the working folder gets its artifacts beside it, not in
+    ./results/local/mlartifacts of whatever folder the command ran in; the default store keeps the
+    default place, and a server its own."""
+    from grpo_core.mlflow_logging import artifact_root_for, ui_command
+    from grpo_core.util import defaults
+
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "elsewhere" / "mlflow.db"
+    assert artifact_root_for(f"sqlite:///{store}") == (tmp_path / "elsewhere" / "mlartifacts").as_uri()
+    assert artifact_root_for(defaults.TRACKING_URI) == (tmp_path / defaults.ARTIFACT_ROOT).as_uri()
+    assert artifact_root_for("http://127.0.0.1:5000") is None
+    store.parent.mkdir()
+    command = ui_command(f"sqlite:///{store}", 5999)
+    assert command[command.index("--default-artifact-root") + 1] == (tmp_path / "elsewhere" / "mlartifacts").as_uri()
+    assert not (tmp_path / "results").exists()  # nothing written in the working folder
+
+
+@pytest.mark.parametrize("cut", [40000, 8192])  # mid-page, and at a page boundary short of the header's count
+def test_a_store_cut_short_is_named_in_one_line_before_anything_trains(tmp_path, cut):
+    """A SQLite store that a full disk cut short: one line naming the file and what to do, exit 2,
+    no run folder (it trained and then lost the record, or printed two tracebacks)."""
+    import sqlite3
+
+    from conftest import run_grpo_here
+
+    store = tmp_path / "mlflow.db"
+    with sqlite3.connect(store) as db:
+        db.execute("create table t (x)")
+        db.executemany("insert into t values (?)", [(i,) for i in range(50000)])
+    os.truncate(store, cut)
+    done = run_grpo_here("train", "--set", "max_steps=1", "--set", f"mlflow_tracking_uri=sqlite:///{store}",
+                         "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"{store} is damaged" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run").exists()

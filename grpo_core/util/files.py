@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from grpo_core.util.errors import UserInputError
 
@@ -63,6 +63,29 @@ def check_writable_folder(path: str | Path, flag: str) -> None:
                              f"folder") from None
 
 
+def sqlite_fault(path: Path) -> Optional[str]:
+    """Whether the SQLite file `path` is cut short, from its header alone (a constant-time read, not
+    a scan): its size must be whole pages and hold the pages the header counts. A file cut
+    mid-write (a full disk) reads its first pages and fails later, inside a run's record. None
+    when it looks whole."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        header = f.read(100)
+    if len(header) < 100:
+        return f"{size} bytes, shorter than a SQLite header"
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return f"page size {page} in its header"
+    if size % page:
+        return f"{size} bytes, not a whole number of {page}-byte pages"
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[92:96] == header[24:28]  # the header's page count is current
+    if valid and pages * page > size:
+        return f"{size // page} of the {pages} pages its header counts"
+    return None
+
+
 def check_sqlite_writable(path: Path, where: str) -> None:
     """Before anything trains: the SQLite store is a SQLite file (or not there yet) that this
     process can write, in a folder where SQLite can keep its journal. Found only at the end, a
@@ -74,6 +97,10 @@ def check_sqlite_writable(path: Path, where: str) -> None:
             if f.read(16) != b"SQLite format 3\x00":
                 raise UserInputError(f"{where}: {path} is not a SQLite database; allowed: an MLflow SQLite file or a "
                                      f"new path")
+        if (fault := sqlite_fault(path)) is not None:
+            raise UserInputError(f"{where}: {path} is damaged ({fault}: a file cut short, as a full disk leaves one); "
+                                 f"allowed: an intact MLflow SQLite file (restore it, or move it aside and start a "
+                                 f"new one: the run folders hold every run, and `grpo recover` logs them again)")
     folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
     try:  # a probe file (os.access says yes to root on a read-only filesystem)
         with tempfile.TemporaryFile(dir=folder):
