@@ -679,3 +679,54 @@ def test_a_bad_quick_section_is_one_line(tmp_path, quick, needle):
         res = grpo_here(*args, "--experiments", str(experiments), "--out", str(tmp_path / "out"))
         assert res.returncode == 2 and needle in _one_line(res), res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal and /proc")
+def test_workers_end_with_a_sweep_killed_by_sigkill(tmp_path):
+    """SIGKILL to a sweep's main process: its workers end too (each records its trial as failed),
+    instead of running on as orphans that claim new trials beside the resume."""
+    spec = _spec(tmp_path, "orphans", {"loss_type": ["grpo", "bnpo", "dapo", "dr_grpo"]}, max_steps=5000)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    main = subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "2", *_stores(tmp_path)],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while len(list((tmp_path / "runs").glob("orphans/trial-*/metrics.jsonl"))) < 2:  # both workers training
+            assert main.poll() is None and time.monotonic() < deadline, "the sweep's workers never started"
+            time.sleep(0.5)
+        workers = [p for p in _children(main.pid) if "python" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+        assert len(workers) >= 2
+        main.kill()
+        main.wait()
+        deadline = time.monotonic() + 30  # a trial of 5000 steps takes minutes: only a worker that ends is gone by then
+        while any(_alive(p) for p in workers):
+            assert time.monotonic() < deadline, "a worker outlived its sweep"
+            time.sleep(0.5)
+    finally:
+        if main.poll() is None:
+            main.kill()
+        for pid in locals().get("workers", []):  # never leave a worker behind, whatever failed
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+

@@ -198,3 +198,69 @@ def test_a_searchs_mlflow_view_lists_its_trials_best_first_with_parallel_coordin
     links = {"table": "http://t", "charts": "http://c", "search": True}
     assert "the search's trials" in describe_links("s", links) and "grouped by grid point" not in describe_links("s", links)
     assert "grouped by grid point" in describe_links("s", {**links, "search": False})
+
+
+def _search_study(tmp_path, n_trials=2):
+    import optuna
+    import yaml
+
+    from sweeps.driving.search import make_sampler
+    from sweeps.driving.storage import open_storage
+    from sweeps.spec import load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "base": {"max_steps": 1}, "seeds": [0], "sampler": "random",
+                                    "n_trials": n_trials, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3,
+                                                                                       "log": True}}}))
+    spec = load_spec(path)
+    storage = open_storage(f"journal:///{tmp_path}/journal.log")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return spec, storage, optuna.create_study(study_name="s", storage=storage, sampler=make_sampler(spec))
+
+
+def _suggest(trial, spec):
+    from sweeps.driving.search import suggest
+
+    return {k: suggest(trial, k, e) for k, e in spec.search.items()}
+
+
+def test_a_resumed_search_does_not_buy_a_finished_point_again(tmp_path):
+    """The seeded sampler starts its sequence again in a resumed search: seeded by the trials already
+    in the study, a resumed worker draws new points (seeded as before, it drew the finished ones)."""
+    import optuna
+
+    from sweeps.driving.search import make_sampler
+
+    spec, storage, study = _search_study(tmp_path, n_trials=4)
+    first = []
+    for _ in range(2):  # the first invocation: two trials, then SIGTERM
+        trial = study.ask()
+        first.append(_suggest(trial, spec))
+        study.tell(trial, 1.0)
+    again = optuna.load_study(study_name="s", storage=storage, sampler=make_sampler(spec, 0, trials_before=0))
+    assert _suggest(again.ask(), spec) == first[0]  # what a resume drew before: the same point, bought twice
+    resumed = optuna.load_study(study_name="s", storage=storage, sampler=make_sampler(spec, 0, trials_before=2))
+    assert _suggest(resumed.ask(), spec) not in first
+
+
+def test_a_search_whose_trials_failed_retries_them_at_their_points_on_a_rerun(tmp_path):
+    """`rerun to retry them` after a search whose trials all failed: the rerun runs each failed
+    trial's point again (once per invocation) within the budget, then stops; failures of the
+    running invocation are not retried in it."""
+    from optuna.trial import TrialState
+
+    from sweeps.driving.claims import claim_trial
+
+    spec, storage, study = _search_study(tmp_path, n_trials=2)
+    lock, points = tmp_path / "lock", []
+    for _ in range(2):
+        trial = claim_trial(study, storage, spec, lock, "first")
+        points.append(_suggest(trial, spec))
+        study.tell(trial, state=TrialState.FAIL)
+    assert claim_trial(study, storage, spec, lock, "first") is None  # its own failures use its budget
+    retried = []
+    while (trial := claim_trial(study, storage, spec, lock, "rerun")) is not None:
+        retried.append((trial.user_attrs.get("retry_of"), _suggest(trial, spec)))
+        study.tell(trial, 1.0)
+    assert retried == [(0, points[0]), (1, points[1])]
+    assert claim_trial(study, storage, spec, lock, "third") is None  # the budget is spent by runs that finished

@@ -105,12 +105,22 @@ def earlier_claim(study, spec: SweepSpec, number: int, point: dict) -> Optional[
 
 
 def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
+    from optuna.trial import TrialState
+
     with FileLock(lock_path):
         fail_stale(study, storage)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
-            if len(trials) >= spec.n_trials:
+            # the budget: trials that ran, or failed in this invocation; a trial that failed in an
+            # earlier one (killed, an error) is run again at its own point, once per invocation
+            counted = [t for t in trials if t.state != TrialState.FAIL or t.user_attrs.get("invocation") == invocation]
+            if len(counted) >= spec.n_trials:
                 return None
+            retried = {t.user_attrs.get("retry_of") for t in trials}
+            failed = [t for t in trials if t.state == TrialState.FAIL and t.number not in retried and t.params
+                      and t.user_attrs.get("invocation") != invocation]
+            if failed:
+                study.enqueue_trial(failed[0].params, user_attrs={"retry_of": failed[0].number})
         else:
             free = free_points(spec, trials, invocation)
             if not free:
@@ -125,11 +135,15 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
             for name, choices in grid_space(spec).items():
                 trial.suggest_categorical(name, choices)
         trial.set_user_attr("owner", owner_id())
+        trial.set_user_attr("invocation", invocation)  # before any other claim sees it (the search's budget)
         return trial
 
 
 def has_work(study, spec: SweepSpec, invocation: str) -> bool:
+    from optuna.trial import TrialState
+
     trials = study.get_trials(deepcopy=False)
     if spec.mode == "search":
-        return len(trials) < spec.n_trials
+        return len([t for t in trials if t.state != TrialState.FAIL or t.user_attrs.get("invocation") == invocation]) \
+            < spec.n_trials
     return bool(free_points(spec, trials, invocation))

@@ -58,8 +58,8 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(ctx.spec_path)
     storage = open_storage(ctx.storage_url, ctx.heartbeat_interval)
-    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec, ctx.worker_index),
-                              pruner=make_pruner(spec))
+    study = optuna.load_study(study_name=spec.name, storage=storage, pruner=make_pruner(spec),
+                              sampler=make_sampler(spec, ctx.worker_index, ctx.trials_before))
     lock = claim_lock_path(ctx.storage_url, spec.name)
     objective = grid_objective if spec.mode == "grid" else search_objective
     on_step = None if progress is None else (lambda *_: progress.poll())
@@ -92,8 +92,26 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
             progress.poll(force=True)
 
 
+def die_with_parent() -> None:
+    """A worker process ends, as on SIGTERM (its trial failed, its MLflow run killed), when the sweep's
+    main process dies, even by SIGKILL: orphaned workers had gone on claiming trials, and a resume
+    beside them ran twice the workers on the same cores. Linux's parent-death signal; a parent
+    already gone when it is set is caught by the parent-pid check after it."""
+    import multiprocessing
+    import signal
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _worker_entry(ctx: WorkerContext) -> None:
     handle_sigterm()  # spawned workers start without the parent's handler
+    die_with_parent()
     try:
         worker_loop(ctx)
     except KeyboardInterrupt as exc:
@@ -274,7 +292,8 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     parent_run_id = _parent_run(study, spec, tracking_uri)
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
                              parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
-                             num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root)
+                             num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root,
+                             trials_before=len(study.get_trials(deepcopy=False)))
     started = time.perf_counter()
     status, procs = "FINISHED", []
     progress = SweepProgress(spec, study, invocation, workers)

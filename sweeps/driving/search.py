@@ -25,14 +25,22 @@ from ..spec import SweepSpec
 from .trial_run import WorkerContext, run_extras, run_logged, run_name
 
 
-def make_sampler(spec: SweepSpec, worker_index: int = 0):
+RESUME_SEED_STRIDE = 1000  # a resumed search's samplers: seeds past every fresh worker's
+
+
+def make_sampler(spec: SweepSpec, worker_index: int = 0, trials_before: int = 0):
+    """The sweep's sampler for one worker. A search's is seeded by the worker's index and, when the
+    study already holds trials (a resumed search), by how many: the seeded sampler would otherwise
+    start its sequence again and buy the points of the finished trials a second time. A search
+    that runs uninterrupted draws as it always did (trials_before 0)."""
     import optuna
 
     if spec.mode == "grid":
         return make_grid_sampler(spec)
+    seed = worker_index + RESUME_SEED_STRIDE * trials_before
     if spec.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=worker_index)
-    return optuna.samplers.TPESampler(seed=worker_index)
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
 
 
 def make_pruner(spec: SweepSpec):

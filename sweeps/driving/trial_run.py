@@ -29,6 +29,7 @@ class WorkerContext:
     gpu: Optional[str] = None
     out_root: str = defaults.SWEEPS
     heartbeat_interval: int = 30  # seconds; RDB storages only
+    trials_before: int = 0  # the study's trials when this invocation started (a resumed search's samplers: make_sampler)
 
 
 def run_extras(spec: SweepSpec, ctx: WorkerContext) -> dict:
