@@ -26,7 +26,7 @@ from grpo_core.record.run_metrics import CENSORED, censored_at
 _BATCH_LIMIT = 1000  # MLflow's per-request metric limit
 _WRITER_SWITCH_S = 0.0005  # the interpreter's switch interval while the writer thread writes
 # a pruned run (a search's pruner stopped it) is KILLED, MLflow's nearest state; its tag status says pruned
-_STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED", "pruned": "KILLED"}
+_STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED", "pruned": "KILLED", "abandoned": "KILLED"}
 
 
 def make_client(tracking_uri: str):

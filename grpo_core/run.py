@@ -1,6 +1,6 @@
 """One training run with its run folder: config.yaml before the first step, metrics.jsonl one
 line per optimizer step (flushed, so a killed run keeps its steps), summary.json at the end with
-`status` finished | failed | killed. Nothing a user ran is lost."""
+`status` finished | failed | killed (| pruned | abandoned, in a sweep). Nothing a user ran is lost."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
-from grpo_core.util.errors import PeerDied, RecordIncomplete, RunFailure, RunPruned, Terminated, UserInputError
+from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunAbandoned, RunFailure, RunPruned, Terminated,
+                                   UserInputError)
 from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
@@ -294,6 +295,8 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
         status = "finished"
     except RunPruned as exc:  # a search's pruner: the steps so far stand, as pruned
         status, summary, error = "pruned", {"pruned_after_step": exc.step, "prune_reason": str(exc)}, exc
+    except RunAbandoned as exc:  # its trial was failed elsewhere: the steps so far stand, the run is not the point's
+        status, summary, error = "abandoned", {"abandoned_after_step": trainer.step, "error": str(exc)}, exc
     except RunFailure as exc:
         summary, error = {"error": str(exc)}, exc
     except BaseException as exc:

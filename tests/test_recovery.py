@@ -214,3 +214,47 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
         assert client.get_run(t.user_attrs["mlflow_run_id"]).info.status == "KILLED"
         summary = json.loads((tmp_path / "runs" / "term" / f"trial-{t.number:04d}" / "summary.json").read_text())
         assert summary["status"] == "killed"
+
+
+def test_a_worker_whose_trial_was_failed_elsewhere_stops_writing_and_records_its_run_as_abandoned(tmp_path, monkeypatch):
+    """A worker paused past the heartbeat window (SIGSTOP, a suspended laptop) has its trial failed by
+    another process and its point handed on. When it resumes, its fence (the trial's state in the
+    storage, read between steps) stops the run before another step: the folder and the MLflow run
+    say abandoned, once, and Optuna is not told a second time (it had raised UpdateFinishedTrialError
+    with a traceback, and MLflow showed the run FINISHED beside its retry)."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+    from optuna.trial import TrialState
+
+    import sweeps.driving.recovery as recovery
+
+    real_lost, calls = recovery.Heartbeat.lost, {"n": 0}
+
+    def paused_then_failed(self, every_s=5.0):  # at the 3rd step, "another process" fails the trial in the storage
+        calls["n"] += 1
+        if calls["n"] == 3:
+            self.storage.set_trial_state_values(self.trial_id, TrialState.FAIL)
+        return real_lost(self, every_s=0)
+
+    monkeypatch.setattr(recovery.Heartbeat, "lost", paused_then_failed)
+    spec = tmp_path / "fence.yaml"
+    spec.write_text(yaml.safe_dump({"name": "fence", "base": {"cache_dir": str(CACHE), "max_steps": 6, "stl_window": 2,
+                                                              "baseline_prompts": 8},
+                                    "grid": {"learning_rate": [1e-4]}, "seeds": [0]}))
+    store = f"sqlite:///{tmp_path}/m.db"
+    done = grpo_here("sweep", str(spec), "--storage", f"journal:///{tmp_path}/j.log", "--tracking-uri", store,
+                     "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    assert "Traceback" not in done.stderr and "UpdateFinishedTrialError" not in done.stderr
+    assert "trial 0: abandoned" not in done.stderr and "trial 0: its trial was failed by another process" in done.stderr
+    summary = json.loads((tmp_path / "runs" / "fence" / "trial-0000" / "summary.json").read_text())
+    assert summary["status"] == "abandoned" and summary["abandoned_after_step"] == 3  # checked after each step
+    rows = (tmp_path / "runs" / "fence" / "trial-0000" / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 3  # no step written after the fence saw the trial failed (of 6)
+    client = MlflowClient(tracking_uri=store)
+    run = next(r for r in client.search_runs([client.get_experiment_by_name("fence").experiment_id])
+               if r.data.tags.get("trial_number") == "0")
+    assert run.info.status == "KILLED" and run.data.tags["status"] == "abandoned"
+    study = optuna.load_study(study_name="fence", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log"))))
+    assert [t.state for t in study.trials] == [TrialState.FAIL]  # told once; a rerun runs the point again
+    assert done.returncode == 1 and "rerun to retry them" in done.stdout

@@ -50,6 +50,13 @@ class RunPruned(Exception):
         self.step = step
 
 
+class RunAbandoned(Exception):
+    """A sweep's trial was failed by another process while its worker could not answer (paused past
+    the heartbeat window: a suspended laptop, an overloaded node), and its point may be running
+    again elsewhere: the worker stops writing at its next step. Recorded as abandoned in its folder
+    and in MLflow (KILLED, tag status=abandoned), once; Optuna already holds the trial as failed."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (kill, Slurm, Kubernetes, docker stop): handled as Ctrl-C is, exit code 143."""
 

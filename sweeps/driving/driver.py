@@ -27,7 +27,7 @@ from typing import Optional
 
 from grpo_core.util import defaults
 from grpo_core.util.cpu_math import check_process
-from grpo_core.util.errors import Terminated, UserInputError, handle_sigterm, mask_secrets
+from grpo_core.util.errors import RunAbandoned, Terminated, UserInputError, handle_sigterm, mask_secrets
 from grpo_core.mlflow_logging import check_tracking_uri, get_or_create_experiment, git_commit, make_client
 from grpo_core.record.provenance import owner_id, usable_cpus
 from grpo_core.util.files import check_writable_folder
@@ -38,7 +38,7 @@ from .progress import SweepProgress
 from ..report_spec import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale
 from .search import make_pruner, make_sampler, search_objective, undefined
-from ..spec import SweepSpec, load_spec
+from ..spec import SweepSpec, grid_point_of, load_spec, point_key
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage, repair_journal_tail)
 from .trial_run import WorkerContext, grid_objective
@@ -66,8 +66,12 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
     while (trial := claim_trial(study, storage, spec, lock, ctx.invocation)) is not None:
         trial.set_user_attr("invocation", ctx.invocation)
         try:
-            with Heartbeat(storage, study, trial):
-                value = objective(trial, spec, ctx, on_step)
+            with Heartbeat(storage, study, trial) as beat:
+                value = objective(trial, spec, ctx, beat.fence(on_step))
+                abandoned = beat.lost(every_s=0)  # the last check before the trial is told
+        except RunAbandoned as exc:  # failed elsewhere meanwhile: recorded as abandoned; Optuna already knows
+            print(f"grpo sweep: trial {trial.number}: {exc}", file=sys.stderr, flush=True)
+            continue
         except optuna.TrialPruned:  # its runs and MLflow run are recorded as pruned; never retried
             study.tell(trial, state=TrialState.PRUNED)
             if progress is not None:
@@ -82,6 +86,10 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
             trial.set_user_attr("error", message)
             study.tell(trial, state=TrialState.FAIL)
             print(f"grpo sweep: trial {trial.number} failed: {message}", file=sys.stderr, flush=True)
+            continue
+        if abandoned:  # trained to the end, but its trial was failed and its point handed on: not told twice
+            print(f"grpo sweep: trial {trial.number} finished after another process had failed it (this worker was "
+                  f"silent past the heartbeat window); its point's other run counts", file=sys.stderr, flush=True)
             continue
         if undefined(value):
             trial.set_user_attr("error", f"objective {', '.join(spec.all_objectives)} is not defined for this run")
@@ -334,8 +342,13 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     print(trials_table(study, spec))
     if spec.mode == "search":
         log_importance(study, spec, make_client(tracking_uri), parent_run_id)
-    failed = [t for t in study.get_trials(deepcopy=False)
-              if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation]
+    trials = study.get_trials(deepcopy=False)
+    done_points = ({point_key(grid_point_of(spec, t)) for t in trials if t.state == TrialState.COMPLETE}
+                   if spec.mode == "grid" else set())
+    # failed in this run, and not run again to the end since (a point failed by a silent worker's heartbeat and
+    # finished by another worker stands done)
+    failed = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation
+              and not (spec.mode == "grid" and point_key(grid_point_of(spec, t)) in done_points)]
     started_workers = len(procs) or 1
     print(f"sweep {spec.name}: {started_workers} worker(s)"
           + (f" (of --workers {workers}: no more trials to share; {base_ctx.num_threads} thread(s) each, as for "

@@ -19,6 +19,7 @@ gets a summary.json with status "killed" when the process died before writing on
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -97,12 +98,41 @@ class Heartbeat:
         self.trial_id = trial_id(storage, study, trial.number)
         self.stop = threading.Event()
         self.thread = None
+        self._checked, self._lost = time.monotonic(), False
         interval = heartbeat_interval(self.storage)
         if interval:
             self.storage.record_heartbeat(self.trial_id)
             self.thread = threading.Thread(target=self._beat, args=(interval,), daemon=True,
                                            name=f"optuna-heartbeat-{self.trial_id}")
             self.thread.start()
+
+    def lost(self, every_s: float = 5.0) -> bool:
+        """Whether the trial is no longer this worker's: failed by another process (its heartbeat
+        went silent while this one was paused, or its owner looked dead). Read from the storage at
+        most every `every_s` seconds (and always with every_s 0)."""
+        from optuna.trial import TrialState
+
+        now = time.monotonic()
+        if now - self._checked >= every_s:
+            self._checked = now
+            try:
+                self._lost = self.storage.get_trial(self.trial_id).state != TrialState.RUNNING
+            except Exception:  # a transient storage error: asked again next time
+                pass
+        return self._lost
+
+    def fence(self, hook=None):
+        """`hook` (a run's on_step) behind the check: a trial that is no longer this worker's stops its
+        run (RunAbandoned) before it writes another step."""
+        from grpo_core.util.errors import RunAbandoned
+
+        def fenced(*args):
+            if self.lost():
+                raise RunAbandoned("its trial was failed by another process while this worker was silent "
+                                   "(paused past the heartbeat window); its point runs again elsewhere")
+            if hook is not None:
+                hook(*args)
+        return fenced
 
     def _beat(self, interval: float) -> None:
         while not self.stop.wait(interval):

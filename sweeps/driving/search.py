@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from grpo_core.mlflow_logging import MlflowRunLogger
-from grpo_core.util.errors import RunPruned
+from grpo_core.util.errors import RunAbandoned, RunPruned
 
 from .claims import make_grid_sampler
 from ..spec import SweepSpec
@@ -126,7 +126,8 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
         trial_logger.end({"pruned_after_step": exc.step, "prune_reason": str(exc)}, "pruned", None)
         raise optuna.TrialPruned(str(exc)) from None
     except BaseException as exc:
-        status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+        status = ("abandoned" if isinstance(exc, RunAbandoned) else "killed" if isinstance(exc, KeyboardInterrupt)
+                  else "failed")
         record_trial(trial_logger, seed_runs)
         trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
         raise
