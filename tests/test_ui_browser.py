@@ -7,7 +7,6 @@ The screenshots are kept under results/local/test-artifacts/."""
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,35 +17,14 @@ import pytest
 import yaml
 
 from conftest import CACHE, ROOT, run_grpo_here
+from browser import browse, chromium as chromium_path, evaluate
 from servers import free_port
 
 ARTIFACTS = ROOT / "results" / "local" / "test-artifacts"
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600", "chromium"], capture_output=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-        found = shutil.which("chromium")
-    if found is None:
-        pytest.skip("Debian's chromium is not installed and could not be installed here")
-    return found
-
-
-def _browse(chromium: str, url: str, profile, screenshot=None) -> tuple[str, str]:
-    """The page after its scripts ran, in a fresh profile: its HTML and its text (and a screenshot
-    of that same state, taken by the same browser run after it wrote the HTML)."""
-    args = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            f"--user-data-dir={profile}", "--window-size=1600,1000", "--virtual-time-budget=60000", "--dump-dom"]
-    if screenshot is not None:
-        args.append(f"--screenshot={screenshot}")
-    dom = subprocess.run([*args, url], capture_output=True, text=True, timeout=300).stdout
-    return dom, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
-
-
 def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
-    chromium = _chromium()
+    chromium = chromium_path()
     spec = yaml.safe_load((ROOT / "experiments" / "example-grid.yaml").read_text())
     spec["base"].update(max_steps=6, stl_window=2, cache_dir=str(CACHE), baseline_prompts=16)
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -75,14 +53,14 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
                 assert time.monotonic() < deadline, "the MLflow UI did not start"
                 time.sleep(0.5)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        _, page = _browse(chromium, table, tmp_path / "profile-table", ARTIFACTS / "ui-table.png")
+        _, page = browse(chromium, table, tmp_path / "profile-table", ARTIFACTS / "ui-table.png")
         assert "Overview" not in page and "Detect issues" not in page  # not the GenAI view
         assert "Runs" in page and "Model training" in page
         names = set(re.findall(r"example-grid-t\d+-\S+-seed\d", page))
         assert len(names) == 8  # every child run, by name
         assert "steps_to_learn" in page and "final_reward" in page and "learned" in page
         assert page.count("Group: variant.loss_type") == 4  # one group per grid point (2 × 2)
-        chart_html, chart_page = _browse(chromium, charts, tmp_path / "profile-charts", ARTIFACTS / "ui-charts.png")
+        chart_html, chart_page = browse(chromium, charts, tmp_path / "profile-charts", ARTIFACTS / "ui-charts.png")
         assert "grpo-lab: the comparison" in chart_page
         assert chart_page.index("reward") < chart_page.index("grad_norm")  # the reward curves come first
         assert chart_html.count('class="main-svg"') >= 4  # the four charts were drawn (plotly), not still loading
@@ -96,66 +74,15 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
         folder = tmp_path / child.data.tags["run_dir"]  # (relative to the sweep's folder, or absolute)
         first = json.loads((folder / "completions.jsonl").read_text().splitlines()[0])
         run_page = f"{table.split('/runs?')[0]}/runs/{child.info.run_id}/artifacts/completions.json"
-        html, text = _browse(chromium, run_page, tmp_path / "profile-run", ARTIFACTS / "ui-completions.png")
+        html, text = browse(chromium, run_page, tmp_path / "profile-run", ARTIFACTS / "ui-completions.png")
         assert "View as table" in text and "completion" in text and "advantage" in text
         assert first["prompt"] in text and first["completion"] in text, (first, text[:2000])
         # the control: the same experiment without the address's parameters opens the GenAI view here
         plain = table.split("/runs?")[0]
-        assert "Overview" in _browse(chromium, plain, tmp_path / "profile-plain")[1]
+        assert "Overview" in browse(chromium, plain, tmp_path / "profile-plain")[1]
     finally:
         os.killpg(ui.pid, signal.SIGTERM)
         ui.wait(timeout=60)
-
-
-def _evaluate(chromium: str, url: str, profile, expression: str, screenshot=None, timeout: float = 120.0,
-              size: str = "1600,1000"):
-    """Open `url` in headless chromium (a fresh profile) and return the JavaScript `expression`'s value
-    once it is not null (None if it stays null for `timeout` s), through the DevTools protocol:
-    what the page's scripts built (a chart's data), not only its HTML. A screenshot of that state."""
-    import asyncio
-    import base64
-    import itertools
-
-    import aiohttp
-
-    browser = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                f"--user-data-dir={profile}", f"--window-size={size}", "--remote-debugging-port=0",
-                                "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port_file, deadline = profile / "DevToolsActivePort", time.monotonic() + 60
-        while not (port_file.is_file() and port_file.read_text().strip()):
-            assert time.monotonic() < deadline and browser.poll() is None, "chromium did not open its DevTools port"
-            time.sleep(0.2)
-        port = int(port_file.read_text().split()[0])
-
-        async def drive():
-            async with aiohttp.ClientSession() as session:
-                async with session.get(f"http://127.0.0.1:{port}/json/list") as answer:
-                    page = next(t for t in await answer.json() if t["type"] == "page")
-                async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                    ids = itertools.count(1)
-
-                    async def call(method: str, **params):
-                        n = next(ids)
-                        await ws.send_json({"id": n, "method": method, "params": params})
-                        while (message := await ws.receive_json()).get("id") != n:
-                            pass
-                        return message.get("result", {})
-
-                    await call("Page.navigate", url=url)
-                    until = time.monotonic() + timeout
-                    while (value := (await call("Runtime.evaluate", expression=expression, returnByValue=True))
-                           .get("result", {}).get("value")) is None and time.monotonic() < until:
-                        await asyncio.sleep(1)
-                    if screenshot is not None:
-                        shot = await call("Page.captureScreenshot", format="png")
-                        screenshot.write_bytes(base64.b64decode(shot["data"]))
-                    return value
-
-        return asyncio.run(drive())
-    finally:
-        browser.terminate()
-        browser.wait(timeout=60)
 
 
 # the parallel-coordinates chart once drawn: MLflow draws it with parcoord-es (SVG axes, lines on canvases) from
@@ -175,10 +102,10 @@ def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(t
     coordinates of the parameters against the objective with one line per finished trial."""
     import optuna
 
-    chromium = _chromium()
+    chromium = chromium_path()
     spec = yaml.safe_load((ROOT / "experiments" / "search_lr_beta.yaml").read_text())
     spec["base"].update(max_steps=12, stl_window=4, cache_dir=str(CACHE), baseline_prompts=16)
-    spec.update(n_trials=6, pruner={"type": "median", "warmup_steps": 4, "startup_trials": 2})
+    spec.update(n_trials=6, seeds=[0], pruner={"type": "median", "warmup_steps": 4, "startup_trials": 2})
     (tmp_path / "search.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     store, journal = f"sqlite:///{tmp_path}/mlflow.db", f"{tmp_path}/journal.log"
     done = run_grpo_here("sweep", "search.yaml", "--storage", f"journal:///{journal}", "--tracking-uri", store,
@@ -213,17 +140,17 @@ def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(t
                 assert time.monotonic() < deadline, "the MLflow UI did not start"
                 time.sleep(0.5)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        _, page = _browse(chromium, table, tmp_path / "profile-table", ARTIFACTS / "ui-search-table.png")
+        _, page = browse(chromium, table, tmp_path / "profile-table", ARTIFACTS / "ui-search-table.png")
         names = re.findall(r"search-lr-beta-t(\d+)-\S+", page)
         assert sorted(set(map(int, names))) == list(range(6))  # one row per trial
-        assert "seed0" not in page and "seed1" not in page  # the seeds' runs are one click below, not rows
+        assert "seed0" not in page  # the seeds' runs are one click below, not rows
         for column in ("learning_rate", "beta", "steps_to_learn_mean", "pruned_after_step", "status"):
             assert column in page, column
         assert page.count(" pruned ") >= len(pruned)  # each pruned trial's state
         best = min(finished, key=lambda t: t.value)
         assert page.index(f"search-lr-beta-t{best.number}-") < min(page.index(f"search-lr-beta-t{t.number}-")
                                                                    for t in trials if t is not best)  # best first
-        chart = _evaluate(chromium, charts, tmp_path / "profile-charts", PARCOORDS, ARTIFACTS / "ui-search-charts.png")
+        chart = evaluate(chromium, charts, tmp_path / "profile-charts", PARCOORDS, ARTIFACTS / "ui-search-charts.png")
         assert chart is not None, "the parallel-coordinates chart was not drawn"
         assert chart["params"] == ["learning_rate", "beta"] and chart["metrics"] == ["steps_to_learn_mean"]
         assert chart["axes"] == 3 and chart["canvases"] > 0
