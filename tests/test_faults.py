@@ -703,30 +703,61 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal and /proc")
-def test_workers_end_with_a_sweep_killed_by_sigkill(tmp_path):
-    """SIGKILL to a sweep's main process: its workers end too (each records its trial as failed),
-    instead of running on as orphans that claim new trials beside the resume."""
-    spec = _spec(tmp_path, "orphans", {"loss_type": ["grpo", "bnpo", "dapo", "dr_grpo"]}, max_steps=5000)
+def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_worker(tmp_path):
+    """SIGKILL to a random search's main process mid-trial: its workers end with it (they had run on
+    as orphans, claiming new trials beside the resume); the resume retries the killed trials at
+    their points and draws new ones for the rest (the seeded sampler had drawn the finished points
+    again), so no parameter point is trained twice and the budget is spent once."""
+    import optuna
+    from optuna.trial import TrialState
+
+    spec = tmp_path / "search.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "killed", "base": {"cache_dir": str(CACHE), "max_steps": 40, "stl_window": 2, "baseline_prompts": 8},
+        "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random", "n_trials": 5,
+        "seeds": [0]}))
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    main = subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "2", *_stores(tmp_path)],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "2", *_stores(tmp_path)]
+    main = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log")))
+    workers: list[int] = []
     try:
         deadline = time.monotonic() + 300
-        while len(list((tmp_path / "runs").glob("orphans/trial-*/metrics.jsonl"))) < 2:  # both workers training
-            assert main.poll() is None and time.monotonic() < deadline, "the sweep's workers never started"
-            time.sleep(0.5)
+        while True:  # one trial finished, two running: then the kill
+            try:
+                trials = optuna.load_study(study_name="killed", storage=journal).trials
+            except KeyError:  # the sweep has not created its study yet
+                trials = []
+            states = [t.state for t in trials]
+            if states.count(TrialState.COMPLETE) >= 1 and states.count(TrialState.RUNNING) == 2:
+                break
+            assert main.poll() is None and time.monotonic() < deadline, states
+            time.sleep(0.2)
         workers = [p for p in _children(main.pid) if "python" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
         assert len(workers) >= 2
         main.kill()
         main.wait()
-        deadline = time.monotonic() + 30  # a trial of 5000 steps takes minutes: only a worker that ends is gone by then
+        deadline = time.monotonic() + 30  # a worker that lives on finishes its trial and claims another
         while any(_alive(p) for p in workers):
             assert time.monotonic() < deadline, "a worker outlived its sweep"
             time.sleep(0.5)
+        before = len(optuna.load_study(study_name="killed", storage=journal).trials)
+        done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
     finally:
         if main.poll() is None:
             main.kill()
-        for pid in locals().get("workers", []):  # never leave a worker behind, whatever failed
+        for pid in workers:  # never leave a worker behind, whatever failed
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-
+    trials = optuna.load_study(study_name="killed", storage=journal).trials
+    ran = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(ran) == 5 and len(trials) > before  # the budget spent once, by trials that ran
+    points = [t.params["learning_rate"] for t in ran]
+    assert len(set(points)) == len(points), points  # no point bought twice
+    killed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(killed) == 2 and sorted(t.user_attrs.get("retry_of") for t in ran if "retry_of" in t.user_attrs) == \
+        sorted(t.number for t in killed)  # each killed trial run again, at its own point
+    for t in ran:  # each trial that ran has its run folder, as its state says
+        summary = json.loads((tmp_path / "runs" / "killed" / f"trial-{t.number:04d}" / "seed-0" / "summary.json").read_text())
+        assert summary["status"] == ("finished" if t.state == TrialState.COMPLETE else "pruned")
