@@ -114,6 +114,10 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
                                      f"difference treatment − control the source claims)")
     _check_mechanism(spec, where, tests)
     _check_margins(spec, where, tests)
+    superseded = spec.report.get("superseded_by")
+    if superseded is not None and not (isinstance(superseded, str) and superseded.strip()):
+        raise UserInputError(f"{where}.superseded_by: {short_value(superseded)}; allowed: the file name (without "
+                             f".yaml) of the spec whose regime replaces this one's")
     spec.check_quick()  # after the tests: a quick section refers to the grid the tests are checked against
 
 

@@ -3,6 +3,8 @@ link (mkdocs build --strict), the README stays a short entry point, and CI runs 
 
 import os
 import subprocess
+
+import pytest
 import sys
 from pathlib import Path
 
@@ -18,14 +20,44 @@ def test_generated_reference_pages_are_current():
         assert (DOCS / name).read_text() == page(), f"docs/{name} is stale: run python -m grpo_lab.reference_docs"
 
 
-def test_the_documentation_site_builds_strictly(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The documentation site, built once for this module's tests (strictly: a warning fails it)."""
+    out = tmp_path_factory.mktemp("site")
     mkdocs = Path(sys.executable).with_name("mkdocs")
-    res = subprocess.run([str(mkdocs), "build", "--strict", "-d", str(tmp_path / "site")], cwd=ROOT,
+    res = subprocess.run([str(mkdocs), "build", "--strict", "-d", str(out)], cwd=ROOT,
                          capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert res.returncode == 0, res.stderr[-3000:]
-    api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text()
+    return out
+
+
+def test_the_documentation_site_builds_strictly(site):
+    api = (site / "reference" / "api" / "index.html").read_text()
     assert "grpo_lab.api.train" in api or "def train" in api or "train(" in api  # mkdocstrings rendered the API
-    assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
+    assert (site / "reference" / "config" / "index.html").is_file()
+
+
+# where the results page's figure and first table sit once the page is drawn (None until the figure has loaded)
+FIRST_SCREEN = """(() => { const img = document.querySelector('article img'), table = document.querySelector('article table');
+  if (!img || !table || !img.complete || !img.naturalHeight) return null;
+  const i = img.getBoundingClientRect(), t = table.getBoundingClientRect();
+  return {figure_top: i.top, figure_bottom: i.bottom, table_top: t.top, rows: table.rows.length,
+          height: window.innerHeight, width: window.innerWidth}; })()"""
+
+
+def test_the_results_page_opens_on_the_figure_and_the_table(site, tmp_path):
+    """docs/results.md as the site renders it, in a headless browser at 1400×900: the first screen
+    shows the whole forest plot and the start of the per-claim table under it."""
+    from browser import chromium, evaluate
+
+    shot = ROOT / "results" / "local" / "test-artifacts" / "results-first-screen.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    found = evaluate(chromium(), (site / "results" / "index.html").as_uri(), tmp_path / "profile", FIRST_SCREEN,
+                     shot, timeout=60, size="1400,900")
+    assert found is not None, "the results page drew no figure or no table"
+    assert found["width"] == 1400 and found["rows"] > 5
+    assert 0 <= found["figure_top"] < found["figure_bottom"] <= found["height"], found  # the whole figure
+    assert found["figure_bottom"] <= found["table_top"] < found["height"] - 60, found  # and the table's start
 
 
 def test_readme_is_a_short_entry_point_whose_links_resolve():

@@ -35,6 +35,7 @@ from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, 
 from .report import bases_table, borrowers, claim_section
 from .summary import SUMMARY_HEAD, _wall_time, cpu_math_line, summary_row, timing_lines, versions_warning
 from .forest import forest_png, forest_rows
+from .glance import Answers, glance_rows, write_verdicts
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report
 from ..deciding.verdicts import SUPPORTED
@@ -126,7 +127,7 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
 
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
               command: str, check_points: bool = True, peer_root: Optional[Path] = None,
-              forest: Optional[tuple[str, list]] = None) -> tuple[list[str], list[str], list]:
+              answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
     """Per spec its report section, a summary row per verdict (its reward-AUC twin folded in), and
     all finished runs. Where the specs have a calibration (placebo) spec, it comes first
     (claim_specs); a later verdict that rests on steps_to_learn is withheld (report.withheld) unless
@@ -135,7 +136,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     of its verdicts is supported, every later "no effect detected" is withheld (report.unproven),
     as it is on a testbed without one. `peer_root`: where TRL's runs of a spec's arm are
     (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py).
-    `forest`: (testbed, rows): each paired verdict's forest-plot rows are appended to rows."""
+    `answers`: each verdict's forest-plot and glance rows are appended to its lists."""
     sections, rows, all_runs, placebos = [], [], [], []
     claims = [read_yaml_mapping(p).get("claim") for p in paths]
     insensitive = (None if POSITIVE_CONTROL in claims else
@@ -166,8 +167,10 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                 f"the positive control ({Path(original).stem}) reads "
                 f"{failed[0].verdict if failed else 'no finished runs'}")
         tests = report_tests(spec)
-        if forest is not None and claim not in ("calibration",):
-            forest[1].extend(forest_rows(forest[0], claim, spec, tests, results))
+        if answers is not None:
+            if claim != "calibration" and not spec.report.get("superseded_by"):  # the figure: current regimes
+                answers.forest.extend(forest_rows(answers.testbed, claim, spec, tests, results))
+            answers.glance.extend(glance_rows(answers.testbed, claim, spec, tests, results))
         for i, (v, test) in enumerate(zip(results, tests)):
             if "twin_of" in test:
                 continue
@@ -181,7 +184,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     return sections, rows, all_runs
 
 
-def _real_sections(fig_dir: Path, report_dir: Path, forest: Optional[list] = None) -> tuple[list[str], list[str], list]:
+def _real_sections(fig_dir: Path, report_dir: Path, answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
     """The real-model sections, rebuilt from the committed run folders (no GPU needed); the checks
     made on a CPU (experiments/real/cpu/) after them, labelled as such."""
     if not REAL_EXPERIMENTS.is_dir():
@@ -200,11 +203,11 @@ def _real_sections(fig_dir: Path, report_dir: Path, forest: Optional[list] = Non
         command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
         sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)
         rows = [r.replace("| ", "| real model · ", 1) for r in rows]
-    cpu_sections, cpu_rows, cpu_runs = _real_cpu_sections(fig_dir, report_dir, forest)
+    cpu_sections, cpu_rows, cpu_runs = _real_cpu_sections(fig_dir, report_dir, answers)
     return sections + cpu_sections, rows + cpu_rows, runs + cpu_runs
 
 
-def _real_cpu_sections(fig_dir: Path, report_dir: Path, forest: Optional[list] = None) -> tuple[list[str], list[str], list]:
+def _real_cpu_sections(fig_dir: Path, report_dir: Path, answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
     """The real model's checks on a CPU (float32; C1's step 1), from their committed run folders:
     `grpo sweep experiments/real/cpu/<spec> --out-root results/real/cpu/runs` made them."""
     runs_root = REAL_CPU_RESULTS / "runs"
@@ -214,7 +217,7 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path, forest: Optional[list] =
     command = f"grpo sweep experiments/real/cpu/<spec> --out-root {runs_root} (on a CPU; rebuilt from its run folders)"
     sections, rows, runs = sections_with_echo_appendix(paths, paths, runs_root, fig_dir, report_dir, command,
                                                        check_points=False, peer_root=REAL_CPU_RESULTS / "peer",
-                                                       forest=None if forest is None else (REAL_CPU_TESTBED, forest))
+                                                       answers=answers)
     sections = [text.replace(" — ", " on a CPU (float32) — ", 1) if text.startswith("## ") and "Appendix" not in
                 text[:40] else text for text in sections]
     return sections, [r.replace("| ", "| real model, CPU · ", 1) for r in rows], runs
@@ -223,14 +226,14 @@ def _real_cpu_sections(fig_dir: Path, report_dir: Path, forest: Optional[list] =
 def sections_with_echo_appendix(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path,
                                 report_dir: Path, command: str, check_points: bool = True,
                                 peer_root: Optional[Path] = None,
-                                forest: Optional[tuple[str, list]] = None) -> tuple[list[str], list[str], list]:
+                                answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
     """_sections for the specs whose rewards cannot be echoed, then an appendix with those whose
     rewards pay for an echo of the question (PAYS_FOR_ECHO), with its own table: the headline rows
     are the first group's only. Each group has its own placebos and positive control."""
     echo = [i for i, p in enumerate(paths) if rewards_of_spec(p) & PAYS_FOR_ECHO]
     rest = [i for i in range(len(paths)) if i not in echo]
     sections, rows, runs = _sections([paths[i] for i in rest], [derived[i] for i in rest], runs_root, fig_dir,
-                                     report_dir, command, check_points, peer_root, forest)
+                                     report_dir, command, check_points, peer_root, answers)
     if echo:
         echo_sections, echo_rows, echo_runs = _sections([paths[i] for i in echo], [derived[i] for i in echo], runs_root,
                                                         fig_dir, report_dir, command, check_points, peer_root)
@@ -326,24 +329,24 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                + (f" --workers {workers}" if workers != 2 else ""))
     if max_steps is not None or seeds is not None:
         command += (f" --max-steps {max_steps}" if max_steps is not None else "") + (f" --seeds {seeds}" if seeds else "")
-    forest: list = []  # the forest plot's rows, real model first, then the CPU testbed's
     testbed = REAL_CPU_TESTBED if real_cpu else "real model, GPU" if real else "tiny models"
+    answers = Answers(testbed)  # the forest plot's and glance tables' rows, real model first, then the CPU testbed's
     if real_cpu:  # claims under a reward that pays for an echo of the question: an appendix
         sections, summary_rows, all_runs = sections_with_echo_appendix(paths, derived, runs_root, fig_dir, report_dir,
                                                                        command, peer_root=work / "peer",
-                                                                       forest=(testbed, forest))
+                                                                       answers=answers)
     else:
         sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command,
-                                                     forest=(testbed, forest))
+                                                     answers=answers)
     for p in full_only:
         spec = load_spec(p, check_points=False)
         summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} | – | – | – | – | – |"
                          for t in spec.report["tests"]]
     real_runs: list = []  # the full report's real-model runs: committed, never trained by this command
     if not (real or real_cpu or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
-        real_forest: list = []
-        real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir, real_forest)
-        forest = real_forest + forest
+        real = Answers(REAL_CPU_TESTBED)
+        real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir, real)
+        answers = Answers(testbed, real.forest + answers.forest, real.glance + answers.glance)
         sections, summary_rows, all_runs = real_sections + sections, real_rows + summary_rows, real_runs + all_runs
 
     if (warning := versions_warning(all_runs)):
@@ -434,12 +437,13 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "same config and seeds): they are not independent evidence, and agreeing verdicts among them count once.",
         "",
     ]
-    if (plot := forest_png(forest, fig_dir / "forest.png")) is not None:  # the one picture, before the tables
+    if (plot := forest_png(answers.forest, fig_dir / "forest.png")) is not None:  # the one picture, before the tables
         header[2:2] = [f"![Every claim's effect, per seed set and testbed]({plot.relative_to(report_dir).as_posix()})",
                        ""]
         if not (quick or out or real):  # the committed reports' pictures, shown atop docs/results.md
             shutil.copyfile(plot, REPO / "docs" / ("forest-real-cpu.png" if real_cpu else "forest.png"))
     report = "\n".join(header + sections)
     (report_dir / "REPORT.md").write_text(report)
+    write_verdicts(answers.glance, report_dir)  # the glance tables' source (sweeps/reporting/glance.py)
     print(f"report: {report_dir / 'REPORT.md'} ({wall / 60:.1f} min this invocation)")
     return 1 if failures else 0
