@@ -77,8 +77,8 @@ def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path)
                            "--set", "mlflow_experiment=dp", "--set", f"cache_dir={tmp_path / 'cache'}", "--out", str(out)],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "mlflow.db", "results", "run"]
-    assert len(list((tmp_path / "results/local/mlartifacts").iterdir())) == 1  # one run's MLflow artifacts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "mlartifacts", "mlflow.db", "run"]
+    assert len(list((tmp_path / "mlartifacts").iterdir())) == 1  # one run's MLflow artifacts, beside its store
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["num_processes"] == 2
     lines = (out / "metrics.jsonl").read_text().splitlines()
