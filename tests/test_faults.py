@@ -709,12 +709,14 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     as orphans, claiming new trials beside the resume); the resume retries the killed trials at
     their points and draws new ones for the rest (the seeded sampler had drawn the finished points
     again), so no parameter point is trained twice and the budget is spent once."""
+    import datetime
+
     import optuna
     from optuna.trial import TrialState
 
     spec = tmp_path / "search.yaml"
     spec.write_text(yaml.safe_dump({
-        "name": "killed", "base": {"cache_dir": str(CACHE), "max_steps": 30, "stl_window": 2, "baseline_prompts": 8},
+        "name": "killed", "base": {"cache_dir": str(CACHE), "max_steps": 16, "stl_window": 2, "baseline_prompts": 8},
         "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random", "n_trials": 4,
         "seeds": [0]}))
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
@@ -736,13 +738,18 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
             time.sleep(0.2)
         workers = [p for p in _children(main.pid) if "python" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
         assert len(workers) >= 2
+        killed_at = datetime.datetime.now()
         main.kill()
         main.wait()
-        deadline = time.monotonic() + 30  # a worker that lives on finishes its trial and claims another
+        # a worker ends once it has recorded its trial as failed; that record may wait for the journal's lock,
+        # which a main process killed while reading holds until its grace period (30 s) runs out
+        deadline = time.monotonic() + 75
         while any(_alive(p) for p in workers):
             assert time.monotonic() < deadline, "a worker outlived its sweep"
             time.sleep(0.5)
-        before = len(optuna.load_study(study_name="killed", storage=journal).trials)
+        trials = optuna.load_study(study_name="killed", storage=journal).trials
+        before = len(trials)  # no trial claimed after the kill (an orphan finishes its trial and claims the next)
+        assert all(t.datetime_start <= killed_at + datetime.timedelta(seconds=1) for t in trials), trials
         done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
     finally:

@@ -105,7 +105,7 @@ def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(t
 
     chromium = chromium_path()
     spec = yaml.safe_load((ROOT / "experiments" / "search_lr_beta.yaml").read_text())
-    spec["base"].update(max_steps=10, stl_window=4, cache_dir=str(CACHE), baseline_prompts=16)
+    spec["base"].update(max_steps=8, stl_window=4, cache_dir=str(CACHE), baseline_prompts=16)
     spec.update(n_trials=6, seeds=[0], pruner={"type": "median", "warmup_steps": 4, "startup_trials": 2})
     (tmp_path / "search.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     store, journal = f"sqlite:///{tmp_path}/mlflow.db", f"{tmp_path}/journal.log"
