@@ -54,6 +54,19 @@ def parse_arm(items: list[str]) -> dict:
     return arm
 
 
+def spec_and_arm(spec_path: str, items: list[str]):
+    """The claim spec and its arm named by `--arm key=value …`: one value of each grid axis, else a
+    UserInputError naming what is allowed (peer_check and peer_step read their arm alike)."""
+    from grpo_core.util.errors import UserInputError
+    from sweeps.spec import load_spec
+
+    spec = load_spec(spec_path)
+    arm = parse_arm(items)
+    if set(arm) != set(spec.grid) or any(arm[k] not in spec.grid[k] for k in arm):
+        raise UserInputError(f"--arm {' '.join(items)}: allowed: one value of each grid axis ({spec.grid})")
+    return spec, arm
+
+
 def other_arm(folder: Path, arm: dict) -> Optional[str]:
     """The arm (key=value …) of a TRL run already under this spec's peer folder when it is not `arm`:
     the report compares one arm per spec (its seeds' folders are seed-<n>), so a second arm there
@@ -138,7 +151,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     from grpo_core.util import cpu_math
 
     cpu_math.pin("reproducible")  # before torch loads, as the `grpo` command does
-    from sweeps.spec import load_spec
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", help="a real-model claim spec (experiments/real/cpu/*.yaml)")
@@ -150,14 +162,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     from grpo_core.util.errors import UserInputError
 
     try:
-        spec = load_spec(args.spec)
-        arm = parse_arm(args.arm)
+        spec, arm = spec_and_arm(args.spec, args.arm)
     except UserInputError as exc:
         print(f"peer_check: {exc}", file=sys.stderr)
-        return 2
-    if set(arm) != set(spec.grid) or any(arm[k] not in spec.grid[k] for k in arm):
-        print(f"peer_check: --arm {' '.join(args.arm)}: allowed: one value of each grid axis ({spec.grid})",
-              file=sys.stderr)
         return 2
     if (found := other_arm(Path(args.out) / spec.name, arm)) is not None:
         print(f"peer_check: {Path(args.out) / spec.name} holds TRL runs of another arm, {found}; allowed: the same "

@@ -237,9 +237,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     cpu_math.pin("reproducible")  # before torch loads, as the `grpo` command does
     from grpo_core.util.errors import UserInputError
-    from sweeps.spec import load_spec
 
-    from .peer_check import PEER_ROOT, parse_arm
+    from .peer_check import PEER_ROOT, spec_and_arm
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_step", description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", help="a claim spec (experiments/real/cpu/*.yaml)")
@@ -248,14 +247,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--out", default=str(PEER_ROOT))
     args = parser.parse_args(argv)
     try:
-        spec = load_spec(args.spec)
-        arm = parse_arm(args.arm)
+        spec, arm = spec_and_arm(args.spec, args.arm)
     except UserInputError as exc:
         print(f"peer_step: {exc}", file=sys.stderr)
-        return 2
-    if set(arm) != set(spec.grid) or any(arm[k] not in spec.grid[k] for k in arm):
-        print(f"peer_step: --arm {' '.join(args.arm)}: allowed: one value of each grid axis ({spec.grid})",
-              file=sys.stderr)
         return 2
     cfg = spec.config_for({**arm, "seed": args.seed})
     rows = []

@@ -4,6 +4,7 @@ grid point, with the summary columns; the charts address shows the reward curves
 a run's page shows what the model wrote (its completions as a table).
 The screenshots are kept under results/local/test-artifacts/."""
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,31 @@ from servers import free_port
 ARTIFACTS = ROOT / "results" / "local" / "test-artifacts"
 
 
+@contextlib.contextmanager
+def serving_ui(store: str, cwd):
+    """`grpo ui` on `store` in a process of its own, once its server answers: the lines it printed
+    (the sweep's links); the server is stopped on the way out."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    ui = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port), "--tracking-uri", store],
+                          cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          start_new_session=True)
+    try:
+        lines = "".join(ui.stdout.readline() for _ in range(3))
+        deadline = time.monotonic() + 120
+        while True:  # the server is up when its health check answers
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MLflow UI did not start"
+                time.sleep(0.5)
+        yield lines
+    finally:
+        os.killpg(ui.pid, signal.SIGTERM)
+        ui.wait(timeout=60)
+
+
 def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
     chromium = chromium_path()
     spec = yaml.safe_load((ROOT / "experiments" / "example-grid.yaml").read_text())
@@ -34,24 +60,10 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sweep example-grid: its runs grouped by grid point in MLflow" in done.stdout  # the sweep prints it too
 
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    ui = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port), "--tracking-uri", store],
-                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                          start_new_session=True)
-    try:
-        lines = [ui.stdout.readline() for _ in range(3)]
-        links = dict(re.findall(r"(grouped by grid point|reward curves per group).*?(http://\S+)", "".join(lines)))
+    with serving_ui(store, tmp_path) as lines:
+        links = dict(re.findall(r"(grouped by grid point|reward curves per group).*?(http://\S+)", lines))
         table, charts = links["grouped by grid point"], links["reward curves per group"]
         assert "workflowType=machine_learning" in table and "viewStateShareKey=" in table
-        deadline = time.monotonic() + 120
-        while True:  # the server is up when its health check answers
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MLflow UI did not start"
-                time.sleep(0.5)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         _, page = browse(chromium, table, tmp_path / "profile-table", ARTIFACTS / "ui-table.png")
         assert "Overview" not in page and "Detect issues" not in page  # not the GenAI view
@@ -80,9 +92,6 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
         # the control: the same experiment without the address's parameters opens the GenAI view here
         plain = table.split("/runs?")[0]
         assert "Overview" in browse(chromium, plain, tmp_path / "profile-plain")[1]
-    finally:
-        os.killpg(ui.pid, signal.SIGTERM)
-        ui.wait(timeout=60)
 
 
 # the parallel-coordinates chart once drawn: MLflow draws it with parcoord-es (SVG axes, lines on canvases) from
@@ -123,23 +132,9 @@ def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(t
     pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
     assert len(trials) == 6 and len(finished) >= 2 and pruned  # the view has both kinds to show
 
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    ui = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port), "--tracking-uri", store],
-                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                          start_new_session=True)
-    try:
-        lines = "".join(ui.stdout.readline() for _ in range(3))
+    with serving_ui(store, tmp_path) as lines:
         links = dict(re.findall(r"(the search's trials|parallel coordinates).*?(http://\S+)", lines))
         table, charts = links["the search's trials"], links["parallel coordinates"]
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MLflow UI did not start"
-                time.sleep(0.5)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         _, page = browse(chromium, table, tmp_path / "profile-table", ARTIFACTS / "ui-search-table.png")
         names = re.findall(r"search-lr-beta-t(\d+)-\S+", page)
@@ -159,6 +154,3 @@ def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(t
         lines = sorted((float(r["learning_rate"]), float(r["beta"]), r["steps_to_learn_mean"]) for r in chart["rows"])
         expected = sorted((t.params["learning_rate"], t.params["beta"], t.value) for t in finished)
         assert len(lines) == len(expected) and all(a == pytest.approx(b) for a, b in zip(lines, expected)), lines
-    finally:
-        os.killpg(ui.pid, signal.SIGTERM)
-        ui.wait(timeout=60)

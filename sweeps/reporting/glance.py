@@ -215,8 +215,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweeps.reporting.glance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 where a block is not the reports'")
     args = parser.parse_args(argv)
-    stale = []
-    for name, named in blocks().items():
+    stale, generated = [], blocks()
+    for name, named in generated.items():
         path = REPO / name
         text = new = path.read_text()
         for block, lines in named.items():
@@ -233,7 +233,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"glance: {', '.join(stale)} differ from the reports' verdicts; run python -m sweeps.reporting.glance",
               file=sys.stderr)
         return 1
-    print(f"glance: {'checked' if args.check else 'wrote'} {', '.join(blocks())}")
+    print(f"glance: {'checked' if args.check else 'wrote'} {', '.join(generated)}")
     return 0
 
 
