@@ -19,6 +19,7 @@ from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
 from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunAbandoned, RunFailure, RunPruned, Terminated,
                                    UserInputError)
+from grpo_core.util.memory import memory_failure
 from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
 TIMING_KEYS = ("step_time", "tokens_per_second")
@@ -309,7 +310,7 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
             what = "SIGTERM" if isinstance(exc, Terminated) else "KeyboardInterrupt"
             status, summary, error = "killed", {"error": f"interrupted ({what})"}, exc
         else:
-            error = disk_failure(exc, out) or exc
+            error = disk_failure(exc, out) or memory_failure(exc) or exc
             summary = {"error": str(error) if isinstance(error, RunFailure) else f"{type(exc).__name__}: {exc}"}
             if not isinstance(error, RunFailure):
                 summary["traceback"] = traceback.format_exc(limit=20)

@@ -426,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     try:
         _no_empty_paths(args)
+        if args.command in ("train", "pretrain", "sweep", "reproduce", "bench"):  # the commands that load torch
+            from grpo_core.util.memory import check_address_space
+
+            check_address_space(args.command)
         _pin_cpu_math(args)
         return handlers[args.command](args)
     except UserInputError as exc:

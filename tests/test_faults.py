@@ -66,6 +66,49 @@ def test_a_full_disk_during_a_checkpoint_is_recorded_as_failed_everywhere(tmp_pa
     assert run.info.status == "FAILED" and "No space left on device" in run.data.tags["error"]
 
 
+# ---- memory -----------------------------------------------------------------------------------------
+def test_an_address_space_limit_too_low_to_start_is_one_line_before_anything_is_written(tmp_path):
+    # under ulimit -v 1,000,000 KiB the tokenizer's allocator aborted the process (exit 134, no word, no record)
+    import resource
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s", "base": {"max_steps": 2}, "grid": {"beta": [0.0]}, "seeds": [0]}))
+    limit = 1_000_000 * 1024
+    for args in (["train", *TRAIN, "--out", str(tmp_path / "run")],
+                 ["sweep", str(spec), "--storage", f"journal:///{tmp_path}/j.log",
+                  "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out-root", str(tmp_path / "runs")]):
+        res = subprocess.run([sys.executable, "-m", "grpo_lab", *args], capture_output=True, text=True, cwd=tmp_path,
+                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+        assert res.returncode == 2, res.stderr[-2000:]
+        line = _one_line(res)
+        assert line.startswith("grpo: error: ulimit -v: 977 MiB of address space") and "at least 2048 MiB" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]  # no run folder, store or journal
+
+
+def test_an_allocation_that_fails_mid_run_is_one_line_and_recorded_as_failed(tmp_path, monkeypatch):
+    # what torch's CPU allocator raised at ulimit -v 1,200,000 KiB, from inside a step's sampling (a traceback)
+    from grpo_core.trainer import GRPOTrainer
+
+    real, calls = GRPOTrainer._sample, {"n": 0}
+
+    def runs_out(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                               "memory: you tried to allocate 393216 bytes. Error code 12 (Cannot allocate memory)")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "_sample", runs_out)
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=4", "--set", "stl_window=1",
+                    "--out", str(tmp_path / "run"))
+    assert res.returncode == 1
+    line = _one_line(res)
+    assert line.startswith("grpo: run failed: out of memory ([enforce fail at alloc_cpu.cpp:127]"), line
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"].startswith("out of memory") and "traceback" not in summary
+    assert summary["steps_completed"] == len(read_metrics(tmp_path / "run" / "metrics.jsonl"))
+
+
 def test_a_line_the_disk_refuses_is_cut_back_and_a_resume_reads_the_folder(tmp_path):
     from grpo_core.run import _MetricsFile, resumed_metrics
     from conftest import make_cfg

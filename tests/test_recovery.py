@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from conftest import CACHE, ROOT, run_grpo_here as grpo_here
@@ -258,3 +259,74 @@ def test_a_worker_whose_trial_was_failed_elsewhere_stops_writing_and_records_its
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log"))))
     assert [t.state for t in study.trials] == [TrialState.FAIL]  # told once; a rerun runs the point again
     assert done.returncode == 1 and "rerun to retry them" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_once(tmp_path):
+    """The real thing the fence test above stages: a worker SIGSTOPped mid-trial (a suspended laptop,
+    an overloaded node) on an RDB storage with a 1 s heartbeat. The other worker fails its silent
+    trial and runs its point again; resumed, the paused worker stops before writing another step.
+    Each point is then recorded once as done, in Optuna, the run folders and MLflow alike, and the
+    paused trial's run says abandoned there."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+    from optuna.trial import TrialState
+
+    from sweeps.spec import grid_point_of, load_spec, point_key
+
+    spec_path = tmp_path / "pause.yaml"
+    base = {"cache_dir": str(CACHE), "max_steps": 30, "baseline_prompts": 8, "stl_window": 5}
+    spec_path.write_text(yaml.safe_dump({"name": "pause", "base": base,
+                                         "grid": {"learning_rate": [1e-4, 2e-4, 3e-4, 4e-4]}, "seeds": [0]}))
+    storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(spec_path), "--workers", "2",
+                             "--storage", storage, "--heartbeat-interval", "1", "--tracking-uri", tracking,
+                             "--out-root", str(tmp_path / "runs")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    spec = load_spec(spec_path)
+    paused = None  # (4 points: the other worker has 2 trials or more left, time past the 3 s grace period)
+    try:
+        deadline = time.monotonic() + 180
+        while paused is None:  # a trial a few steps in: its owner is the worker to pause
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+            time.sleep(0.3)
+            try:
+                study = optuna.load_study(study_name="pause", storage=storage)
+            except KeyError:  # not created yet
+                continue
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                metrics = tmp_path / "runs" / "pause" / f"trial-{t.number:04d}" / "metrics.jsonl"
+                if "owner" in t.user_attrs and metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+                    paused, pid = t.number, int(t.user_attrs["owner"].rsplit(":", 2)[1])
+                    os.kill(pid, signal.SIGSTOP)
+                    break
+        while optuna.load_study(study_name="pause", storage=storage).trials[paused].state == TrialState.RUNNING:
+            assert time.monotonic() < deadline, "the paused worker's trial was never failed"
+            time.sleep(0.3)
+        os.kill(pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0 and "Traceback" not in err and "UpdateFinishedTrialError" not in err, err[-3000:]
+    assert f"trial {paused}: its trial was failed by another process" in err
+    trials = optuna.load_study(study_name="pause", storage=storage).trials
+    assert trials[paused].state == TrialState.FAIL
+    keys = sorted(point_key(p) for p in spec.grid_points())
+    # Optuna: each point complete once
+    assert sorted(point_key(grid_point_of(spec, t)) for t in trials if t.state == TrialState.COMPLETE) == keys
+    # the run folders: each point finished once; the paused trial's folder abandoned, cut where it stopped
+    summaries = {t.number: json.loads((tmp_path / "runs" / "pause" / f"trial-{t.number:04d}" / "summary.json")
+                                      .read_text()) for t in trials}
+    finished = [point_key(grid_point_of(spec, trials[n])) for n, s in summaries.items() if s["status"] == "finished"]
+    assert sorted(finished) == keys
+    assert summaries[paused]["status"] == "abandoned" and summaries[paused]["abandoned_after_step"] < 30
+    # MLflow: one FINISHED run per point, the paused trial's ended KILLED with the tag abandoned
+    client = MlflowClient(tracking_uri=tracking)
+    runs = [r for r in client.search_runs([client.get_experiment_by_name("pause").experiment_id])
+            if r.data.tags.get("trial_number") is not None]
+    done = [r for r in runs if r.info.status == "FINISHED"]
+    assert sorted(point_key(grid_point_of(spec, trials[int(r.data.tags["trial_number"])])) for r in done) == keys
+    stopped = next(r for r in runs if r.data.tags["trial_number"] == str(paused))
+    assert stopped.info.status == "KILLED" and stopped.data.tags["status"] == "abandoned"

@@ -45,19 +45,23 @@ def _claimed_point(spec: SweepSpec, trial) -> Optional[dict]:
 
 
 def free_points(spec: SweepSpec, trials, invocation: str) -> list[dict]:
-    """Grid points with no COMPLETE or RUNNING trial, and no failure in this invocation."""
+    """Grid points with no COMPLETE or RUNNING trial, and no failure in this invocation; a point
+    waiting to run again (the heartbeat's retry of a silent worker's trial) is free whatever failed."""
     from optuna.trial import TrialState
 
-    taken = set()
+    taken, failed_now, waiting = set(), set(), set()
     for t in trials:
         point = _claimed_point(spec, t)
-        if point is None or t.state == TrialState.WAITING:  # free until asked for: the next ask runs it
+        if point is None:
             continue
-        if t.state in (TrialState.COMPLETE, TrialState.RUNNING):
+        if t.state == TrialState.WAITING:  # free until asked for: the next ask runs it
+            waiting.add(point_key(point))
+        elif t.state in (TrialState.COMPLETE, TrialState.RUNNING):
             taken.add(point_key(point))
         elif t.user_attrs.get("invocation") == invocation:  # failed just now: retry on a rerun
-            taken.add(point_key(point))
-    return [p for p in spec.grid_points() if point_key(p) not in taken]
+            failed_now.add(point_key(point))
+    # unless the failure was handed to a heartbeat retry (waiting): that retry runs it now
+    return [p for p in spec.grid_points() if point_key(p) not in taken | (failed_now - waiting)]
 
 
 SETTLE_S = 10.0  # how long a claim waits for trials other machines have just asked for to show their point
