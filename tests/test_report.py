@@ -610,6 +610,58 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
     ]
 
 
+def test_summaries_edited_in_committed_run_folders_change_no_verdict(tmp_path, monkeypatch):
+    """The committed positive control (SmolLM2, lr 1e-4 against 5e-5: "supported", 16 of 16 pairs
+    faster), its folders copied. In two treatment runs of each seed set a summary is edited as older
+    code or a careless hand leaves it: a steps_to_learn its curve never gives, a killed run's cut
+    folder relabelled finished, a steps_completed that is not its metrics'. Taken at their word, the
+    edits turn the steps_to_learn verdict around; the report names each edited folder and why, leaves it out, and
+    its verdicts are those of the untouched runs."""
+    from sweeps.reporting import report_inputs
+    from sweeps.spec import load_spec
+
+    spec = load_spec(ROOT / "experiments" / "real" / "cpu" / "r0_positive_control_room_cpu.yaml")
+    source, root = ROOT / "results" / "real" / "cpu" / "runs" / spec.name, tmp_path / "runs"
+    for folder in sorted(source.glob("trial-*")):
+        if (folder / "summary.json").is_file():
+            (root / spec.name / folder.name).mkdir(parents=True)
+            for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+                shutil.copy(folder / name, root / spec.name / folder.name / name)
+
+    def verdicts(runs):
+        return [v.verdict for v, _ in replicated_verdicts(spec, runs)]
+
+    runs, left_out = report_inputs.collect_runs(root, spec)
+    assert len(runs) == 32 and left_out == [] and verdicts(runs) == ["supported", "supported"]
+    treated = {r.config["seed"]: r.folder for r in runs if r.config["learning_rate"] == 1e-4}
+
+    def edit(seed, **changes):
+        path = treated[seed] / "summary.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+    edit(1, steps_to_learn=38)  # discovery seeds: its curve learns at 17
+    edit(8, steps_to_learn=38)  # replication seeds: at 9
+    metrics = treated[3] / "metrics.jsonl"  # discovery: killed at step 12, relabelled finished and not learned
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:12]))
+    edit(3, status="finished", steps_completed=12, steps_to_learn=None, learned=0)
+    edit(12, steps_completed=400)  # replication: a count its metrics.jsonl does not have (40 steps)
+    edited = sorted(treated[s].name for s in (1, 3, 8, 12))  # 6 pairs per set left: p can still be < 0.05
+
+    with monkeypatch.context() as taken_at_their_word:
+        taken_at_their_word.setattr(report_inputs, "data_fault", lambda summary, metrics, config: None)
+        believed, _ = report_inputs.collect_runs(root, spec)
+    assert verdicts(believed)[0] == "no effect detected"  # steps_to_learn's verdict, had the edits been believed
+
+    kept, left_out = report_inputs.collect_runs(root, spec)
+    assert sorted(r.folder.name for r in kept) == sorted(r.folder.name for r in runs if r.folder.name not in edited)
+    reasons = {line.split(" ")[0]: line for line in left_out}
+    assert sorted(reasons) == edited
+    assert "summary.json's steps_to_learn 38 is not what its metrics.jsonl gives (17)" in reasons[treated[1].name]
+    assert "finished after 12 of its max_steps 40 steps" in reasons[treated[3].name]
+    assert "metrics.jsonl has 40 step(s), summary.json's steps_completed 400" in reasons[treated[12].name]
+    assert verdicts(kept) == ["supported", "supported"]
+
+
 def _bad_reports():
     tests = [{"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "advantage_scale",
               "treatment": [10.0], "control": 1.0, "direction": "lower"}]

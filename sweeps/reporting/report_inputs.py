@@ -49,7 +49,7 @@ def data_fault(summary: dict, metrics: list[dict], config: dict) -> Optional[str
     reads (steps_to_learn, learned, loss_departure_step, final_reward, reward_auc, and the
     completions counted to learn) recomputed from the per-step rewards and losses by the current
     code, with the run's own config (window, δ, ε) and its recorded baseline; and values the run's
-    spec makes impossible (no steps, more steps than max_steps). The usual cause is not tampering
+    spec makes impossible (no steps, more or fewer steps than max_steps). The usual cause is not tampering
     but a summary written by code whose definitions have changed since."""
     from grpo_core.config.schema import GRPOConfig
     from grpo_core.record.run_metrics import completion_counts, summarize
@@ -59,6 +59,8 @@ def data_fault(summary: dict, metrics: list[dict], config: dict) -> Optional[str
     max_steps = config.get("max_steps", GRPOConfig.max_steps)
     if isinstance(max_steps, int) and len(metrics) > max_steps:
         return f"{len(metrics)} steps in a run of max_steps {max_steps}"
+    if isinstance(max_steps, int) and len(metrics) < max_steps:  # no run ends early as finished: a killed one cut
+        return f"finished after {len(metrics)} of its max_steps {max_steps} steps"
     try:
         rewards = [float(row["reward"]) for row in metrics]
         losses = [float(row["loss"]) for row in metrics]
