@@ -163,6 +163,16 @@ def artifact_root_for(tracking_uri: str) -> Optional[str]:
     return Path(defaults.ARTIFACT_ROOT).resolve().as_uri()
 
 
+def cache_dir_for(tracking_uri: str) -> Optional[str]:
+    """Where a sweep that leaves cache_dir at its default keeps its cache (tiny bases, measured
+    baselines): the folder `cache` beside a SQLite store given elsewhere, as its artifacts are, so
+    that a sweep whose places are all given writes nothing into the working folder; None (the
+    default, results/local/cache) for the default store and a tracking server."""
+    if tracking_uri.startswith("sqlite:///") and tracking_uri != defaults.TRACKING_URI:
+        return str(Path(tracking_uri[len("sqlite:///"):]).resolve().parent / "cache")
+    return None
+
+
 # Without this tag MLflow 3's UI opens an experiment in its GenAI view (traces, an assistant)
 # and hides the params and metrics columns of the runs list.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}

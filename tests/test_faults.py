@@ -362,6 +362,26 @@ def test_truncated_or_pickled_weights_are_one_line_and_run_no_code(tmp_path):
     assert not planted.exists()  # the pickle was never executed
 
 
+def test_a_sweep_whose_places_are_all_given_writes_nothing_in_the_working_folder(tmp_path):
+    """--storage, --tracking-uri and --out-root elsewhere, cache_dir left at its default: the cache
+    (measured baselines, tiny bases) goes beside the SQLite store, as its artifacts do, and the run's
+    config.yaml says so (before, ./results/local/cache of the working folder took it)."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()  # (a store's folder must exist)
+    spec = tmp_path / "places.yaml"
+    spec.write_text(yaml.safe_dump({"name": "places", "base": {"max_steps": 2, "baseline_prompts": 8, "stl_window": 1,
+                                                              "stl_delta": 8},
+                                    "grid": {"beta": [0.0]}, "seeds": [0]}))
+    res = grpo_here("sweep", str(spec), "--storage", f"journal:///{elsewhere}/j.log",
+                    "--tracking-uri", f"sqlite:///{elsewhere}/mlflow.db", "--out-root", str(elsewhere / "runs"), cwd=work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert list(work.iterdir()) == []
+    assert list((elsewhere / "cache" / "baselines").glob("*.json"))  # the baseline it measured, kept there
+    config = yaml.safe_load((elsewhere / "runs" / "places" / "trial-0000" / "config.yaml").read_text())
+    assert config["cache_dir"] == str(elsewhere / "cache")  # the logged setting is the one used
+
+
 def test_an_mlflow_store_that_cannot_be_written_is_refused_before_training(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n")
@@ -747,11 +767,13 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.longest  # ~35 s
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal and /proc")
-def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_worker(tmp_path):
-    """SIGKILL to a random search's main process mid-trial: its workers end with it (they had run on
-    as orphans, claiming new trials beside the resume); the resume retries the killed trials at
-    their points and draws new ones for the rest (the seeded sampler had drawn the finished points
-    again), so no parameter point is trained twice and the budget is spent once."""
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_worker(tmp_path, how):
+    """SIGKILL (or SIGTERM, as kill, Slurm and docker send) to a random search's main process
+    mid-trial: its workers end with it (after SIGKILL they had run on as orphans, claiming new
+    trials beside the resume); the resume retries the killed trials at their points and draws new
+    ones for the rest (the seeded sampler had drawn the finished points again), so no parameter
+    point is trained twice and the budget is spent once."""
     import datetime
 
     import optuna
@@ -782,7 +804,7 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         workers = [p for p in _children(main.pid) if "python" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
         assert len(workers) >= 2
         killed_at = datetime.datetime.now()
-        main.kill()
+        main.send_signal(getattr(signal, how))
         main.wait()
         # a worker ends once it has recorded its trial as failed; that record may wait for the journal's lock,
         # which a main process killed while reading holds until its grace period (30 s) runs out

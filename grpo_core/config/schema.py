@@ -283,7 +283,8 @@ class GRPOConfig:
     None = the task's calibrated value (addition 1000, reverse 75), written resolved to config.yaml."""
     cache_dir: str = defaults.CACHE_DIR
     """Where tiny models pretrained here (non-default tiny_pretrain_steps) and measured baselines
-    (built-in tasks) are cached."""
+    (built-in tasks) are cached. A sweep that leaves it at this default and names a SQLite store
+    elsewhere (`--tracking-uri`) keeps it in `cache` beside that store, as the store's artifacts."""
     save_steps: int = 0
     """Write a checkpoint (model, optimizer, schedule, every random state, the metric history)
     to `<run folder>/checkpoint-<step>` every N steps, keeping the latest; 0 = none."""

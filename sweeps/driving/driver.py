@@ -41,7 +41,7 @@ from .search import make_pruner, make_sampler, search_objective, undefined
 from ..spec import SweepSpec, grid_point_of, load_spec, point_key
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage, repair_journal_tail)
-from .trial_run import WorkerContext, grid_objective
+from .trial_run import WorkerContext, grid_objective, place_extras
 from .trials import log_importance, trials_table
 
 
@@ -143,14 +143,15 @@ def _build_tiny_models(keys: list) -> None:
         ensure_tiny_model(*key)
 
 
-def _prepare_models(spec: SweepSpec, in_child: bool) -> list[str]:
+def _prepare_models(spec: SweepSpec, in_child: bool, extras: dict) -> list[str]:
     """Build the tiny base models once, before workers start, instead of in every worker.
     With `in_child`, missing models are built in a spawned process, so that this process never
     runs a multi-threaded torch op before forking workers (GNU OpenMP is not fork-safe).
     Returns the model folders."""
     from grpo_core.tasks.models import committed_base, resolve_model_path, tiny_cache_dir
 
-    configs = [spec.config_for(p) for p in spec.grid_points()] if spec.mode == "grid" else [spec.config_for({})]
+    configs = ([spec.config_for(p, **extras) for p in spec.grid_points()] if spec.mode == "grid"
+               else [spec.config_for({}, **extras)])
     keys = sorted({(c.cache_dir, c.task, c.tiny_pretrain_steps) for c in configs if c.model == "tiny"})
     committed = {k: resolve_model_path("tiny", *k) for k in keys if committed_base(k[1], k[2]) is not None}
     keys = [k for k in keys if k not in committed]
@@ -296,7 +297,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
 
     gpus = _gpu_count()
     method = _start_method(gpus) if workers > 1 else None
-    model_dirs = _prepare_models(spec, in_child=method == "fork")
+    model_dirs = _prepare_models(spec, in_child=method == "fork", extras=place_extras(spec, tracking_uri))
     parent_run_id = _parent_run(study, spec, tracking_uri)
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
                              parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,

@@ -32,8 +32,18 @@ class WorkerContext:
     trials_before: int = 0  # the study's trials when this invocation started (a resumed search's samplers: make_sampler)
 
 
+def place_extras(spec: SweepSpec, tracking_uri: str) -> dict:
+    """cache_dir beside the sweep's SQLite store when the spec leaves it at its default and the store
+    is given elsewhere (grpo_core/mlflow_logging.py: cache_dir_for); nothing otherwise."""
+    from grpo_core.mlflow_logging import cache_dir_for
+
+    beside = cache_dir_for(tracking_uri)
+    return {"cache_dir": beside} if beside and "cache_dir" not in spec.base else {}
+
+
 def run_extras(spec: SweepSpec, ctx: WorkerContext) -> dict:
-    extras = {"mlflow_tracking_uri": ctx.tracking_uri, "mlflow_experiment": spec.experiment}
+    extras = {"mlflow_tracking_uri": ctx.tracking_uri, "mlflow_experiment": spec.experiment,
+              **place_extras(spec, ctx.tracking_uri)}
     if "num_threads" not in spec.base and "num_threads" not in spec.grid and "num_threads" not in spec.search:
         extras["num_threads"] = ctx.num_threads
     return extras
