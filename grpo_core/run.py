@@ -326,12 +326,23 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
         return _record(cfg, out, trainer, reserve, status, summary, error, logger)
 
 
+_held_sigterm = False  # a SIGTERM came while a run's record was written: held, not lost (take_held_sigterm)
+
+
 @contextlib.contextmanager
 def _sigterm_held() -> Iterator[None]:
+    """SIGTERM held while the block runs: the record is written whole, and the signal is kept for
+    the caller to act on after it (a sweep's worker stops before it claims another trial). It had
+    been ignored, and lost: a worker whose sweep died (its parent-death SIGTERM) while it recorded
+    a finished run went on claiming trials as an orphan."""
     import signal
 
+    def hold(signum, frame):
+        global _held_sigterm
+        _held_sigterm = True
+
     try:
-        previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        previous = signal.signal(signal.SIGTERM, hold)
     except ValueError:  # not the main thread: a sweep's worker thread has no say over signals
         yield
         return
@@ -339,6 +350,13 @@ def _sigterm_held() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def take_held_sigterm() -> bool:
+    """Whether a SIGTERM came while a run's record was being written (and was held); clears it."""
+    global _held_sigterm
+    held, _held_sigterm = _held_sigterm, False
+    return held
 
 
 def _record(cfg, out: Path, trainer, reserve: Path, status: str, summary: dict, error, logger) -> dict:

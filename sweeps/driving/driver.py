@@ -55,6 +55,8 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
     import optuna
     from optuna.trial import TrialState
 
+    from grpo_core.run import take_held_sigterm
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(ctx.spec_path)
     storage = open_storage(ctx.storage_url, ctx.heartbeat_interval)
@@ -63,7 +65,14 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
     lock = claim_lock_path(ctx.storage_url, spec.name)
     objective = grid_objective if spec.mode == "grid" else search_objective
     on_step = None if progress is None else (lambda *_: progress.poll())
-    while (trial := claim_trial(study, storage, spec, lock, ctx.invocation)) is not None:
+    take_held_sigterm()  # (one held by an earlier sweep in this process is not this one's)
+
+    def next_trial():
+        if take_held_sigterm():  # it came while the last run's record was written: stop now, as on it
+            raise Terminated()
+        return claim_trial(study, storage, spec, lock, ctx.invocation)
+
+    while (trial := next_trial()) is not None:
         trial.set_user_attr("invocation", ctx.invocation)
         try:
             with Heartbeat(storage, study, trial) as beat:
@@ -100,26 +109,17 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
             progress.poll(force=True)
 
 
-def die_with_parent() -> None:
-    """A worker process ends, as on SIGTERM (its trial failed, its MLflow run killed), when the sweep's
-    main process dies, even by SIGKILL: orphaned workers had gone on claiming trials, and a resume
-    beside them ran twice the workers on the same cores. Linux's parent-death signal; a parent
-    already gone when it is set is caught by the parent-pid check after it."""
+def _worker_entry(ctx: WorkerContext) -> None:
     import multiprocessing
     import signal
 
-    if sys.platform.startswith("linux"):
-        import ctypes
+    from grpo_core.util.parent_death import die_with_parent
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _worker_entry(ctx: WorkerContext) -> None:
     handle_sigterm()  # spawned workers start without the parent's handler
-    die_with_parent()
+    # the worker ends, as on SIGTERM (its trial failed, its MLflow run killed), when the sweep's main process
+    # dies, even by SIGKILL: orphaned workers had gone on claiming trials beside the resume
+    parent = multiprocessing.parent_process()
+    die_with_parent(signal.SIGTERM, parent.pid if parent is not None else None)
     try:
         worker_loop(ctx)
     except KeyboardInterrupt as exc:
