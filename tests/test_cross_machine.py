@@ -18,7 +18,7 @@ def _steps(args: list[str]) -> int:
     return next(int(a.split("=")[1]) for a in args if a.startswith("max_steps="))
 
 
-PREFIX = 60  # steps of a constant-learning-rate reference rerun: the drift an unpinned run shows starts by step 39
+PREFIX = 40  # steps of a constant-learning-rate reference rerun: the drift an unpinned run shows starts by step 39
 
 
 def _as_trained(args: list[str]) -> list[str]:
@@ -52,7 +52,7 @@ REAL_REFERENCES = {"AuthenticAMD": "real-amd", "GenuineIntel": "real-intel"}
 def test_reference_runs_reproduce_bit_for_bit():
     # every reference made on this CPU vendor's machines (AMD: the other machine's and this project's
     # development machine's; Intel: the same configs made on a Xeon), in two processes, one per core,
-    # with about as many steps each (longest first, to the lighter); constant-rate ones for 60 steps
+    # with about as many steps each (longest first, to the lighter); constant-rate ones for PREFIX steps
     vendor = cpu_vendor()
     if vendor not in TINY_REFERENCES:
         pytest.skip(f"no tiny-model reference made on a {vendor or 'unknown'} CPU (references: {TINY_REFERENCES})")

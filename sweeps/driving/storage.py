@@ -182,12 +182,15 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
 
     import sqlalchemy.exc
 
+    engine_kwargs = {"pool_pre_ping": True}
+    if url.startswith("sqlite"):  # writers wait for SQLite's lock up to 60 s (Python's default, 5 s, ended a loaded
+        engine_kwargs["connect_args"] = {"timeout": 60}  # sweep with "database is locked" among its heartbeats)
     for attempt in range(6):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.storages.RDBStorage(
-                    sqlalchemy_url(url), engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat_interval,
+                    sqlalchemy_url(url), engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval,
                     grace_period=3 * heartbeat_interval,
                     **{callback: optuna.storages.RetryHeartbeatStaleTrialCallback()})
         except sqlalchemy.exc.DBAPIError:
