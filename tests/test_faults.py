@@ -808,7 +808,8 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         "seeds": [0]}))
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
     cmd = [sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "2", *_stores(tmp_path)]
-    main = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = open(tmp_path / "first.log", "w")  # what the stopped invocation said (shown if the test fails)
+    main = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log")))
     workers: list[int] = []
     try:
@@ -838,7 +839,7 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         before = len(trials)  # no trial claimed after the kill (an orphan finishes its trial and claims the next)
         late = [(t.number, t.state.name, (t.datetime_start - killed_at).total_seconds(), t.user_attrs.get("owner"))
                 for t in trials if t.datetime_start > killed_at + datetime.timedelta(seconds=1)]
-        assert not late, (late, workers)
+        assert not late, (late, workers, (tmp_path / "first.log").read_text()[-3000:])
         done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
     finally:

@@ -7,7 +7,7 @@ allocation of 16 bytes failed", no word from grpo and no record), and torch's CP
 "DefaultCPUAllocator: can't allocate memory" from deep inside a step. Measured on this project's
 2-core machine (2026-11-28, `grpo train` of the tiny model for 1-2 steps, `ulimit -v` in KiB):
 1,000,000 aborted 4 times of 4; 1,200,000 failed to allocate 4 of 4; 1,100,000 and 1,300,000
-trained (1 try each); 1,500,000 and 1,800,000 trained 4 of 4. The floor, 2 GiB (2,097,152 KiB),
+trained (1 try each); 1,500,000 trained 4 of 4 and 1,800,000 3 of 3. The floor, 2 GiB (2,097,152 KiB),
 leaves a margin over that; a larger model needs more, and then fails in one line (memory_failure)."""
 
 from __future__ import annotations

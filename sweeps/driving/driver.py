@@ -46,10 +46,11 @@ from .trials import log_importance, trials_table
 
 
 # ---- workers ----------------------------------------------------------------------------------
-def worker_loop(ctx: WorkerContext, progress=None) -> None:
+def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
     """Claim and run trials until the sweep has none left. A trial that raises is FAIL in Optuna
     (FAILED in MLflow) and the worker goes on; Ctrl-C marks the trial FAIL and stops. `progress`
-    (a SweepProgress, when this process is the sweep's only worker) is shown between steps."""
+    (a SweepProgress, when this process is the sweep's only worker) is shown between steps; `stop`
+    (an Event the sweep sets when it is stopped) ends the loop before another claim."""
     if ctx.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ctx.gpu
     import optuna
@@ -67,8 +68,13 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
     on_step = None if progress is None else (lambda *_: progress.poll())
     take_held_sigterm()  # (one held by an earlier sweep in this process is not this one's)
 
+    parent = mp.parent_process()  # a worker process's sweep; None where the sweep runs its only worker itself
+
     def next_trial():
-        if take_held_sigterm():  # it came while the last run's record was written: stop now, as on it
+        # stop before another claim, as on SIGTERM: one held while the last run's record was written, the
+        # sweep's own word (set before it sends SIGTERM), or a sweep that died (its parent-death signal aside)
+        if take_held_sigterm() or (stop is not None and stop.is_set()) or (
+                parent is not None and os.getppid() != parent.pid):
             raise Terminated()
         return claim_trial(study, storage, spec, lock, ctx.invocation)
 
@@ -109,7 +115,7 @@ def worker_loop(ctx: WorkerContext, progress=None) -> None:
             progress.poll(force=True)
 
 
-def _worker_entry(ctx: WorkerContext) -> None:
+def _worker_entry(ctx: WorkerContext, stop=None) -> None:
     import multiprocessing
     import signal
 
@@ -121,7 +127,7 @@ def _worker_entry(ctx: WorkerContext) -> None:
     parent = multiprocessing.parent_process()
     die_with_parent(signal.SIGTERM, parent.pid if parent is not None else None)
     try:
-        worker_loop(ctx)
+        worker_loop(ctx, stop=stop)
     except KeyboardInterrupt as exc:
         sys.exit(143 if isinstance(exc, Terminated) else 130)
 
@@ -304,7 +310,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                              num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root,
                              trials_before=len(study.get_trials(deepcopy=False)))
     started = time.perf_counter()
-    status, procs = "FINISHED", []
+    status, procs, stop = "FINISHED", [], None
     progress = SweepProgress(spec, study, invocation, workers)
     try:
         if workers == 1:
@@ -314,8 +320,9 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                 _preload_for_fork(model_dirs)
                 _release_connections(storage)
             context = mp.get_context(method)
+            stop = context.Event()
             procs = [context.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}",
-                                   args=(replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None),))
+                                   args=(replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None), stop))
                      for i in range(min(workers, _most_trials(spec)))]
             for p in procs:
                 p.start()
@@ -324,6 +331,8 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                 p.join()
     except KeyboardInterrupt as exc:
         status = "KILLED"
+        if stop is not None:  # no worker claims another trial, whatever signal it got or missed
+            stop.set()
         if isinstance(exc, Terminated):  # Ctrl-C reaches the workers itself; SIGTERM went to this process
             for p in procs:
                 if p.is_alive():
