@@ -344,9 +344,9 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
                          for t in spec.report["tests"]]
     real_runs: list = []  # the full report's real-model runs: committed, never trained by this command
     if not (real or real_cpu or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
-        real = Answers(REAL_CPU_TESTBED)
-        real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir, real)
-        answers = Answers(testbed, real.forest + answers.forest, real.glance + answers.glance)
+        real_answers = Answers(REAL_CPU_TESTBED)  # (not `real`: the flag decides below where the plot is copied)
+        real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir, real_answers)
+        answers = Answers(testbed, real_answers.forest + answers.forest, real_answers.glance + answers.glance)
         sections, summary_rows, all_runs = real_sections + sections, real_rows + summary_rows, real_runs + all_runs
 
     if (warning := versions_warning(all_runs)):
