@@ -152,14 +152,21 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
         check_sqlite_writable(path, f"{flag} {uri!r}")
 
 
+def _store_elsewhere(tracking_uri: str) -> Optional[Path]:
+    """The folder of a SQLite store other than the default one, or None (the default store, a server)."""
+    if tracking_uri.startswith("sqlite:///") and tracking_uri != defaults.TRACKING_URI:
+        return Path(tracking_uri[len("sqlite:///"):]).resolve().parent
+    return None
+
+
 def artifact_root_for(tracking_uri: str) -> Optional[str]:
     """Explicit artifact location for local stores: the default store's results/local/mlartifacts, and
     for another SQLite file the folder mlartifacts beside it (a store given elsewhere keeps its
     artifacts there too, not in the working folder); a tracking server chooses its own."""
     if tracking_uri.startswith(("http://", "https://")):
         return None
-    if tracking_uri.startswith("sqlite:///") and tracking_uri != defaults.TRACKING_URI:
-        return (Path(tracking_uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
+    if (folder := _store_elsewhere(tracking_uri)) is not None:
+        return (folder / "mlartifacts").as_uri()
     return Path(defaults.ARTIFACT_ROOT).resolve().as_uri()
 
 
@@ -168,9 +175,8 @@ def cache_dir_for(tracking_uri: str) -> Optional[str]:
     baselines): the folder `cache` beside a SQLite store given elsewhere, as its artifacts are, so
     that a sweep whose places are all given writes nothing into the working folder; None (the
     default, results/local/cache) for the default store and a tracking server."""
-    if tracking_uri.startswith("sqlite:///") and tracking_uri != defaults.TRACKING_URI:
-        return str(Path(tracking_uri[len("sqlite:///"):]).resolve().parent / "cache")
-    return None
+    folder = _store_elsewhere(tracking_uri)
+    return None if folder is None else str(folder / "cache")
 
 
 # Without this tag MLflow 3's UI opens an experiment in its GenAI view (traces, an assistant)
