@@ -848,6 +848,7 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         for pid in workers:  # never leave a worker behind, whatever failed
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        log.close()
     trials = optuna.load_study(study_name="killed", storage=journal).trials
     ran = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     assert len(ran) == 4 and len(trials) > before  # the budget spent once, by trials that ran
