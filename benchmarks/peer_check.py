@@ -42,6 +42,7 @@ def parse_arm(items: list[str]) -> dict:
 
     from grpo_core.config.values import coerce_value
     from grpo_core.util.errors import UserInputError
+    from sweeps.arms import ARM
 
     arm = {}
     for item in items:
@@ -50,7 +51,7 @@ def parse_arm(items: list[str]) -> dict:
             raise UserInputError(f"--arm {item!r}: allowed: key=value, a grid axis and one of its values")
         if key in arm:
             raise UserInputError(f"--arm: {key} given twice; allowed: each grid axis once")
-        arm[key] = coerce_value(key, yaml.safe_load(value))
+        arm[key] = value if key == ARM else coerce_value(key, yaml.safe_load(value))  # an arm: its name
     return arm
 
 

@@ -19,6 +19,8 @@ from grpo_core.util.errors import ConfigError, UserInputError
 from grpo_core.record.run_metrics import CENSORED, censored_at
 from grpo_core.util.yaml_files import read_yaml_mapping
 
+from . import arms
+
 # Objectives: summary metrics of a run, with their natural direction.
 OBJECTIVES = {
     "steps_to_learn": "minimize",  # never-learned runs count as censored at max_steps
@@ -33,7 +35,7 @@ SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "successive_halving", "hyperband")  # Optuna's; on the runs' smoothed reward (sweeps/driving/search.py)
 PRUNER_KEYS = ("type", "warmup_steps", "startup_trials")
 TEXT_KEYS = ("question", "claim", "source", "hypothesis", "expected", "notes")
-SPEC_KEYS = ("name", "base", "grid", "seeds", "replication_seeds", "search", "sampler", "n_trials", "objective", "direction",
+SPEC_KEYS = ("name", "base", "grid", "arms", "seeds", "replication_seeds", "search", "sampler", "n_trials", "objective", "direction",
              "pruner", "mlflow_experiment", "report", "quick", *TEXT_KEYS)
 SEARCH_KEYS = ("low", "high", "log", "type", "choices")
 
@@ -45,7 +47,7 @@ class SweepSpec:
     base: dict
     """Config keys shared by every trial (partial; defaults fill the rest)."""
     grid: dict
-    """Axis (config key) -> list of values; grids run every combination × every seed."""
+    """Axis (config key, or `arm`) -> list of values; grids run every combination × every seed."""
     seeds: list
     """Seeds: a grid axis in grid mode; inside the objective (mean over seeds) in search mode."""
     replication_seeds: list = field(default_factory=list)
@@ -79,6 +81,8 @@ class SweepSpec:
     quick: dict = field(default_factory=dict)
     """For `grpo reproduce --quick`: fewer `seeds` and `max_steps`."""
     path: str = ""
+    arms: dict = field(default_factory=dict)
+    """Arm name -> {config key: value}: the values of the grid axis `arm` (sweeps/arms.py); empty = none."""
 
     @property
     def all_objectives(self) -> list:
@@ -108,7 +112,15 @@ class SweepSpec:
         return [dict(zip(axes, combo)) for combo in itertools.product(*values)]
 
     def config_for(self, params: dict, **extra) -> GRPOConfig:
-        return config_from_dict({**self.base, **params, **extra}, source=f"{self.path} (sweep {self.name})")
+        return config_from_dict({**self.base, **arms.expand(self.arms, params), **extra},
+                                source=f"{self.path} (sweep {self.name})")
+
+    def point_of(self, config: dict) -> dict:
+        """The grid point (axes and seed) a run's config records; an arm is told by its values (None
+        where no arm's match). KeyError where the config lacks an axis or a key the arms set."""
+        point = {axis: arms.arm_of(self.arms, config) if axis == arms.ARM else config[axis] for axis in self.grid}
+        point["seed"] = config["seed"]
+        return point
 
     def value_text(self, value: float, attrs: dict) -> str:
         """A trial's objective as printed: a censored one says so ("not learned (counted as 200)")."""
@@ -255,18 +267,22 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
     grid = data.get("grid") or {}
     if not isinstance(grid, dict):
         raise _err(path, "grid", "expected a mapping of axis -> list of values")
+    has_arms = data.get("arms") is not None
     for axis, values in grid.items():
         if axis == "seed":
             raise _err(path, "grid.seed", "seeds go in `seeds`, not in the grid")
-        if axis not in FIELD_NAMES:
+        if axis == arms.ARM and not has_arms:
+            raise _err(path, "grid.arm", "names arms the spec does not define; allowed: with `arms` (sweeps/arms.py)")
+        if axis not in FIELD_NAMES and axis != arms.ARM:
             raise _err(path, f"grid.{axis}", f"unknown axis; allowed: config keys ({', '.join(FIELD_NAMES)})")
         if not isinstance(values, list):
             raise _err(path, f"grid.{axis}", f"expected a list of values, got {short_value(values)}; "
                                              f"allowed: a non-empty list (one value: [{short_value(values)}])")
         if not values:
             raise _err(path, f"grid.{axis}", "empty grid axis; give a non-empty list of values")
+    listed_arms = grid.get(arms.ARM)
     grid = {axis: _distinct(path, f"grid.{axis}", [_grid_value(path, axis, v) for v in values])
-            for axis, values in grid.items()}
+            for axis, values in grid.items() if axis != arms.ARM}
 
     seeds = data.get("seeds")
     if seeds is None or seeds == []:
@@ -289,11 +305,16 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
         if "cpu_math" in keys:  # set before torch loads, once for the sweep's whole process tree
             raise _err(path, f"{where}.cpu_math", "cannot vary within a sweep; allowed: in base only (one mode "
                                                   "per sweep: its workers share the process's CPU math)")
-    if not grid and not search:
-        raise _err(path, "grid", "empty grid and no search space; give at least one axis or a search space")
     overlap = sorted((set(grid) | set(search)) & set(base))
     if overlap:
         raise _err(path, overlap[0], "is both in base and in grid/search; keep it in one place")
+    named_arms = {}
+    if has_arms:  # the axis `arm` first: a run is named and grouped by its arm before the other axes
+        named_arms = arms.parse_arms(path, data["arms"], set(base) | set(grid) | set(search),
+                                     lambda key, value, where: _grid_value(path, key, value, where))
+        grid = {arms.ARM: _distinct(path, "grid.arm", arms.arm_axis(path, named_arms, listed_arms)), **grid}
+    if not grid and not search:
+        raise _err(path, "grid", "empty grid and no search space; give at least one axis or a search space")
 
     points = math.prod(len(v) for v in grid.values()) * (len(seeds) + len(replication))
     if points > MAX_GRID_POINTS:
@@ -331,7 +352,7 @@ def load_spec(path: str | Path, check_points: bool = True) -> SweepSpec:
                      objectives=objectives if len(objectives) > 1 else [],
                      directions=directions if len(objectives) > 1 else [], pruner=pruner,
                      mlflow_experiment=str(experiment), text=text, report=data.get("report") or {},
-                     quick=data.get("quick") or {}, path=path)
+                     quick=data.get("quick") or {}, path=path, arms=named_arms)
     if check_points:
         _check_every_point(spec)
     return spec

@@ -796,6 +796,50 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
         assert "the positive control (b_positive) reads no effect detected" in sections[-1]
 
 
+@pytest.mark.parametrize("graded", ["complete", "still training"])
+def test_a_graded_positive_control_gates_by_its_larger_step_once_all_its_runs_are_in(tmp_path, graded,
+                                                                                     summaries_as_given):
+    # a second positive control, ×4 detected and ×2 not: it gates open (the testbed detects ×4's
+    # effect); while some of its runs are missing, the first control (which failed here) keeps the gate
+    import sweeps.reporting.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    test = {"kind": "paired", "axis": "learning_rate", "control": 1e-4, "direction": "lower"}
+    (exp / "a_claim.yaml").write_text(json.dumps({
+        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
+        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
+                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
+    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
+                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
+                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
+                                     for s in range(16) for a in (1.0, 2.0)])
+    for name, grid, gaps in (("positive", [1e-4, 4e-4], {4e-4: 0}), ("positive-graded", [1e-4, 2e-4, 4e-4],
+                                                                      {2e-4: 0, 4e-4: 20})):
+        (exp / f"{'c' if 'graded' in name else 'b'}_{name}.yaml").write_text(json.dumps({  # the graded one after
+            "name": name, "claim": "positive_control", "grid": {"learning_rate": grid}, **sets,
+            "report": {"tests": [{**test, "treatment": [lr], "statement": f"learning rate {lr} learns sooner"}
+                                 for lr in grid[:0:-1]]}}))
+        seeds = range(15 if name == "positive-graded" and graded == "still training" else 16)
+        _write_runs(runs_root, name, [({**config, "learning_rate": lr, "seed": s},
+                                       {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gaps.get(lr, 0),
+                                        "learned": 1, "reward_auc": 0.5 + 0.01 * gaps.get(lr, 0)
+                                        + 0.001 * ((s + (lr > 1e-4)) % 2)})
+                                      for s in seeds for lr in grid])
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    if graded == "complete":
+        assert [_cells(r)[2] for r in rows[1:3]] == ["**supported**", "**no effect detected**"]
+        assert _cells(rows[-1])[2:] == ["**no effect detected**", "**no effect detected**"]
+        return
+    assert "the gate of *no effect detected* stays `b_positive`'s" in sections[1]
+    assert _cells(rows[-1])[2:] == ["**inconclusive (positive control not passed)**"] * 2
+    assert "the positive control (b_positive) reads no effect detected" in sections[-1]
+
+
 def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path, summaries_as_given):
     # the positive control with 3 of its 32 runs not finished (still training): what its 13 full pairs read
     # (supported) is kept in the reason, but it is not the spec's verdict, so the claim's "no effect

@@ -127,7 +127,7 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
     peers = peer_runs(folder)
     if not peers:
         return "", None
-    arm = {k: peers[0].config[k] for k in spec.grid}
+    arm = {k: v for k, v in spec.point_of(peers[0].config).items() if k != "seed"}
     ours = [r for r in runs if all(r.point[k] == v for k, v in arm.items())]
     if not ours:
         return "", None

@@ -55,8 +55,10 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
         if (read := finished_run(folder)) is None:
             continue
         summary, config = read
-        point = {axis: config.get(axis) for axis in [*spec.grid, "seed"]}
-        key = point_key(point)
+        try:
+            key = point_key(spec.point_of(config))
+        except (KeyError, ValueError, TypeError):  # an axis it lacks, a value no arm holds: not this sweep's run
+            continue
         if key not in wanted or not _same_run(spec, wanted[key], config):
             continue
         found[key] = (folder, summary, config)
@@ -94,10 +96,13 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
         if not missing:
             break
         read = finished_run(folder)
-        if read is None or any(a not in read[1] for a in [*spec.grid, "seed"]):
+        if read is None:
             continue
         config = read[1]
-        key = point_key({axis: config[axis] for axis in [*spec.grid, "seed"]})
+        try:
+            key = point_key(spec.point_of(config))
+        except (KeyError, ValueError, TypeError):
+            continue
         if key not in missing:
             continue
         try:
@@ -135,7 +140,7 @@ def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:
     for key, (folder, summary, config) in finished_folders(Path(out_root), spec).items():
         if key in done:
             continue
-        point = {axis: config[axis] for axis in distributions}
+        point = spec.point_of(config)
         value = spec.censor(summary, config["max_steps"])
         if math.isnan(value):
             continue

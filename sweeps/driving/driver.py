@@ -138,6 +138,8 @@ def spec_fingerprint(spec: SweepSpec) -> str:
              spec.n_trials]
     if spec.objectives or spec.pruner:  # (only then: the fingerprints of the studies before them stand)
         parts += [spec.objectives, spec.directions, spec.pruner]
+    if spec.arms:  # what each arm sets is part of what the sweep runs
+        parts.append(spec.arms)
     key = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 

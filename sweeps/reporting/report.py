@@ -14,6 +14,7 @@ from sweeps.deciding import statistics as st
 from grpo_core.record.run_metrics import CENSORED, trailing_average
 
 from ..deciding.power import MOST_SEEDS, TARGET_TEXT
+from .. import arms
 from ..spec import SweepSpec, point_key
 from ..deciding.gates import incomplete, rests_on_steps_to_learn, unproven, withheld
 from ..deciding.mechanism import gated, gates_test, mechanism_checks
@@ -250,6 +251,8 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
             out.append(f"- **{key.capitalize()}:** {spec.text[key]}")
     max_steps = runs[0].config["max_steps"] if runs else spec.base.get("max_steps")
     grid = "; ".join(f"{k} ∈ {v}" for k, v in spec.grid.items())
+    if spec.arms:
+        grid += f" (arms: {arms.describe(spec.arms)})"
     sets = "; ".join(f"{name} seeds {_seed_list(seeds)}" for name, seeds in seed_sets(spec))
     missing = _missing_points(spec, runs)
     out += [f"- **Settings:** {grid}; {sets}; max_steps {max_steps}; base {json.dumps(spec.base)}",

@@ -126,8 +126,7 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
             continue
         try:
             config = yaml.safe_load((folder / "config.yaml").read_text())
-            point = {axis: config[axis] for axis in spec.grid}
-            point["seed"] = config["seed"]
+            point = spec.point_of(config)
         except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError) as exc:
             left_out.append(f"{folder.name} (damaged: config.yaml {_why(exc)})")
             continue

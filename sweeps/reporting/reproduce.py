@@ -32,13 +32,13 @@ from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMEN
 from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
 from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
-from .report import bases_table, borrowers, claim_section
+from .report import _missing_points, bases_table, borrowers, claim_section
 from .summary import SUMMARY_HEAD, _wall_time, cpu_math_line, summary_row, timing_lines, versions_warning
 from .forest import forest_png, forest_rows
 from .glance import Answers, glance_rows, write_verdicts
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report
-from ..deciding.verdicts import SUPPORTED
+from ..deciding.verdicts import CONTRADICTED, SUPPORTED
 from ..spec import load_spec
 from ..driving.storage import check_distinct, check_storage, journal_url
 
@@ -125,6 +125,25 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
 
 
+
+def positive_gate(name: str, results: list, tests: list[dict]) -> Optional[str]:
+    """Why the positive control `name` does not gate open (None: it does). It passes when at least
+    one of its tests reads supported on steps_to_learn and on its reward-AUC twin, and none of its
+    verdicts reads contradicted: a graded control (×1.5 and ×1.25 the learning rate) shows the
+    testbed sensitive by its larger step even where the finer one goes undetected, which its
+    section states as the effect sizes detected."""
+    if not results:
+        return f"the positive control ({name}) reads no finished runs"
+    contradicted = [v for v in results if v.verdict.startswith(CONTRADICTED)]
+    # each test with its reward-AUC twin (report_tests puts the twin right after it)
+    pairs = [[v for v, t in zip(results, tests) if t is test or t.get("twin_of") == i]
+             for i, test in enumerate(t for t in tests if "twin_of" not in t)]
+    if contradicted or not any(all(v.verdict == SUPPORTED for v in pair) for pair in pairs):
+        failed = contradicted or [v for v in results if v.verdict != SUPPORTED]
+        return f"the positive control ({name}) reads {failed[0].verdict}"
+    return None
+
+
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
               command: str, check_points: bool = True, peer_root: Optional[Path] = None,
               answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
@@ -132,9 +151,10 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     all finished runs. Where the specs have a calibration (placebo) spec, it comes first
     (claim_specs); a later verdict that rests on steps_to_learn is withheld (report.withheld) unless
     the placebos of its runs' set-up passed (report.placebo_gate: a placebo of another reward, length
-    or batch, or one that has not run yet, says nothing about it). The positive control comes next: unless every one
-    of its verdicts is supported, every later "no effect detected" is withheld (report.unproven),
-    as it is on a testbed without one. `peer_root`: where TRL's runs of a spec's arm are
+    or batch, or one that has not run yet, says nothing about it). The positive control comes next
+    (positive_gate): unless it reads supported, every later "no effect detected" is withheld
+    (report.unproven), as it is on a testbed without one. A second positive control (a graded one)
+    takes over the gate once every grid point of it has a finished run. `peer_root`: where TRL's runs of a spec's arm are
     (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py).
     `answers`: each verdict's forest-plot and glance rows are appended to its lists."""
     sections, rows, all_runs, placebos = [], [], [], []
@@ -143,6 +163,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                    f"{NO_POSITIVE_CONTROL} (an intervention known to speed learning, `claim: {POSITIVE_CONTROL}`), "
                    f"so it has not shown it could detect an effect")
     lent = borrowers(runs_root, [read_yaml_mapping(p).get("name", Path(p).stem) for p in derived])
+    gated_by = None  # the positive control whose verdicts gate the nulls after it
     for original, p in zip(paths, derived):
         spec = load_spec(p, check_points=check_points)
         spec.path = str(original)
@@ -162,10 +183,11 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         if claim == "calibration":
             placebos.append(placebo_record(Path(original).stem, runs, results))
         if claim == POSITIVE_CONTROL:
-            failed = [v for v in results if v.verdict != SUPPORTED]
-            insensitive = None if results and not failed else (
-                f"the positive control ({Path(original).stem}) reads "
-                f"{failed[0].verdict if failed else 'no finished runs'}")
+            if gated_by is None or not _missing_points(spec, runs):
+                insensitive, gated_by = positive_gate(Path(original).stem, results, report_tests(spec)), Path(original).stem
+            else:  # a later positive control gates once all its runs are in; until then the earlier one does
+                sections[-1] += (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
+                                 f"`{gated_by}`'s until every grid point here has a finished run.\n")
         tests = report_tests(spec)
         if answers is not None:
             if claim != "calibration" and not spec.report.get("superseded_by"):  # the figure: current regimes
