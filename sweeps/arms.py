@@ -2,13 +2,13 @@
 
 A claim sometimes compares arms that differ in more than one key: warmup on (a ramp to the peak
 learning rate), warmup off (the peak from the first step) and the LR-matched arm (no ramp, a
-constant rate equal to the ramp's mean) differ in `warmup_steps` and `learning_rate`, and their
+constant rate equal to the ramp's mean) differ in `warmup_ratio` and `learning_rate`, and their
 product would add a fourth arm nobody asked for. A spec names them instead:
 
     arms:
-      warmup:     {warmup_steps: 17, learning_rate: 1.5e-5}
-      no_warmup:  {warmup_steps: 0,  learning_rate: 1.5e-5}
-      lr_matched: {warmup_steps: 0,  learning_rate: 1.35e-5}
+      warmup:     {warmup_ratio: 0.19, learning_rate: 1.5e-5}
+      no_warmup:  {warmup_ratio: 0.0,  learning_rate: 1.5e-5}
+      lr_matched: {warmup_ratio: 0.0,  learning_rate: 1.35e-5}
 
 and the grid gains the axis `arm` (every arm, in this order, unless `grid.arm` lists some), which
 crosses with the other axes and the seeds as any axis does. Every arm sets the same keys, which

@@ -259,9 +259,11 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     model = _model_where_a_clone_fetches_it(smollm2, tmp_path, monkeypatch)
     for src in sorted((ROOT / "experiments" / "real" / "cpu").glob("*.yaml")):
         data = yaml.safe_load(src.read_text())
-        data["base"].update(model=model, dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
-                            num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
-                            reward_timeout=0, stl_delta=8, gradient_accumulation_steps=1)  # baseline: 2 prompts
+        trim = dict(model=model, dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2, num_generations=2,
+                    max_completion_length=8, baseline_prompts=2, reward_workers=0, reward_timeout=0, stl_delta=8,
+                    gradient_accumulation_steps=1)  # baseline: 2 prompts
+        armed = {k for arm in (data.get("arms") or {}).values() for k in arm}  # a key the arms set stays theirs
+        data["base"].update({k: v for k, v in trim.items() if k not in armed})
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
         validate_report(load_spec(exp / src.name))
         load_spec(reproduce.derive_spec(exp / src.name, True, None, None, checked))
