@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from grpo_core.config.loading import config_from_dict, parse_override
     from grpo_core.util.cpu_math import pin
+    from sweeps import arms
     from sweeps.spec import load_spec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -137,17 +138,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="profiled steps")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--out", help="write the report here (markdown)")
+    parser.add_argument("--flops", action="store_true",
+                        help="instead of the profile: the step's achieved FLOP/s against the CPU's float32 peak "
+                             "(benchmarks/flop_rate.py)")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec, check_points=False)
     point = {axis: values[0] for axis, values in spec.grid.items()}
     overrides = dict(parse_override(item) for item in args.set)
-    cfg = config_from_dict({**spec.base, **point, "seed": 0, **overrides,
+    cfg = config_from_dict({**spec.base, **arms.expand(spec.arms, point), "seed": 0, **overrides,
                             "max_steps": args.warmup + args.steps}, source=f"{args.spec} (first grid point)")
     pin(cfg.cpu_math)  # before torch loads, as the grpo command does
     import torch
 
     from grpo_core.record.provenance import gpu_driver, machine, versions
     from grpo_core.trainer import GRPOTrainer
+
+    if args.flops:
+        from benchmarks.flop_rate import report_lines
+
+        command = "python3 benchmarks/profile_step.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        text = "\n".join([f"# FLOP rate of a training step: `{Path(args.spec).name}`, first grid point {point}, seed 0",
+                          "", f"Command: `{command}`, {time.strftime('%Y-%m-%d')}. Machine: {machine()}. Versions: "
+                          + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".", "",
+                          *report_lines(cfg, args.warmup, args.steps)]) + "\n"
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text)
+        return 0
 
     trainer = GRPOTrainer(cfg)
     cuda = trainer.device.type == "cuda"
