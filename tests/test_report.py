@@ -750,6 +750,19 @@ def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
     assert [_fmt_num(v, "final_reward") for v in (-0.0001, 0.0125, float("-inf"))] == ["+0.000", "+0.013", "−unbounded"]
 
 
+def _a_null_claim(exp, runs_root, sets, config):
+    """A C4 spec whose scale changes nothing: each seed learns at the same step (± 1, alternating)
+    in both arms, so its test reads no effect detected where the gates let it."""
+    (exp / "a_claim.yaml").write_text(json.dumps({
+        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
+        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
+                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
+    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
+                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
+                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
+                                     for s in range(16) for a in (1.0, 2.0)])
+
+
 @pytest.mark.parametrize("control", ["absent", "passes", "fails"])
 def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_passed(tmp_path, control, summaries_as_given):
     import sweeps.reporting.reproduce as reproduce
@@ -757,16 +770,8 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
     exp.mkdir()
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
-    (exp / "a_claim.yaml").write_text(json.dumps({
-        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
-        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
-                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
-    # the scale changes nothing: each seed learns at the same step (± 1, alternating) in both arms
-    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
-                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
-                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
-                                     for s in range(16) for a in (1.0, 2.0)])
+    _a_null_claim(exp, runs_root, sets, config)
     if control != "absent":
         (exp / "b_positive.yaml").write_text(json.dumps({
             "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
@@ -808,14 +813,7 @@ def test_a_graded_positive_control_gates_by_its_larger_step_once_all_its_runs_ar
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
     test = {"kind": "paired", "axis": "learning_rate", "control": 1e-4, "direction": "lower"}
-    (exp / "a_claim.yaml").write_text(json.dumps({
-        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
-        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
-                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
-    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
-                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
-                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
-                                     for s in range(16) for a in (1.0, 2.0)])
+    _a_null_claim(exp, runs_root, sets, config)
     for name, grid, gaps in (("positive", [1e-4, 4e-4], {4e-4: 0}), ("positive-graded", [1e-4, 2e-4, 4e-4],
                                                                       {2e-4: 0, 4e-4: 20})):
         (exp / f"{'c' if 'graded' in name else 'b'}_{name}.yaml").write_text(json.dumps({  # the graded one after
@@ -850,14 +848,7 @@ def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path, su
     exp.mkdir()
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
-    (exp / "a_claim.yaml").write_text(json.dumps({
-        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
-        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
-                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
-    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
-                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
-                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
-                                     for s in range(16) for a in (1.0, 2.0)])
+    _a_null_claim(exp, runs_root, sets, config)
     (exp / "b_positive.yaml").write_text(json.dumps({
         "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
         "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
