@@ -92,7 +92,8 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     from trl import GRPOTrainer as TRLTrainer
 
     from grpo_core.tasks.models import load_model_and_tokenizer
-    from grpo_core.record.provenance import versions
+    from grpo_core.record.provenance import cpu_name, versions
+    from grpo_core.util.cpu_math import mkl_branch, process_mode
     from grpo_core.record.run_metrics import summarize
     from grpo_core.tasks.catalog import dataset_task
 
@@ -134,7 +135,9 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
                "wall_time_s": time.perf_counter() - started,
                "median_step_time_s": (statistics.median(b - a for a, b in zip(logged_at, logged_at[1:]))
                                       if len(logged_at) > 1 else None),
-               "versions": ", ".join(f"{k} {v}" for k, v in versions().items())}
+               "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
+               # where it ran, as grpo-lab's runs record it: the CPU, its math mode and MKL's branch
+               "device_name": cpu_name(), "cpu_math": process_mode(), "mkl_branch": mkl_branch()}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

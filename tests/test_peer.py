@@ -115,6 +115,7 @@ def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, t
     assert summary["status"] == "finished" and summary["trainer"] == "trl" and summary["steps_completed"] == 2
     assert summary["baseline_reward"] == 0.25 and 0.0 <= summary["reward_auc"] <= 1.0
     assert summary["median_step_time_s"] > 0  # TRL's step time, recorded as grpo-lab's runs record theirs
+    assert summary["device_name"] and summary["cpu_math"] and summary["mkl_branch"]  # and where it ran
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all("reward" in r and "loss" in r for r in rows)
     assert yaml.safe_load((out / "config.yaml").read_text())["learning_rate"] == 5e-5
