@@ -26,7 +26,8 @@ def _peers(folder, steps):
         (sub / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5, "seed": s, "max_steps": 40}))
         (sub / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.1}) + "\n")
         (sub / "summary.json").write_text(json.dumps({"status": "finished", "steps_to_learn": v,
-                                                      "reward_auc": 0.4 - (40 if v is None else v) / 100}))
+                                                      "reward_auc": 0.4 - (40 if v is None else v) / 100,
+                                                      "median_step_time_s": 40.0 + s, "device_name": "CPU B"}))
     (folder / "seed-99").mkdir()  # a killed run: no summary, left out
 
 
@@ -49,6 +50,8 @@ def test_the_peer_check_reads_agree_disagree_or_no_difference(tmp_path, ours, th
         assert "not learned" in text  # TRL's censored run, counted at max_steps in the test
         assert "| reward_auc (margin ±0.03) | 6 | 6 | −0.105 [−0.200, −0.080] | 0.00216 | **disagree** |" in text
     assert "predate the key-by-key record" in text  # no trl_args.json beside these runs: said, not hidden
+    # each trainer's step time beside the other's, with the CPUs its runs record (grpo-lab's here record none)
+    assert f"grpo-lab not recorded; TRL {40 + (len(theirs) - 1) / 2:.1f} s (median of {len(theirs)} runs; CPU B)" in text
 
 
 def test_fewer_than_six_peer_runs_are_shown_not_tested(tmp_path):

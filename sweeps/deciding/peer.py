@@ -9,6 +9,7 @@ tell yet (more seeds). With fewer than MIN_PEER_RUNS TRL runs it shows them and 
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -179,5 +180,18 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
                   f"95% interval lies inside the declared margin, steps ±{PEER_MARGINS['steps_to_learn']:g}, reward "
                   f"AUC ±{PEER_MARGINS['reward_auc']:g}; no difference detected: not significant, but the interval "
                   f"still allows a gap beyond the margin; disagree: significant on either).", ""]
-    lines += one_step_lines(spec, folder) + trl_config_lines(folder)
+    lines += step_time_lines(ours, peers) + one_step_lines(spec, folder) + trl_config_lines(folder)
     return "\n".join(lines), outcome
+
+
+def step_time_lines(ours: list[Run], peers: list[PeerRun]) -> list[str]:
+    """Each trainer's step time (the median over its runs of each run's median step), with the CPUs
+    its runs record; a timing, not a verdict: the runs were made on their own machines and days."""
+    def timing(summaries: list[dict]) -> str:
+        times = sorted(t for s in summaries if isinstance(t := s.get("median_step_time_s"), (int, float)))
+        if not times:
+            return "not recorded"
+        cpus = sorted({s["device_name"] for s in summaries if s.get("device_name")})
+        return f"{statistics.median(times):.1f} s (median of {len(times)} runs{'; ' + ', '.join(cpus) if cpus else ''})"
+    return [f"Step time, a timing and not a verdict (each trainer's runs two side by side on a 2-core CPU, on their "
+            f"own days): grpo-lab {timing([r.summary for r in ours])}; TRL {timing([p.summary for p in peers])}.", ""]
