@@ -4,8 +4,8 @@
     driving/     running sweeps: Optuna studies, their storage, claims, workers, recovery, resumption
     deciding/    deciding verdicts from numbers: run folders read as plain data, statistics, power,
                  the replication rule, the gates, the peer check; no Optuna, MLflow or torch
-    spec.py, report_spec.py, paths.py: the ground (a sweep spec and its points, a claim spec's report
-                 section, where specs and runs live)
+    spec.py, arms.py, report_spec.py, paths.py: the ground (a sweep spec and its points, its named
+                 arms, a claim spec's report section, where specs and runs live)
 
 reporting may import driving and deciding; those two never import each other or reporting
 (`lint-imports`, pyproject.toml). `python -m sweeps.power`, the name of the power command before the
