@@ -61,8 +61,10 @@ def test_a_bad_arm_is_named_in_one_line(tmp_path, fields, needle):
 
 
 def test_a_sweep_of_arms_trains_each_once_and_a_new_journal_adopts_them(tmp_path):
+    import optuna
+
     from sweeps.deciding.verdicts import check_paired
-    from sweeps.driving.adopt import finished_folders
+    from sweeps.driving.adopt import adopt_run_folders, finished_folders
     from sweeps.reporting.report_inputs import collect_runs
     from sweeps.spec import load_spec
 
@@ -83,11 +85,11 @@ def test_a_sweep_of_arms_trains_each_once_and_a_new_journal_adopts_them(tmp_path
     assert [c.label for c in verdict.comparisons] == ["all runs (arm=no_warmup)", "all runs (arm=lr_matched)"]
     assert all(c.n_pairs == 1 for c in verdict.comparisons)
 
-    for journal in (tmp_path / "results/local").glob("optuna-journal.log*"):
-        journal.unlink()  # a fresh clone: the run folders decide what is done
-    again = grpo_here("sweep", "arms.yaml", cwd=tmp_path)
-    assert again.returncode == 0 and "3 finished run folder(s)" in again.stdout, again.stdout[-2000:]
-    assert len(list((root / "arms").iterdir())) == 3  # nothing trained twice
+    # a fresh clone (no journal): the run folders decide what is done, each adopted at its arm's point
+    study = optuna.create_study(study_name="arms", storage=optuna.storages.InMemoryStorage())
+    assert adopt_run_folders(study, spec, root) == 3
+    assert sorted((t.params["arm"], t.params["seed"]) for t in study.get_trials()) == [
+        ("lr_matched", 0), ("no_warmup", 0), ("warmup", 0)]
 
 
 def test_the_long_c2_specs_lr_matched_arm_runs_at_its_ramps_mean_rate():
