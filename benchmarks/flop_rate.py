@@ -17,6 +17,7 @@ Two peaks to divide it by, for the run's threads:
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from pathlib import Path
@@ -66,30 +67,28 @@ def matmul_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
     return 2 * n ** 3 / statistics.median(times)
 
 
+def _step_times(cfg, warmup: int, steps: int, during=contextlib.nullcontext()) -> list[float]:
+    """A fresh trainer's `steps` step times after `warmup` steps, those steps taken inside `during`."""
+    from grpo_core.trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(cfg)
+    try:
+        for _ in range(warmup):
+            trainer.train_step()
+        with during:
+            return [trainer.train_step()["step_time"] for _ in range(steps)]
+    finally:
+        trainer.close()
+
+
 def step_rate(cfg, warmup: int, steps: int) -> dict:
     """Counted FLOPs per step, the timed seconds of the same steps, and the achieved rate."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from grpo_core.trainer import GRPOTrainer
-
-    timed = GRPOTrainer(cfg)
-    try:
-        for _ in range(warmup):
-            timed.train_step()
-        seconds = [timed.train_step()["step_time"] for _ in range(steps)]
-    finally:
-        timed.close()
-    counted = GRPOTrainer(cfg)
-    try:
-        for _ in range(warmup):
-            counted.train_step()
-        counter = FlopCounterMode(display=False)
-        with counter:
-            for _ in range(steps):
-                counted.train_step()
-        flops = counter.get_total_flops()
-    finally:
-        counted.close()
+    seconds = _step_times(cfg, warmup, steps)
+    counter = FlopCounterMode(display=False)
+    _step_times(cfg, warmup, steps, during=counter)
+    flops = counter.get_total_flops()
     return {"flops_per_step": flops / steps, "median_step_s": statistics.median(seconds),
             "achieved": flops / sum(seconds), "steps": steps}
 

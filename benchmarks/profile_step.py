@@ -153,10 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     from grpo_core.record.provenance import gpu_driver, machine, versions
     from grpo_core.trainer import GRPOTrainer
 
+    command = "python3 benchmarks/profile_step.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.flops:
         from benchmarks.flop_rate import report_lines
 
-        command = "python3 benchmarks/profile_step.py " + " ".join(argv if argv is not None else sys.argv[1:])
         text = "\n".join([f"# FLOP rate of a training step: `{Path(args.spec).name}`, first grid point {point}, seed 0",
                           "", f"Command: `{command}`, {time.strftime('%Y-%m-%d')}. Machine: {machine()}. Versions: "
                           + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".", "",
@@ -183,7 +183,6 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.perf_counter() - started
     finally:
         trainer.close()
-    command = "python3 benchmarks/profile_step.py " + " ".join(argv if argv is not None else sys.argv[1:])
     env = {**versions(), **({"CUDA": torch.version.cuda, "driver": gpu_driver() or "unknown"} if cuda else {})}
     lines = [f"# Profile of a training step: `{Path(args.spec).name}`, first grid point {point or '(none)'}, seed 0", "",
              f"Command: `{command}`, {time.strftime('%Y-%m-%d')}. Machine: {machine()}. Versions: "

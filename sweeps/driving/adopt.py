@@ -42,6 +42,15 @@ def finished_run(folder: Path) -> Optional[tuple[dict, dict]]:
     return summary, config
 
 
+def _key_of(spec: SweepSpec, config: dict) -> Optional[tuple]:
+    """The point_key of the grid point a folder's config records, or None where it records none of
+    this sweep's (an axis it lacks, a value of the wrong kind)."""
+    try:
+        return point_key(spec.point_of(config))
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
 def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path, dict, dict]]:
     """Per grid point (point_key), the finished folder under out_root/spec.name that matches the
     spec's config for that point, with its summary and config: the last in name order where
@@ -55,10 +64,7 @@ def finished_folders(out_root: Path, spec: SweepSpec) -> dict[tuple, tuple[Path,
         if (read := finished_run(folder)) is None:
             continue
         summary, config = read
-        try:
-            key = point_key(spec.point_of(config))
-        except (KeyError, ValueError, TypeError):  # an axis it lacks, a value no arm holds: not this sweep's run
-            continue
+        key = _key_of(spec, config)
         if key not in wanted or not _same_run(spec, wanted[key], config):
             continue
         found[key] = (folder, summary, config)
@@ -99,10 +105,7 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
         if read is None:
             continue
         config = read[1]
-        try:
-            key = point_key(spec.point_of(config))
-        except (KeyError, ValueError, TypeError):
-            continue
+        key = _key_of(spec, config)
         if key not in missing:
             continue
         try:

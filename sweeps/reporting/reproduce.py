@@ -125,7 +125,6 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
 
 
-
 def positive_gate(name: str, results: list, tests: list[dict]) -> Optional[str]:
     """Why the positive control `name` does not gate open (None: it does). It passes when at least
     one of its tests reads supported on steps_to_learn and on its reward-AUC twin, and none of its
@@ -182,13 +181,13 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         sections.append(text)
         if claim == "calibration":
             placebos.append(placebo_record(Path(original).stem, runs, results))
+        tests = report_tests(spec)
         if claim == POSITIVE_CONTROL:
             if gated_by is None or not _missing_points(spec, runs):
-                insensitive, gated_by = positive_gate(Path(original).stem, results, report_tests(spec)), Path(original).stem
+                insensitive, gated_by = positive_gate(Path(original).stem, results, tests), Path(original).stem
             else:  # a later positive control gates once all its runs are in; until then the earlier one does
                 sections[-1] += (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
                                  f"`{gated_by}`'s until every grid point here has a finished run.\n")
-        tests = report_tests(spec)
         if answers is not None:
             if claim != "calibration" and not spec.report.get("superseded_by"):  # the figure: current regimes
                 answers.forest.extend(forest_rows(answers.testbed, claim, spec, tests, results))
