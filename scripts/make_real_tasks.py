@@ -8,9 +8,12 @@ Fixed seeds, so the files are reproducible byte for byte. Columns: prompt, answe
   (400 rows). Most of the climb is the reply's form: untrained, the model often writes a sentence.
 - add_2digit.jsonl: the same question with A, B in 10..99 (2,000 rows, no pair twice): the form,
   then the sums themselves (carries), so the climb is slower and stops lower.
-- add3_working.jsonl: "What is A + B + C? Show your working: ..." with A, B, C in 1..20 (2,000 rows,
-  no triple twice): a right answer shows two partial sums before the total, 30-60 tokens, so the
-  completion lengths can move (C5's length question; its reward is last_number, the total).
+- add2_working.jsonl: "What is A + B? Show your working in a sentence, and end with the total as the
+  last number.", every pair A, B in 1..20 (400 rows): the untrained model writes 46 tokens on average
+  (right answers 11-65), so completion lengths can move (C5's length question; its reward is
+  last_number). Chosen by scripts/probe_length_tasks.py among five prompt styles: three numbers to
+  add with the working asked for, the first choice, was answered right 0 times in 96 at a 96-token
+  cap (experiments/real/cpu/pilots/c5_lengths_pilot.yaml's notes).
 
 `grpo` holds out a fixed 10% of each file (grpo_core/tasks.dataset_task); each task's untrained
 baseline on that held-out part is measured by `scripts/real_task_baselines.py`.
@@ -39,19 +42,18 @@ def add_2digit(n: int = 2000) -> list[dict]:
     return [question(a, b) for a, b in random.Random(3402).sample(pairs, n)]
 
 
-WORKING = ("Show your working: add the first two numbers, then add the third, and end with the total "
-           "as the last number.")
+WORKING = "Show your working in a sentence, and end with the total as the last number."
 
 
-def add3_working(n: int = 2000) -> list[dict]:
-    triples = [(a, b, c) for a in range(1, 21) for b in range(1, 21) for c in range(1, 21)]
-    return [{"prompt": f"What is {a} + {b} + {c}? {WORKING}", "answer": str(a + b + c)}
-            for a, b, c in random.Random(3403).sample(triples, n)]
+def add2_working() -> list[dict]:
+    pairs = [(a, b) for a in range(1, 21) for b in range(1, 21)]
+    random.Random(35).shuffle(pairs)
+    return [{"prompt": f"What is {a} + {b}? {WORKING}", "answer": str(a + b)} for a, b in pairs]
 
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("add_small", add_small()), ("add_2digit", add_2digit()), ("add3_working", add3_working())):
+    for name, rows in (("add_small", add_small()), ("add_2digit", add_2digit()), ("add2_working", add2_working())):
         path = OUT / f"{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         print(f"wrote {len(rows)} rows to {path}")
