@@ -135,6 +135,29 @@ def test_a_placebo_at_one_iteration_does_not_cover_runs_at_two():
     assert placebo_gate([placebo], [Run({"seed": 0}, cfg, {}, [])]) is None
 
 
+
+def test_a_placebo_still_in_training_neither_opens_nor_closes_the_gate_until_a_run_learns():
+    """A 100-step placebo of the same set-up arriving run by run also covers a 40-step claim: with 1
+    of its 10 runs in, it withheld every 40-step claim its finished 40-step placebo had passed. Now
+    it stands aside until it is complete, and alone it still opens nothing; one run of it that
+    learns closes the gate at once (the placebo cannot pass any more)."""
+    cfg = {"model": "m", "max_steps": 40}
+    short = PlaceboRecord("r0_room", {setup_of(cfg): 40}, True, "supported")
+    arriving = PlaceboRecord("r0_long", {setup_of(cfg): 100}, False, "inconclusive (1 of 10 runs finished)",
+                             complete=False)
+    room, long = Run({"seed": 0}, cfg, {}, []), Run({"seed": 0}, {**cfg, "max_steps": 90}, {}, [])
+    assert placebo_gate([short, arriving], [room]) is None
+    why = placebo_gate([short, arriving], [long])  # only the one in training covers 90 steps
+    assert why == "the placebo of this set-up over 90 steps or more (r0_long) reads inconclusive (1 of 10 runs finished)"
+    learned = PlaceboRecord("r0_long", {setup_of(cfg): 100}, False, "inconclusive (2 of 10 runs finished)",
+                            complete=False, false_positives=1)
+    why = placebo_gate([short, learned], [room])
+    assert why is not None and why.startswith("the placebo (r0_long) reads") and "1 of its runs got a steps_to_learn" in why
+    # complete and failed: closes the gate, whatever a shorter placebo read
+    failed = PlaceboRecord("r0_long", {setup_of(cfg): 100}, False, "not replicated")
+    assert placebo_gate([short, failed], [room]) == "the placebo (r0_long) reads not replicated"
+
+
 @pytest.mark.parametrize("check, fault", [
     ({**CHECK, "at_most": 0.1}, "exactly one of at_least, at_most"),
     ({**CHECK, "steps": "from:0"}, "steps: 'from:0'; allowed: all, off_policy"),

@@ -432,8 +432,8 @@ def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(t
     assert [_cells(r) for r in rows] == [["calibration", "never learns", "**not replicated**", "–"],
                                          ["C2", "sooner", "**inconclusive (placebo not passed)**", "**supported**"],
                                          ["C2", "departs sooner", "**supported**", "–"]]
-    assert ("steps_to_learn is not trusted here: the placebo (z_placebo) reads not replicated; the runs alone read "
-            "supported") in sections[1]
+    assert ("steps_to_learn is not trusted here: the placebo (z_placebo) reads not replicated: 1 of its runs got a "
+            "steps_to_learn; the runs alone read supported") in sections[1]
     assert "| warmup_ratio=0 | 12 | 12/12 | 25.5 [" in sections[1]  # median of 20–31
 
 
@@ -924,6 +924,26 @@ def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path, summaries_a
                                             check_points=False)
     assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**",
                                                                  "**supported**"]  # addition, reverse
+    # a longer placebo of reverse's set-up, in training (1 of its 12 runs finished), covers the claim's
+    # 100 steps too: it stands aside until it is complete, unless one of its runs learns
+    (exp / "p_reverse_long.yaml").write_text(json.dumps({
+        "name": "placebo-reverse-long", "claim": "calibration", "grid": {"learning_rate": [1e-12]}, **sets,
+        "base": {"max_steps": 200, "task": "reverse"},
+        "report": {"tests": [{"kind": "placebo", "statement": "never learns (reverse, 200 steps)"}]}}))
+    long_config = {**config, "max_steps": 200, "task": "reverse", "learning_rate": 1e-12}
+    _write_runs(runs_root, "placebo-reverse-long", [({**long_config, "seed": 0}, {"steps_to_learn": None, "learned": 0})])
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**",
+                                                                 "**supported**"]
+    shutil.rmtree(runs_root / "placebo-reverse-long")
+    _write_runs(runs_root, "placebo-reverse-long", [({**long_config, "seed": 0}, {"steps_to_learn": 150, "learned": 1})])
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**"] * 2
+    reverse = next(t for t in sections if "## C2 — c_reverse" in t)
+    assert "the placebo (p_reverse_long) reads" in reverse and "1 of its runs got a steps_to_learn" in reverse
 
 
 def test_claims_under_a_reward_that_pays_for_an_echo_go_to_an_appendix(tmp_path):

@@ -56,21 +56,29 @@ class PlaceboRecord:
     horizons: dict  # set-up → the most steps its finished runs ran
     passed: bool
     verdict: str
+    complete: bool = True  # every grid point has a finished run (else its verdict is not yet the placebo's)
+    false_positives: int = 0  # finished runs that got a steps_to_learn (each fails the placebo, finished or not)
 
 
-def placebo_record(name: str, runs: list[Run], results: list[Verdict]) -> PlaceboRecord:
+def placebo_record(name: str, runs: list[Run], results: list[Verdict], complete: bool = True) -> PlaceboRecord:
     horizons: dict = {}
     for r in runs:
         key = setup_of(r.config)
         horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
-    passed = bool(results) and all(v.verdict == SUPPORTED for v in results)
-    return PlaceboRecord(name, horizons, passed, results[0].verdict if results else "no finished runs")
+    passed = complete and bool(results) and all(v.verdict == SUPPORTED for v in results)
+    false_positives = sum(r.summary.get("steps_to_learn") is not None for r in runs)
+    return PlaceboRecord(name, horizons, passed, results[0].verdict if results else "no finished runs",
+                         complete, false_positives)
 
 
 def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str]:
     """Why a claim's steps_to_learn is not trusted (None: it is): each set-up its runs use must be
-    covered by a placebo with finished runs of that set-up over at least as many steps, and every
-    such placebo must have passed. A placebo spec none of whose runs finished covers nothing."""
+    covered by a placebo with finished runs of that set-up over at least as many steps; no covering
+    placebo may have a run that got a steps_to_learn; and of the covering placebos, those with every
+    run finished must include one and must all have passed. A placebo still in training opens no gate
+    and, until one of its runs learns, closes none that a finished placebo opened (a longer placebo
+    of the same set-up arriving run by run leaves the shorter one's verdict standing). A placebo spec
+    none of whose runs finished covers nothing."""
     needed: dict = {}
     for r in runs:
         key = setup_of(r.config)
@@ -80,7 +88,14 @@ def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str
         if not covering:
             what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
             return f"no placebo has finished runs of this set-up ({what}) over {steps} steps or more"
-        failed = [p for p in covering if not p.passed]
+        learned = [p for p in covering if p.false_positives]
+        if learned:
+            return (f"the placebo ({learned[0].name}) reads {learned[0].verdict}: {learned[0].false_positives} "
+                    f"of its runs got a steps_to_learn")
+        settled = [p for p in covering if p.complete]
+        if not settled:
+            return f"the placebo of this set-up over {steps} steps or more ({covering[0].name}) reads {covering[0].verdict}"
+        failed = [p for p in settled if not p.passed]
         if failed:
             return f"the placebo ({failed[0].name}) reads {failed[0].verdict}"
     return None

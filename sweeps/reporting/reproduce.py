@@ -150,7 +150,8 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     all finished runs. Where the specs have a calibration (placebo) spec, it comes first
     (claim_specs); a later verdict that rests on steps_to_learn is withheld (report.withheld) unless
     the placebos of its runs' set-up passed (report.placebo_gate: a placebo of another reward, length
-    or batch, or one that has not run yet, says nothing about it). The positive control comes next
+    or batch, or one that has not run yet, says nothing about it; one still in training neither
+    opens the gate nor closes it unless one of its runs learned). The positive control comes next
     (positive_gate): unless it reads supported, every later "no effect detected" is withheld
     (report.unproven), as it is on a testbed without one. A second positive control (a graded one)
     takes over the gate once every grid point of it has a finished run. `peer_root`: where TRL's runs of a spec's arm are
@@ -180,7 +181,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                             f"(steps_to_learn, reward AUC) | **{outcome}** | – | – | – | – | – |")
         sections.append(text)
         if claim == "calibration":
-            placebos.append(placebo_record(Path(original).stem, runs, results))
+            placebos.append(placebo_record(Path(original).stem, runs, results, not _missing_points(spec, runs)))
         tests = report_tests(spec)
         if claim == POSITIVE_CONTROL:
             if gated_by is None or not _missing_points(spec, runs):
@@ -417,9 +418,10 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         "direction), *no effect detected* (with the largest effect the intervals still allow), "
         "*inconclusive* (too few seeds, or nothing learned to compare). The placebo section checks that a run "
         "that cannot learn never gets a steps_to_learn; a verdict that reads steps_to_learn is withheld "
-        "(*inconclusive (placebo not passed)*, with what the runs alone read) unless the placebos of its runs' "
+        "(*inconclusive (placebo not passed)*, with what the runs alone read) unless a placebo of its runs' "
         "set-up (model, data, reward, completion length, batch, temperature, window, δ; over at least as many "
-        "steps) have finished runs and read supported. "
+        "steps) has all its runs finished and reads supported, and no placebo run of that set-up got a "
+        "steps_to_learn (a placebo still in training opens no gate and closes none until one of its runs learns). "
         "The **positive control** section checks that the testbed detects an effect known to exist (a larger "
         "learning rate learns sooner); unless it reads supported, every *no effect detected* after it is withheld "
         "(*inconclusive (positive control not passed)*, or *(no positive control)* on a testbed without one). "
