@@ -135,7 +135,6 @@ def test_a_placebo_at_one_iteration_does_not_cover_runs_at_two():
     assert placebo_gate([placebo], [Run({"seed": 0}, cfg, {}, [])]) is None
 
 
-
 def test_a_placebo_still_in_training_neither_opens_nor_closes_the_gate_until_a_run_learns():
     """A 100-step placebo of the same set-up arriving run by run also covers a 40-step claim: with 1
     of its 10 runs in, it withheld every 40-step claim its finished 40-step placebo had passed. Now

@@ -65,8 +65,8 @@ def placebo_record(name: str, runs: list[Run], results: list[Verdict], complete:
     for r in runs:
         key = setup_of(r.config)
         horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
-    passed = complete and bool(results) and all(v.verdict == SUPPORTED for v in results)
-    false_positives = sum(r.summary.get("steps_to_learn") is not None for r in runs)
+    passed = bool(results) and all(v.verdict == SUPPORTED for v in results)  # an incomplete one reads inconclusive
+    false_positives = sum(r.summary.get("learned", 0) for r in runs)  # as verdicts.check_placebo counts them
     return PlaceboRecord(name, horizons, passed, results[0].verdict if results else "no finished runs",
                          complete, false_positives)
 
