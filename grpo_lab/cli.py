@@ -74,7 +74,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="train the real-model claims on this CPU (experiments/real/cpu/) into results/real/cpu/runs/: "
                           "only the points without a finished run folder, so it can run in parts")
     rep.add_argument("--report-only", action="store_true",
-                     help="write the report from the run folders as they are, training nothing (missing runs are named)")
+                     help="write the report from the run folders as they are, training nothing (missing runs are named; "
+                          "refused for results/REPORT.md while results/local/ holds none of its tiny-model runs, "
+                          "as on a fresh clone)")
     rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
     rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
     rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")

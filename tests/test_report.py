@@ -536,6 +536,21 @@ def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path
     assert "grpo reproduce --report-only" in report
 
 
+def test_report_only_without_the_local_runs_leaves_the_committed_report_alone(tmp_path):
+    # a fresh clone has the committed results/REPORT.md but not the tiny models' runs (results/local/,
+    # never committed): --report-only must not turn every verdict into "no finished runs yet"
+    (tmp_path / "results").mkdir()
+    committed = "# the committed report\n| C2 | ... | **supported** |\n"
+    (tmp_path / "results" / "REPORT.md").write_text(committed)
+    res = run_grpo_here("reproduce", "--report-only", "--experiments", str(ROOT / "experiments"), cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    line = res.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "holds no finished run" in line and "grpo reproduce --real-cpu --report-only" in line
+    assert (tmp_path / "results" / "REPORT.md").read_text() == committed
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["REPORT.md"]  # nothing else written
+
+
 def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_its_status(tmp_path):
     from sweeps.reporting.report_inputs import collect_runs
 

@@ -324,6 +324,14 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
     for folder in dict.fromkeys((report_dir, work)):  # before anything is trained or written
         check_writable_folder(folder, "--out" if out else "the report folder")
+    before = sum(finished_run(folder) is not None for folder in Path(runs_root).glob("*/trial-*"))
+    if report_only and before == 0 and not (real or real_cpu or quick or out) and (report_dir / "REPORT.md").is_file():
+        # the tiny models' runs are not committed: on a fresh clone --report-only would turn every
+        # verdict of the committed report into "no finished runs yet"
+        raise UserInputError(f"--report-only: {runs_root} holds no finished run, so the report would replace every "
+                             f"verdict of {report_dir / 'REPORT.md'} with 'no finished runs yet'; allowed: "
+                             f"`grpo reproduce` first (trains the missing runs), --out DIR (a report elsewhere), "
+                             f"or `grpo reproduce --real-cpu --report-only` (its runs are committed)")
     full_only = [p for p in paths if quick and not read_yaml_mapping(p).get("quick")]  # too costly for --quick
     paths = [p for p in paths if p not in full_only]
     with tempfile.TemporaryDirectory() as staging:  # derived specs are checked before any is written
@@ -338,7 +346,6 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         print(f"grpo reproduce: this invocation's Optuna journal: {journal} (`grpo trials SPEC --storage "
               f"{storage}` lists a sweep's trials)", flush=True)
     failures, trained = 0, False
-    before = sum(finished_run(folder) is not None for folder in Path(runs_root).glob("*/trial-*"))
     for i, p in enumerate(derived if not report_only else [], 1):  # --report-only: the folders as they are
         print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)
         trained |= _pending(p, runs_root)
