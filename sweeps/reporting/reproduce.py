@@ -322,10 +322,11 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         report_dir = Path(out) if out else (Path(defaults.QUICK) if quick else Path("results"))
         work = report_dir if (quick or out) else Path(defaults.REPRODUCE)
     runs_root, spec_dir, fig_dir = work / "runs", work / "specs", report_dir / "figures"
+    full_report = not (real or real_cpu or quick or out)  # results/REPORT.md: both testbeds, the tiny runs local
     for folder in dict.fromkeys((report_dir, work)):  # before anything is trained or written
         check_writable_folder(folder, "--out" if out else "the report folder")
     before = sum(finished_run(folder) is not None for folder in Path(runs_root).glob("*/trial-*"))
-    if report_only and before == 0 and not (real or real_cpu or quick or out) and (report_dir / "REPORT.md").is_file():
+    if report_only and before == 0 and full_report and (report_dir / "REPORT.md").is_file():
         # the tiny models' runs are not committed: on a fresh clone --report-only would turn every
         # verdict of the committed report into "no finished runs yet"
         raise UserInputError(f"--report-only: {runs_root} holds no finished run, so the report would replace every "
@@ -372,7 +373,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} | – | – | – | – | – |"
                          for t in spec.report["tests"]]
     real_runs: list = []  # the full report's real-model runs: committed, never trained by this command
-    if not (real or real_cpu or quick or out):  # the full report: the real model's sections first, then the CPU testbed's
+    if full_report:  # the real model's sections first, then the CPU testbed's
         real_answers = Answers(REAL_CPU_TESTBED)  # (not `real`: the flag decides below where the plot is copied)
         real_sections, real_rows, real_runs = _real_sections(fig_dir, report_dir, real_answers)
         answers = Answers(testbed, real_answers.forest + answers.forest, real_answers.glance + answers.glance)
