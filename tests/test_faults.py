@@ -821,6 +821,7 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
                 trials = []
             states = [t.state for t in trials]
             if states.count(TrialState.COMPLETE) >= 1 and states.count(TrialState.RUNNING) == 2:
+                running = {t.number for t in trials if t.state == TrialState.RUNNING}
                 break
             assert main.poll() is None and time.monotonic() < deadline, states
             time.sleep(0.2)
@@ -855,9 +856,12 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     points = [t.params["learning_rate"] for t in ran]
     assert len(set(points)) == len(points), points  # no point bought twice
     killed = [t for t in trials if t.state == TrialState.FAIL]
-    # each killed trial run again, at its own point; one killed in its claim, before it drew a point, has none
-    # to run again (its budget was not spent: a new point is drawn instead)
-    assert len(killed) == 2 and sorted(t.user_attrs.get("retry_of") for t in ran if "retry_of" in t.user_attrs) == \
+    # the kill fails the trials that were running (one of the two may have finished in the instant before the
+    # signal landed: then it stays complete); each killed trial runs again, at its own point; one killed in its
+    # claim, before it drew a point, has none to run again (its budget was not spent: a new point is drawn instead)
+    assert killed and {t.number for t in killed} <= running
+    assert all(t.state in (TrialState.FAIL, TrialState.COMPLETE, TrialState.PRUNED) for t in trials if t.number in running)
+    assert sorted(t.user_attrs.get("retry_of") for t in ran if "retry_of" in t.user_attrs) == \
         sorted(t.number for t in killed if t.params)
     for t in ran:  # each trial that ran has its run folder, as its state says
         summary = json.loads((tmp_path / "runs" / "killed" / f"trial-{t.number:04d}" / "seed-0" / "summary.json").read_text())
