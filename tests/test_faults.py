@@ -856,8 +856,8 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     points = [t.params["learning_rate"] for t in ran]
     assert len(set(points)) == len(points), points  # no point bought twice
     killed = [t for t in trials if t.state == TrialState.FAIL]
-    # the kill fails the trials that were running (one of the two may have finished in the instant before the
-    # signal landed: then it stays complete); each killed trial runs again, at its own point; one killed in its
+    # the kill fails the trials that were running (one at its last step may be recorded complete by its worker
+    # just after the kill, before the worker notices: it is kept, not trained again); each killed trial runs again, at its own point; one killed in its
     # claim, before it drew a point, has none to run again (its budget was not spent: a new point is drawn instead)
     assert killed and {t.number for t in killed} <= running
     assert all(t.state in (TrialState.FAIL, TrialState.COMPLETE, TrialState.PRUNED) for t in trials if t.number in running)
