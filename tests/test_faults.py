@@ -857,8 +857,9 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     assert len(set(points)) == len(points), points  # no point bought twice
     killed = [t for t in trials if t.state == TrialState.FAIL]
     # the kill fails the trials that were running (one at its last step may be recorded complete by its worker
-    # just after the kill, before the worker notices: it is kept, not trained again); each killed trial runs again, at its own point; one killed in its
-    # claim, before it drew a point, has none to run again (its budget was not spent: a new point is drawn instead)
+    # just after the kill, before the worker notices: it is kept, not trained again); each killed trial runs
+    # again, at its own point; one killed in its claim, before it drew a point, has none to run again (its
+    # budget was not spent: a new point is drawn instead)
     assert killed and {t.number for t in killed} <= running
     assert all(t.state in (TrialState.FAIL, TrialState.COMPLETE, TrialState.PRUNED) for t in trials if t.number in running)
     assert sorted(t.user_attrs.get("retry_of") for t in ran if "retry_of" in t.user_attrs) == \
