@@ -5,6 +5,7 @@ Optuna's heartbeat path (RDB storages) is checked on its own."""
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -275,6 +276,22 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
 
     from sweeps.spec import grid_point_of, load_spec, point_key
 
+    def _locked(*databases):
+        """Whether a database stays locked for a second: the stopped worker was mid-write. Stopped so,
+        it would hold the store until resumed, and the other worker's writes would time out waiting
+        (CI saw MLflow's "database is locked" traceback); this test is about the heartbeat fence, so
+        it pauses a worker between writes."""
+        for db in (d for d in databases if d.exists()):
+            con = sqlite3.connect(db, timeout=1.0)
+            try:
+                con.execute("BEGIN EXCLUSIVE")  # waits out the running worker's short writes
+                con.rollback()
+            except sqlite3.OperationalError:
+                return True
+            finally:
+                con.close()
+        return False
+
     def _state(storage, number):
         try:
             return optuna.load_study(study_name="pause", storage=storage).trials[number].state
@@ -302,13 +319,18 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
             time.sleep(0.3)
             try:
                 study = optuna.load_study(study_name="pause", storage=storage)
-            except (KeyError, sqlalchemy.exc.OperationalError):  # not created yet, or the file locked a moment
+            # not created yet, the file locked a moment, or this read racing the sweep to create Optuna's tables
+            except (KeyError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
                 continue
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 metrics = tmp_path / "runs" / "pause" / f"trial-{t.number:04d}" / "metrics.jsonl"
                 if "owner" in t.user_attrs and metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
-                    paused, pid = t.number, int(t.user_attrs["owner"].rsplit(":", 2)[1])
-                    os.kill(pid, signal.SIGSTOP)
+                    owner = int(t.user_attrs["owner"].rsplit(":", 2)[1])
+                    os.kill(owner, signal.SIGSTOP)
+                    if _locked(tmp_path / "optuna.db", tmp_path / "mlflow.db"):  # stopped mid-write: try again
+                        os.kill(owner, signal.SIGCONT)
+                        break
+                    paused, pid = t.number, owner
                     break
         while _state(storage, paused) in (TrialState.RUNNING, None):
             assert time.monotonic() < deadline, "the paused worker's trial was never failed"
