@@ -847,8 +847,18 @@ def test_a_graded_positive_control_gates_by_its_larger_step_once_all_its_runs_ar
     if graded == "complete":
         assert [_cells(r)[2] for r in rows[1:3]] == ["**supported**", "**no effect detected**"]
         assert _cells(rows[-1])[2:] == ["**no effect detected**", "**no effect detected**"]
+        # its section says so, with the effect sizes it detected on each seed set; the first one's, that it handed over
+        assert "- **Gate:** handed to `c_positive-graded`" in sections[0] and "**Gate:** open" not in sections[0]
+        gate = sections[1][sections[1].index("- **Gate:** open"):sections[1].index("**Verdict")]
+        assert gate.splitlines()[1:] == [
+            "  - learning rate 0.0004 learns sooner: steps_to_learn **supported** (disc. −20 [−21, −19]; repl. −20 "
+            "[−21, −19] steps); reward AUC **supported** (disc. +0.200 [+0.199, +0.201]; repl. +0.200 [+0.199, +0.201])",
+            "  - learning rate 0.0002 learns sooner: steps_to_learn **no effect detected** (disc. +0 [−1, +1]; repl. +0 "
+            "[−1, +1] steps); reward AUC **no effect detected** (disc. +0.000 [−0.001, +0.001]; repl. +0.000 "
+            "[−0.001, +0.001])", ""]
         return
     assert "the gate of *no effect detected* stays `b_positive`'s" in sections[1]
+    assert "- **Gate:** closed: the positive control (b_positive) reads no effect detected" in sections[0]
     assert _cells(rows[-1])[2:] == ["**inconclusive (positive control not passed)**"] * 2
     assert "the positive control (b_positive) reads no effect detected" in sections[-1]
 

@@ -54,7 +54,7 @@ class GlanceRow:
     superseded_by: str = ""  # the spec whose regime replaced this one's (report.superseded_by), or ""
 
 
-def _effect(v: Verdict, metric: str) -> str:
+def effect_text(v: Verdict, metric: str) -> str:
     """Each seed set's first comparison, "disc. −4 [−8, −2]; repl. −6 [−8, −2]" (and how many more)."""
     if not v.sets or all(math.isnan(cs[0].estimate) for _, cs in v.sets if cs):
         return "–"
@@ -89,7 +89,7 @@ def glance_rows(testbed: str, claim: str, spec, tests: list[dict], results: list
         unit = " steps" if metric in STEP_METRICS else ""
         n = " + ".join(map(str, v.facts["n_per_set"])) if v.facts.get("n_per_set") else "–"
         rows.append(GlanceRow(testbed, claim, v.statement, v.verdict, twin.verdict if twin else "–",
-                              _effect(v, metric) if test["kind"] == "paired" else "–",
+                              effect_text(v, metric) if test["kind"] == "paired" else "–",
                               f"±{margin:g}{unit}" if margin is not None else "–", _check(v), n, heading, superseded))
     return rows
 
