@@ -35,10 +35,10 @@ from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, 
 from .report import _missing_points, bases_table, borrowers, claim_section
 from .summary import SUMMARY_HEAD, _wall_time, cpu_math_line, summary_row, timing_lines, versions_warning
 from .forest import forest_png, forest_rows
-from .glance import Answers, effect_text, glance_rows, write_verdicts
+from .glance import Answers, glance_rows, write_verdicts
+from .positive_gate import gate_text, positive_gate, with_gate
 from .report_inputs import collect_runs
-from ..report_spec import compared_metric, report_tests, validate_report
-from ..deciding.verdicts import CONTRADICTED, SUPPORTED
+from ..report_spec import report_tests, validate_report
 from ..spec import load_spec
 from ..driving.storage import check_distinct, check_storage, journal_url
 
@@ -125,55 +125,6 @@ def _pending(spec_path: Path, runs_root: Path) -> bool:
     return len(finished_folders(runs_root, spec)) < len(spec.grid_points())
 
 
-def positive_gate(name: str, results: list, tests: list[dict]) -> Optional[str]:
-    """Why the positive control `name` does not gate open (None: it does). It passes when at least
-    one of its tests reads supported on steps_to_learn and on its reward-AUC twin, and none of its
-    verdicts reads contradicted: a graded control (×1.5 and ×1.25 the learning rate) shows the
-    testbed sensitive by its larger step even where the finer one goes undetected, which its
-    section states as the effect sizes detected."""
-    if not results:
-        return f"the positive control ({name}) reads no finished runs"
-    contradicted = [v for v in results if v.verdict.startswith(CONTRADICTED)]
-    # each test with its reward-AUC twin (report_tests puts the twin right after it)
-    pairs = [[v for v, t in zip(results, tests) if t is test or t.get("twin_of") == i]
-             for i, test in enumerate(t for t in tests if "twin_of" not in t)]
-    if contradicted or not any(all(v.verdict == SUPPORTED for v in pair) for pair in pairs):
-        failed = contradicted or [v for v in results if v.verdict != SUPPORTED]
-        return f"the positive control ({name}) reads {failed[0].verdict}"
-    return None
-
-
-def gate_text(name: str, results: list, tests: list[dict], reason: Optional[str],
-              replaced_by: Optional[str] = None) -> str:
-    """The positive control's gate line for its section: which later nulls rest on it, and the
-    effects it detected on each seed set (each test's steps_to_learn and reward-AUC verdicts with
-    both sets' paired differences), so a reader sees the effect sizes this testbed can detect."""
-    if replaced_by is not None:
-        return (f"\n- **Gate:** handed to `{replaced_by}`, a later positive control whose grid points all have "
-                f"finished runs: the *no effect detected* verdicts below rest on it, not on this one.\n")
-    if reason is not None:
-        return (f"\n- **Gate:** closed: {reason}, so every later *no effect detected* reads inconclusive "
-                f"(positive control not passed).\n")
-    lines = [f"\n- **Gate:** open: every *no effect detected* below rests on this control (`{name}`). What it "
-             f"detects, as paired differences against its control on each seed set:"]
-    for i, (test, v) in enumerate(zip(tests, results)):
-        if "twin_of" in test:
-            continue
-        metric = compared_metric(test) if test["kind"] in ("paired", "differ") else "steps_to_learn"
-        twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") is not None else None
-        said = f"{metric} **{v.verdict}** ({effect_text(v, metric)})"
-        if twin is not None:
-            said += f"; reward AUC **{twin.verdict}** ({effect_text(twin, 'reward_auc')})"
-        lines.append(f"  - {v.statement}: {said}")
-    return "\n".join(lines) + "\n"
-
-
-def _with_gate(section: str, line: str) -> str:
-    """The section with its gate line among its header lines, before its first verdict."""
-    at = section.find("\n**Verdict")
-    return section + line if at < 0 else section[:at] + line.lstrip("\n") + section[at:]
-
-
 def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path, report_dir: Path,
               command: str, check_points: bool = True, peer_root: Optional[Path] = None,
               answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
@@ -219,7 +170,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             if gated_by is None or not _missing_points(spec, runs):
                 if gated_by is not None:
                     at, *_ = gates[gated_by]
-                    sections[at] = _with_gate(sections[at], gate_text(gated_by, [], [], None,
+                    sections[at] = with_gate(sections[at], gate_text(gated_by, [], [], None,
                                                                       replaced_by=Path(original).stem))
                 insensitive, gated_by = positive_gate(Path(original).stem, results, tests), Path(original).stem
                 gates[gated_by] = (len(sections) - 1, results, tests, insensitive)
@@ -242,7 +193,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                  for statement in spec.report.get("needs_full_run", [])]
     if gated_by is not None:
         at, results, tests, reason = gates[gated_by]
-        sections[at] = _with_gate(sections[at], gate_text(gated_by, results, tests, reason))
+        sections[at] = with_gate(sections[at], gate_text(gated_by, results, tests, reason))
     return sections, rows, all_runs
 
 
