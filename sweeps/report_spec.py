@@ -1,10 +1,11 @@
 """A claim spec's `report` section: the tests and figures it asks for, checked before anything
 runs (validate_report), and the tests with their reward-AUC twins (report_tests). Ground shared by
-the wings: the driver checks a spec with it before a sweep trains, the verdicts read its tests."""
+the wings: the driver checks a spec with it before a sweep trains, the verdicts read its tests, and
+the reports walk each test with its twin's verdict (with_twins)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from grpo_core.util.errors import UserInputError, short_value
 
@@ -32,6 +33,17 @@ SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_lear
 def compared_metric(test: dict) -> str:
     """The metric a paired or differ test compares: its `metric`, steps_to_learn where it names none."""
     return test.get("metric", "steps_to_learn")
+
+
+def with_twins(tests: list[dict], results: list) -> Iterator[tuple[dict, object, Optional[object], str]]:
+    """Each test of report_tests that is not a twin, as (test, its verdict, its reward-AUC twin's
+    verdict or None, the metric it compares: compared_metric for paired and differ tests,
+    steps_to_learn for the kinds that name none). report_tests puts a twin right after its test."""
+    for i, (test, verdict) in enumerate(zip(tests, results)):
+        if "twin_of" in test:
+            continue
+        twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") is not None else None
+        yield test, verdict, twin, compared_metric(test) if test["kind"] in ("paired", "differ") else "steps_to_learn"
 
 
 AUC = "reward_auc"  # the continuous metric beside steps_to_learn: mean training reward over the run

@@ -23,7 +23,7 @@ from typing import Optional
 from ..deciding.replication import STEP_METRICS
 from ..deciding.verdicts import Verdict, fmt_interval
 from ..paths import REPO
-from ..report_spec import compared_metric, margin_of
+from ..report_spec import margin_of, with_twins
 
 VERDICTS = "verdicts.json"  # beside REPORT.md
 REPORTS = (("real model, CPU", "results/real/cpu"), ("tiny models", "results"))  # testbed, report folder in the repo
@@ -80,11 +80,7 @@ def glance_rows(testbed: str, claim: str, spec, tests: list[dict], results: list
         return [GlanceRow(testbed, claim, t.get("statement", "–"), "no finished runs yet", "–", "–", "–", "–", "–",
                           heading, superseded) for t in tests if "twin_of" not in t]
     rows = []
-    for i, (test, v) in enumerate(zip(tests, results)):
-        if "twin_of" in test:
-            continue
-        twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") is not None else None
-        metric = compared_metric(test) if test["kind"] in ("paired", "differ") else "steps_to_learn"
+    for test, v, twin, metric in with_twins(tests, results):
         margin = margin_of(spec, metric, STEP_METRICS) if test["kind"] == "paired" else None
         unit = " steps" if metric in STEP_METRICS else ""
         n = " + ".join(map(str, v.facts["n_per_set"])) if v.facts.get("n_per_set") else "–"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..deciding.verdicts import CONTRADICTED, SUPPORTED
-from ..report_spec import compared_metric
+from ..report_spec import with_twins
 from .glance import effect_text
 
 
@@ -20,9 +20,7 @@ def positive_gate(name: str, results: list, tests: list[dict]) -> Optional[str]:
     if not results:
         return f"the positive control ({name}) reads no finished runs"
     contradicted = [v for v in results if v.verdict.startswith(CONTRADICTED)]
-    # each test with its reward-AUC twin (report_tests puts the twin right after it)
-    pairs = [[v for v, t in zip(results, tests) if t is test or t.get("twin_of") == i]
-             for i, test in enumerate(t for t in tests if "twin_of" not in t)]
+    pairs = [[v] + ([twin] if twin is not None else []) for _, v, twin, _ in with_twins(tests, results)]
     if contradicted or not any(all(v.verdict == SUPPORTED for v in pair) for pair in pairs):
         failed = contradicted or [v for v in results if v.verdict != SUPPORTED]
         return f"the positive control ({name}) reads {failed[0].verdict}"
@@ -42,11 +40,7 @@ def gate_text(name: str, results: list, tests: list[dict], reason: Optional[str]
                 f"(positive control not passed).\n")
     lines = [f"\n- **Gate:** open: every *no effect detected* below rests on this control (`{name}`). What it "
              f"detects, as paired differences against its control on each seed set:"]
-    for i, (test, v) in enumerate(zip(tests, results)):
-        if "twin_of" in test:
-            continue
-        metric = compared_metric(test) if test["kind"] in ("paired", "differ") else "steps_to_learn"
-        twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") is not None else None
+    for _, v, twin, metric in with_twins(tests, results):
         said = f"{metric} **{v.verdict}** ({effect_text(v, metric)})"
         if twin is not None:
             said += f"; reward AUC **{twin.verdict}** ({effect_text(twin, 'reward_auc')})"

@@ -38,7 +38,7 @@ from .forest import forest_png, forest_rows
 from .glance import Answers, glance_rows, write_verdicts
 from .positive_gate import gate_text, positive_gate, with_gate
 from .report_inputs import collect_runs
-from ..report_spec import report_tests, validate_report
+from ..report_spec import report_tests, validate_report, with_twins
 from ..spec import load_spec
 from ..driving.storage import check_distinct, check_storage, journal_url
 
@@ -181,11 +181,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             if claim != "calibration" and not spec.report.get("superseded_by"):  # the figure: current regimes
                 answers.forest.extend(forest_rows(answers.testbed, claim, spec, tests, results))
             answers.glance.extend(glance_rows(answers.testbed, claim, spec, tests, results))
-        for i, (v, test) in enumerate(zip(results, tests)):
-            if "twin_of" in test:
-                continue
-            twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") is not None else None
-            rows.append(summary_row(claim, v, twin))
+        rows += [summary_row(claim, v, twin) for _, v, twin, _ in with_twins(tests, results)]
         if not results and not spec.report.get("needs_full_run"):  # a spec none of whose runs finished yet
             rows += [f"| {claim} | {t.get('statement', '–')} | **no finished runs yet** | – | – | – | – | – |"
                      for t in spec.report["tests"]]
