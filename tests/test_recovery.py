@@ -262,6 +262,55 @@ def test_a_worker_whose_trial_was_failed_elsewhere_stops_writing_and_records_its
     assert done.returncode == 1 and "rerun to retry them" in done.stdout
 
 
+@pytest.mark.parametrize("mode", ["grid", "search"])
+def test_a_worker_paused_after_its_last_step_keeps_its_finished_run_without_a_traceback(tmp_path, monkeypatch, mode):
+    """The fence's blind spot: paused after its run's last step (the fence has no step left to check),
+    the worker finds its trial failed elsewhere only when it records the finished run in the trial.
+    Optuna refuses that (UpdateFinishedTrialError); the worker then reports the run as finished after
+    another process failed it, once, without a traceback, and Optuna is not told a second time.
+    The run itself trained to the end: its folder and MLflow run say finished, with every step."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+    from optuna.trial import TrialState
+
+    import sweeps.driving.recovery as recovery
+
+    real_lost, calls = recovery.Heartbeat.lost, {"n": 0}
+
+    def failed_after_the_last_step(self, every_s=5.0):  # the 6th step's check passes; then "another process" fails it
+        calls["n"] += 1
+        lost = real_lost(self, every_s=0)
+        if calls["n"] == 6:
+            self.storage.set_trial_state_values(self.trial_id, TrialState.FAIL)
+        return lost
+
+    monkeypatch.setattr(recovery.Heartbeat, "lost", failed_after_the_last_step)
+    spec = tmp_path / "late.yaml"
+    axes = ({"grid": {"learning_rate": [1e-4]}} if mode == "grid" else  # a search: its trial's one seed, then its records
+            {"search": {"learning_rate": {"low": 1e-4, "high": 2e-4}}, "sampler": "random", "n_trials": 1})
+    spec.write_text(yaml.safe_dump({"name": "late", "base": {"cache_dir": str(CACHE), "max_steps": 6, "stl_window": 2,
+                                                             "baseline_prompts": 8}, **axes, "seeds": [0]}))
+    store = f"sqlite:///{tmp_path}/m.db"
+    done = grpo_here("sweep", str(spec), "--storage", f"journal:///{tmp_path}/j.log", "--tracking-uri", store,
+                     "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    assert "Traceback" not in done.stderr and "UpdateFinishedTrialError" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.count("trial 0 finished after another process had failed it") == 1, done.stderr[-3000:]
+    assert calls["n"] == 6  # the run's 6 steps were checked, the last before the trial was failed
+    folder = tmp_path / "runs" / "late" / "trial-0000" / ("seed-0" if mode == "search" else "")
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps_completed"] == 6
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 6
+    client = MlflowClient(tracking_uri=store)
+    runs = [r for r in client.search_runs([client.get_experiment_by_name("late").experiment_id])
+            if r.data.tags.get("trial_number") == "0"]  # a search: the trial's run and its seed's
+    assert len(runs) == (2 if mode == "search" else 1) and {r.info.status for r in runs} == {"FINISHED"}
+    study = optuna.load_study(study_name="late", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log"))))
+    assert [t.state for t in study.trials] == [TrialState.FAIL]  # told once, by the other process
+    assert "error" not in study.trials[0].user_attrs  # not told a second time, as failed by this worker
+    assert done.returncode == 1 and "rerun to retry them" in done.stdout
+
+
 @pytest.mark.slow
 def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_once(tmp_path):
     """The real thing the fence test above stages: a worker SIGSTOPped mid-trial (a suspended laptop,

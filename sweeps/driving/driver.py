@@ -87,19 +87,19 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
         except RunAbandoned as exc:  # failed elsewhere meanwhile: recorded as abandoned; Optuna already knows
             print(f"grpo sweep: trial {trial.number}: {exc}", file=sys.stderr, flush=True)
             continue
+        except optuna.exceptions.UpdateFinishedTrialError:  # paused after its last step, failed elsewhere meanwhile:
+            abandoned = True  # its run trained to the end and is recorded; recording it in the trial found it failed
         except optuna.TrialPruned:  # its runs and MLflow run are recorded as pruned; never retried
             study.tell(trial, state=TrialState.PRUNED)
             if progress is not None:
                 progress.poll(force=True)
             continue
         except KeyboardInterrupt as exc:
-            trial.set_user_attr("error", "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
-            study.tell(trial, state=TrialState.FAIL)
+            fail_own(study, trial, "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
             raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            trial.set_user_attr("error", message)
-            study.tell(trial, state=TrialState.FAIL)
+            fail_own(study, trial, message)
             print(f"grpo sweep: trial {trial.number} failed: {message}", file=sys.stderr, flush=True)
             continue
         if abandoned:  # trained to the end, but its trial was failed and its point handed on: not told twice
@@ -113,6 +113,19 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
             study.tell(trial, value)
         if progress is not None:
             progress.poll(force=True)
+
+
+def fail_own(study, trial, reason: str) -> None:
+    """Tell Optuna the worker's trial failed, with its reason; nothing when another process has
+    failed it meanwhile (its heartbeat went silent): the trial already says so."""
+    import optuna
+    from optuna.trial import TrialState
+
+    try:
+        trial.set_user_attr("error", reason)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return
+    study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
 
 
 def _worker_entry(ctx: WorkerContext, stop=None) -> None:

@@ -132,13 +132,13 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
         trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
         raise
     means = {name: sum(v) / len(v) for name, v in values.items()}
+    record_trial(trial_logger, seed_runs)  # MLflow first: a trial failed elsewhere meanwhile refuses the attributes
+    trial_logger.end({"objective": means[spec.objective], **{f"{k}_mean": v for k, v in means.items()},
+                      "learned_fraction": sum(learned) / len(learned), "train_time_s": train_s}, "finished", None)
     trial.set_user_attr("seed_values", values[spec.objective])
     if len(spec.all_objectives) > 1:
         trial.set_user_attr("seed_values_by_objective", values)
     trial.set_user_attr("train_time_s", train_s)
-    record_trial(trial_logger, seed_runs)
-    trial_logger.end({"objective": means[spec.objective], **{f"{k}_mean": v for k, v in means.items()},
-                      "learned_fraction": sum(learned) / len(learned), "train_time_s": train_s}, "finished", None)
     if len(spec.all_objectives) > 1:
         return tuple(means[name] for name in spec.all_objectives)
     return means[spec.objective]
