@@ -110,6 +110,31 @@ def test_equivalence_is_refused_where_the_interval_misses_the_mean():
     assert steps.verdict == "no effect detected" and "do not cover the mean difference" in steps.reason
 
 
+def test_a_significant_effect_inside_the_margin_says_so_and_still_passes_the_positive_gate():
+    """Every pair 1 step sooner on both sets: the exact signed-rank p is 2/2^8 = 0.0078 on each set,
+    and the 90% interval is [−1, −1] (all 36 Walsh averages are −1), covering the mean in every
+    resample. Inside ±1.5 steps: "supported, but inside the margin ±1.5 steps"; ±1 does not hold it
+    strictly: plain "supported". A positive control reading it has shown an effect: its gate opens."""
+    from sweeps.report_spec import report_tests
+    from sweeps.reporting.positive_gate import positive_gate
+
+    stl = lambda arm, seed: 20 - (1 if arm == "cispo" else 0)
+    for margin, word in ((1.5, "supported, but inside the margin ±1.5 steps"), (1, "supported")):
+        spec = _spec({"tests": [CLIP], "margins": {"steps": margin, "reward_auc": 0.03}})
+        results = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
+        steps, auc = results
+        assert steps.verdict == word, steps.reason
+        assert ("every 90% interval lies inside the declared margin ±1.5 steps on both seed sets" in steps.reason) == (
+            margin == 1.5)
+        assert auc.verdict == "equivalent within ±0.03"  # the reward AUCs tie: a null, read as before
+    spec = _spec({"tests": [CLIP], "margins": {"steps": 1.5}})
+    results = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
+    results[1].verdict = "supported, but inside the margin ±0.03"  # as if the AUC moved a little too
+    assert positive_gate("pc", results, report_tests(spec)) is None
+    results[1].verdict = "no effect detected"
+    assert positive_gate("pc", results, report_tests(spec)) == "the positive control (pc) reads no effect detected"
+
+
 def test_equivalence_is_not_read_from_one_seed_set():
     spec = SweepSpec(name="m", base={}, grid={"loss_type": ["dapo", "cispo"]}, seeds=list(range(8)),
                      report={"tests": [CLIP], "margins": {"steps": 2}})

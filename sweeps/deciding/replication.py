@@ -13,8 +13,8 @@ from . import power, statistics as st
 from .runs import Run, _label
 from ..report_spec import compared_metric, margin_of, report_tests
 from grpo_core.record.run_metrics import CENSORED
-from .verdicts import (CONTRADICTED, EQUIVALENCE_CONFIDENCE, EQUIVALENT, INCONCLUSIVE, NO_EFFECT, NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS,
-                       Comparison, Verdict, fmt_interval, _fmt_num, _group, _phrase, _unit, verdicts)
+from .verdicts import (CONTRADICTED, EQUIVALENCE_CONFIDENCE, EQUIVALENT, INCONCLUSIVE, INSIDE_MARGIN, NO_EFFECT,
+                       NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison, Verdict, fmt_interval, _fmt_num, _group, _phrase, _unit, verdicts)
 
 STEP_METRICS = tuple(m for m in CENSORED if _unit(m) == "steps")  # what a margin in steps applies to
 
@@ -114,7 +114,9 @@ def _is_inconclusive(v: Verdict) -> bool:
 def combine(test: dict, found: list[SetResult], margin: Optional[float] = None) -> Verdict:
     """One verdict from the seed sets' verdicts of one test (see the comment above). A null on both
     sets becomes "equivalent within ±margin" when a margin was declared and, on each set alone,
-    every comparison's 90% interval lies strictly inside it (equivalence, replicated like an effect)."""
+    every comparison's 90% interval lies strictly inside it (equivalence, replicated like an effect);
+    an effect significant on both sets whose intervals lie so inside the margin says so ("supported,
+    but inside the margin ±m"): real on these seeds, smaller than what the margin declared to matter."""
     if len(found) == 1:  # one seed set: a significant result is not replicated yet
         v = found[0].verdict
         if v.verdict.startswith((NO_EFFECT, INCONCLUSIVE)):
@@ -135,6 +137,12 @@ def combine(test: dict, found: list[SetResult], margin: Optional[float] = None) 
     nr = [label for label, (a, b) in outcomes.items() if (a or b) and a != b]
     if sup or con or nr:
         verdict = _phrase(len(outcomes), [(SUPPORTED, sup), (CONTRADICTED, con), (NOT_REPLICATED, nr)])
+        if margin is not None and verdict in (SUPPORTED, CONTRADICTED):
+            inside, covers, shown, m = _against_margin(test, found, margin)
+            if inside and covers:  # real on both sets, and smaller than the margin declared as no practical effect
+                verdict += f"{INSIDE_MARGIN} {m}"
+                reason += (f"; every 90% interval lies inside the declared margin {m} on both seed sets ({shown}): "
+                           f"an effect these seeds show, smaller than the margin declared before the runs")
     elif _is_inconclusive(d) or _is_inconclusive(r):
         verdict = TOO_FEW_SEEDS if TOO_FEW_SEEDS in (d.verdict, r.verdict) else INCONCLUSIVE
     else:
@@ -155,14 +163,7 @@ def _equivalence(test: dict, found: list[SetResult], margin: float, reason: str)
     signed-rank tests at 0.05) and that interval covers the mean difference at its nominal rate when
     these differences are resampled (st.hodges_lehmann_coverage: mostly ties and an outlier fail it,
     so "within ±m" is never read from an interval that misses the mean)."""
-    metric = compared_metric(test)
-    comparisons = [(f.name, c) for f in found for c in f.verdict.comparisons]
-    inside = all(-margin < c.low90 and c.high90 < margin for _, c in comparisons)
-    coverage = {(name, c.label): st.hodges_lehmann_coverage(c.diffs, EQUIVALENCE_CONFIDENCE) for name, c in comparisons}
-    covers = all(cov >= EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK for cov in coverage.values())
-    shown = "; ".join(f"{name}: [{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}], covering the "
-                      f"mean in {coverage[(name, c.label)]:.0%} of resamples" for name, c in comparisons)
-    m = margin_text(margin, metric)
+    inside, covers, shown, m = _against_margin(test, found, margin)
     if inside and covers:
         return f"{EQUIVALENT} {m}", (f"{reason}; equivalence: every 90% interval (two one-sided tests at 0.05) lies "
                                      f"inside the declared margin {m} on both seed sets ({shown})")
@@ -170,6 +171,20 @@ def _equivalence(test: dict, found: list[SetResult], margin: float, reason: str)
            f"lie inside it, but do not cover the mean difference at their nominal 90% when these differences are "
            f"resampled (below {EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK:.0%}), so a larger mean is not ruled out")
     return NO_EFFECT, f"{reason}; not shown equivalent within the declared margin {m}: the 90% intervals ({shown}) {why}"
+
+
+def _against_margin(test: dict, found: list[SetResult], margin: float) -> tuple[bool, bool, str, str]:
+    """Whether every comparison's 90% interval, on each seed set alone, lies strictly inside ±margin;
+    whether each covers the mean difference at its nominal rate when the differences are resampled;
+    those intervals as text; the margin as text."""
+    metric = compared_metric(test)
+    comparisons = [(f.name, c) for f in found for c in f.verdict.comparisons]
+    inside = all(-margin < c.low90 and c.high90 < margin for _, c in comparisons)
+    coverage = {(name, c.label): st.hodges_lehmann_coverage(c.diffs, EQUIVALENCE_CONFIDENCE) for name, c in comparisons}
+    covers = all(cov >= EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK for cov in coverage.values())
+    shown = "; ".join(f"{name}: [{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}], covering the "
+                      f"mean in {coverage[(name, c.label)]:.0%} of resamples" for name, c in comparisons)
+    return inside, covers, shown, margin_text(margin, metric)
 
 
 def _seed_list(seeds: list) -> str:

@@ -46,6 +46,9 @@ EQUIVALENT = "equivalent within"  # "equivalent within ±2 steps": a null whose 
 EQUIVALENCE_CONFIDENCE = 0.90  # two one-sided tests at α = 0.05 each: the 90% interval inside ±margin
 TOO_FEW_SEEDS = f"{INCONCLUSIVE} (too few seeds)"
 NOT_REPLICATED = "not replicated"  # significant on one seed set, not (or the other way) on the other
+# "supported, but inside the margin ±0.03": significant on both sets, yet every 90% interval lies inside the
+# margin declared before the runs as no practical effect (a real effect, smaller than what was said to matter)
+INSIDE_MARGIN = ", but inside the margin"
 
 
 @dataclass
@@ -58,6 +61,12 @@ class Verdict:
     facts: dict = field(default_factory=dict)  # paired and differ tests on both sets: n per set, detectable, control
     checks: list = field(default_factory=list)  # the manipulation checks that gate it (mechanism.MechanismResult)
     sets: list = field(default_factory=list)  # paired tests on two seed sets: (set name, its comparisons) per set
+
+
+def is_supported(verdict: str) -> bool:
+    """A verdict that says the claimed effect shows on every comparison, inside its margin or not:
+    what the positive control needs to show the testbed can detect an effect."""
+    return verdict == SUPPORTED or verdict.startswith(SUPPORTED + INSIDE_MARGIN)
 
 
 def is_null(verdict: str) -> bool:

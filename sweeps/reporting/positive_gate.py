@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..deciding.verdicts import CONTRADICTED, SUPPORTED
+from ..deciding.verdicts import CONTRADICTED, is_supported
 from ..report_spec import with_twins
 from .glance import effect_text
 
@@ -21,8 +21,8 @@ def positive_gate(name: str, results: list, tests: list[dict]) -> Optional[str]:
         return f"the positive control ({name}) reads no finished runs"
     contradicted = [v for v in results if v.verdict.startswith(CONTRADICTED)]
     pairs = [[v] + ([twin] if twin is not None else []) for _, v, twin, _ in with_twins(tests, results)]
-    if contradicted or not any(all(v.verdict == SUPPORTED for v in pair) for pair in pairs):
-        failed = contradicted or [v for v in results if v.verdict != SUPPORTED]
+    if contradicted or not any(all(is_supported(v.verdict) for v in pair) for pair in pairs):
+        failed = contradicted or [v for v in results if not is_supported(v.verdict)]
         return f"the positive control ({name}) reads {failed[0].verdict}"
     return None
 
