@@ -5,6 +5,7 @@ child runs created in separate worker processes attach to one sweep run."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import queue
@@ -29,6 +30,19 @@ _WRITER_SWITCH_S = 0.0005  # the interpreter's switch interval while the writer 
 _STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED", "pruned": "KILLED", "abandoned": "KILLED"}
 
 
+class _StoreErrorTraceback(logging.Filter):
+    """MLflow logs a traceback for each database error of its SQL store (a SQLite file another
+    process holds locked, a damaged table) before it raises the error on: grpo says in one line what
+    the error cost (a record incomplete, `grpo recover` completes it), so the traceback is dropped,
+    unless MLflow's own log lines were asked for (--verbose, MLFLOW_LOGGING_LEVEL=INFO or DEBUG)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+_STORE_ERRORS = _StoreErrorTraceback()
+
+
 def make_client(tracking_uri: str):
     """An MlflowClient on an explicit store (never the ambient MLFLOW_TRACKING_URI). A relative
     SQLite path (the default store) is made absolute first: MLflow keeps one store per URI for the
@@ -36,6 +50,11 @@ def make_client(tracking_uri: str):
     still write to the first folder's database."""
     from mlflow.tracking import MlflowClient
 
+    store_log = logging.getLogger("mlflow.store.db.utils")
+    if os.environ.get("MLFLOW_LOGGING_LEVEL", "").upper() in ("INFO", "DEBUG"):
+        store_log.removeFilter(_STORE_ERRORS)
+    else:
+        store_log.addFilter(_STORE_ERRORS)  # (once: a filter already there is not added again)
     if tracking_uri.startswith("sqlite:///"):
         path = Path(tracking_uri[len("sqlite:///"):])
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, Protocol
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
 from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunAbandoned, RunFailure, RunPruned, Terminated,
-                                   UserInputError)
+                                   UserInputError, cause_line)
 from grpo_core.util.memory import memory_failure
 from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
@@ -371,7 +371,7 @@ def _record(cfg, out: Path, trainer, reserve: Path, status: str, summary: dict, 
         try:
             logger.end(summary, status, out)
         except Exception as exc:  # a tracking server that went away, its database full
-            missing.append(f"MLflow: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}")
+            missing.append(f"MLflow: {cause_line(exc)}")
     if error is not None:
         if missing and isinstance(error, RunFailure):
             raise RunFailure(f"{error}; and its record is incomplete: {'; '.join(missing)}") from None

@@ -187,3 +187,30 @@ def test_a_store_cut_short_is_named_in_one_line_before_anything_trains(tmp_path,
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"{store} is damaged" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_store_write_that_fails_mid_run_costs_one_line_not_mlflows_traceback(tmp_path):
+    """The store's metrics table broken under a run (as a locked or damaged SQLite file fails a
+    write): the run finishes, and grpo says in one line, naming the database's own error, that its
+    record is incomplete; MLflow's traceback for each failed write is dropped, and shown again
+    with --verbose, which asks for MLflow's own log lines."""
+    import sqlite3
+
+    from conftest import CACHE, run_grpo_here
+
+    store = tmp_path / "mlflow.db"
+    make_client(f"sqlite:///{store}")  # a whole store, then its metrics table replaced by one without columns
+    with sqlite3.connect(store) as db:
+        db.execute("drop table metrics")
+        db.execute("create table metrics (key varchar(250))")
+    args = ["train", "--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--set",
+            "max_steps=2", "--set", "stl_window=1", "--set", f"mlflow_tracking_uri=sqlite:///{store}"]
+    done = run_grpo_here(*args, "--out", str(tmp_path / "quiet"), cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"grpo: the run in {tmp_path / 'quiet'} finished, but its record is incomplete: MLflow: "
+                           f"OperationalError: table metrics has no column named "), line  # the driver's own words
+    assert line.endswith("; `grpo recover` completes an MLflow record from the run folder"), line
+    assert (tmp_path / "quiet" / "summary.json").is_file()
+    verbose = run_grpo_here(*args, "--out", str(tmp_path / "verbose"), "--verbose", cwd=tmp_path)
+    assert verbose.returncode == 1 and "SQLAlchemy database error" in verbose.stderr

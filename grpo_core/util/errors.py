@@ -11,6 +11,16 @@ def short_value(value: object) -> str:
     return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
 
 
+def cause_line(exc: BaseException, limit: int = 200) -> str:
+    """An error in one line, named by its deepest cause: a tracking store's database error reads
+    "OperationalError: database is locked", not the SQLAlchemy preamble MLflow's wrapper starts with."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    orig = getattr(exc, "orig", None)  # SQLAlchemy's DBAPIError wraps the driver's own error
+    exc = orig if isinstance(orig, BaseException) else exc
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:limit]}"
+
+
 class UserInputError(ValueError):
     """Bad input from the user: a config key, a file, a name. Message is one line; exit code 2."""
 
