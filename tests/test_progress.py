@@ -11,6 +11,7 @@ import subprocess
 import sys
 import termios
 
+import pytest
 import yaml
 
 from conftest import CACHE, ROOT, run_grpo
@@ -62,3 +63,37 @@ def test_sweep_into_a_pipe_writes_one_line_per_finished_trial(tmp_path):
     assert len(lines) == 8 and all(" complete (" in l and "steps_to_learn" in l for l in lines)
     assert lines[-1].split(" · ")[1] == "8/8 done, 0 failed"
     assert "\r" not in res.stderr and "INFO mlflow" not in res.stderr  # no bar, no MLflow chatter
+
+
+def test_the_eta_times_each_point_left_by_its_own_variants_finished_trials(tmp_path):
+    """A grid whose arms differ twofold in time (the real placebo variants: 7 prompts a step ≈ 20 min,
+    four steps per batch ≈ 10): fast seeds 0 and 1 took 600 s, slow seed 0 1200 s, slow seed 1 is half
+    way. Left: fast seed 2 (600 s), slow seed 2 (1200 s) and the running half (600 s), on 2 workers:
+    1200 s. One mean over all finished trials (800 s) put it at 2.5 × 800 / 2 = 1000 s."""
+    import datetime
+    from types import SimpleNamespace
+
+    from optuna.trial import TrialState
+
+    from sweeps.driving.progress import SweepProgress
+    from sweeps.spec import SweepSpec
+
+    start = datetime.datetime(2026, 11, 29, 12, 0, 0)
+    folder = tmp_path / "t3"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text("{}\n" * 20)  # 20 of 40 steps written
+
+    def trial(number, arm, seed, state, seconds=None, run_dir=None):
+        return SimpleNamespace(number=number, state=state, params={"arm": arm, "seed": seed},
+                               user_attrs={"invocation": "now", **({"run_dir": str(run_dir)} if run_dir else {})},
+                               datetime_start=start, datetime_complete=start + datetime.timedelta(seconds=seconds or 0))
+
+    trials = [trial(0, "fast", 0, TrialState.COMPLETE, 600), trial(1, "fast", 1, TrialState.COMPLETE, 600),
+              trial(2, "slow", 0, TrialState.COMPLETE, 1200), trial(3, "slow", 1, TrialState.RUNNING, run_dir=folder)]
+    study = SimpleNamespace(get_trials=lambda deepcopy=False: trials)
+    spec = SweepSpec(name="eta", base={"max_steps": 40}, grid={"arm": ["fast", "slow"]}, seeds=[0, 1, 2])
+    snap = SweepProgress(spec, study, "now", workers=2).snapshot()
+    assert snap["done"] == 3 and snap["eta"] == pytest.approx(1200.0)
+    trials[2] = trial(2, "slow", 0, TrialState.FAIL)  # no slow trial finished: the mean of all finished ones
+    snap = SweepProgress(spec, study, "now", workers=2).snapshot()
+    assert snap["failed"] == 1 and snap["eta"] == pytest.approx((600 + 600 + 600 * 0.5) / 2)

@@ -1,6 +1,6 @@
 """Progress of a running sweep, for the person watching it: trials finished out of the total,
 failed ones, the running trials' current steps, and an estimate of the time left from the wall
-times of the trials finished so far. Read from the study's storage and the trials' run folders, so
+times of the trials finished so far (in a grid, of the same variant where it has some). Read from the study's storage and the trials' run folders, so
 it counts every worker process (and every machine sharing the storage).
 
 On a terminal it is one bar updated in place (tqdm); otherwise one plain line per finished trial,
@@ -28,6 +28,16 @@ def _duration(seconds: Optional[float]) -> str:
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _key(params: dict) -> tuple:
+    """A grid point as a set of (axis, value) pairs, the same however the dict was ordered."""
+    return tuple(sorted(params.items()))
+
+
+def _variant(params: dict) -> tuple:
+    """A grid point less its seed: the runs that should take about as long."""
+    return _key({k: v for k, v in params.items() if k != "seed"})
 
 
 def _steps_written(run_dir: Optional[str]) -> int:
@@ -65,13 +75,14 @@ class SweepProgress:
 
         trials = self.study.get_trials(deepcopy=False)
         done_points, failed, running, walls, ended, pruned = set(), [], [], [], [], 0
+        running_params = []  # (params, the share of its steps still to run) per running trial
         now = time.time()
         for t in trials:
             mine = t.user_attrs.get("invocation") == self.invocation
             if t.state == TrialState.COMPLETE:
-                done_points.add(tuple(sorted(t.params.items())) if self.spec.mode == "grid" else t.number)
+                done_points.add(_key(t.params) if self.spec.mode == "grid" else t.number)
                 if mine and t.datetime_start and t.datetime_complete:
-                    walls.append((t.datetime_complete - t.datetime_start).total_seconds())
+                    walls.append((_variant(t.params), (t.datetime_complete - t.datetime_start).total_seconds()))
             elif t.state == TrialState.FAIL and mine:
                 failed.append(t)
             elif t.state == TrialState.PRUNED and self.spec.mode == "search":  # a search's pruner stopped it
@@ -80,18 +91,37 @@ class SweepProgress:
                 step = _steps_written(t.user_attrs.get("run_dir"))
                 elapsed = now - t.datetime_start.timestamp() if t.datetime_start else 0.0
                 running.append((t.number, step, self._max_steps(t.params), elapsed))
+                running_params.append((t.params, max(0.0, 1.0 - step / self._max_steps(t.params))))
             if mine and t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED):
                 ended.append(t)
         done = len(done_points)
         remaining = max(0, self.total - done - len(failed) - pruned)
         # time per trial: the finished ones of this invocation; before any has finished, the running
-        # ones extrapolated from their steps
-        per_trial = sum(walls) / len(walls) if walls else None
+        # ones extrapolated from their steps. A grid's variants (its points less the seed) can differ
+        # several-fold (7 prompts a step against 4): each point left is timed by its own variant's
+        # finished trials, where it has some
+        per_trial = sum(w for _, w in walls) / len(walls) if walls else None
         if per_trial is None:
             rates = [elapsed * max_steps / step for _, step, max_steps, elapsed in running if step >= 5]
             per_trial = sum(rates) / len(rates) if rates else None
-        left_work = remaining - sum(min(1.0, step / max_steps) for _, step, max_steps, _ in running)
-        eta = None if per_trial is None else max(0.0, left_work) * per_trial / max(1, self.workers)
+        if per_trial is None:
+            eta = None
+        elif self.spec.mode == "grid":
+            by_variant: dict[tuple, list[float]] = {}
+            for variant, wall in walls:
+                by_variant.setdefault(variant, []).append(wall)
+
+            def cost(params: dict) -> float:
+                own = by_variant.get(_variant(params))
+                return sum(own) / len(own) if own else per_trial
+
+            taken = done_points | {_key(t.params) for t in failed} | {_key(p) for p, _ in running_params}
+            left = [p for p in self.spec.grid_points() if _key(p) not in taken]
+            work = sum(cost(p) for p in left) + sum(cost(p) * share for p, share in running_params)
+            eta = work / max(1, self.workers)
+        else:
+            left_work = remaining - sum(min(1.0, step / max_steps) for _, step, max_steps, _ in running)
+            eta = max(0.0, left_work) * per_trial / max(1, self.workers)
         return {"done": done, "failed": len(failed), "running": running, "eta": eta, "ended": ended, "pruned": pruned}
 
     # ---- showing it --------------------------------------------------------------------------------
