@@ -14,7 +14,8 @@ from .runs import Run, _label
 from ..report_spec import compared_metric, margin_of, report_tests
 from grpo_core.record.run_metrics import CENSORED
 from .verdicts import (CONTRADICTED, EQUIVALENCE_CONFIDENCE, EQUIVALENT, INCONCLUSIVE, INSIDE_MARGIN, NO_EFFECT,
-                       NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison, Verdict, fmt_interval, _fmt_num, _group, _phrase, _unit, verdicts)
+                       NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison, Verdict, fmt_interval, _fmt_num, _group,
+                       _phrase, _unit, verdicts)
 
 STEP_METRICS = tuple(m for m in CENSORED if _unit(m) == "steps")  # what a margin in steps applies to
 

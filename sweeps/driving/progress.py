@@ -1,7 +1,8 @@
 """Progress of a running sweep, for the person watching it: trials finished out of the total,
 failed ones, the running trials' current steps, and an estimate of the time left from the wall
-times of the trials finished so far (in a grid, of the same variant where it has some). Read from the study's storage and the trials' run folders, so
-it counts every worker process (and every machine sharing the storage).
+times of the trials finished so far (in a grid, of the same variant where it has some). Read from
+the study's storage and the trials' run folders, so it counts every worker process (and every
+machine sharing the storage).
 
 On a terminal it is one bar updated in place (tqdm); otherwise one plain line per finished trial,
 so a log file stays readable. `poll` does the work; the sweep calls it from a thread of the parent
