@@ -135,6 +135,17 @@ def test_a_significant_effect_inside_the_margin_says_so_and_still_passes_the_pos
     assert positive_gate("pc", results, report_tests(spec)) == "the positive control (pc) reads no effect detected"
 
 
+def test_a_test_whose_control_arm_has_no_finished_run_yet_reads_without_a_target():
+    """A spec in training whose first runs are all of the treated arm (C7's first six runs had no dapo
+    run): the test's facts have no control median, so no target in steps; the report is still written
+    (it had stopped on max() of no medians)."""
+    spec = _spec({"tests": [CLIP]})
+    runs = [r for r in _runs(0.05) if r.point["loss_type"] == "cispo"]
+    steps, auc = [v for v, _ in replicated_verdicts(spec, runs)]
+    assert steps.facts["control"] == [] and "target" not in steps.facts
+    assert steps.verdict.startswith("inconclusive") and auc.verdict.startswith("inconclusive")  # no pairs
+
+
 def test_equivalence_is_not_read_from_one_seed_set():
     spec = SweepSpec(name="m", base={}, grid={"loss_type": ["dapo", "cispo"]}, seeds=list(range(8)),
                      report={"tests": [CLIP], "margins": {"steps": 2}})

@@ -101,7 +101,8 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
         facts["levels_of"] = f"{test['axis']}={reference}"
     if _unit(metric) == "steps":  # the target in steps, and the pairs per set these differences need for it
         medians = [med for _, med, _, _ in strata if math.isfinite(med)]
-        target = power.target_effect(max(medians) if len(medians) == len(strata) else math.nan)
+        # (no control run finished yet, or one never learned: the target cannot be told)
+        target = power.target_effect(max(medians) if medians and len(medians) == len(strata) else math.nan)
         needs = [needed_for(noise, target) for noise in noises if noise.size]
         if needs:  # without differences no seed count can be told
             facts.update(target=target, needed=None if None in needs else max(needs))
