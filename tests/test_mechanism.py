@@ -144,6 +144,9 @@ def test_a_test_whose_control_arm_has_no_finished_run_yet_reads_without_a_target
     steps, auc = [v for v, _ in replicated_verdicts(spec, runs)]
     assert steps.facts["control"] == [] and "target" not in steps.facts
     assert steps.verdict.startswith("inconclusive") and auc.verdict.startswith("inconclusive")  # no pairs
+    from sweeps.reporting.summary import summary_row
+
+    assert summary_row("C7", steps, auc).split(" | ")[6] == "no finished run yet"  # the control column
 
 
 def test_equivalence_is_not_read_from_one_seed_set():

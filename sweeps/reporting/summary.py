@@ -93,6 +93,7 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
                         f"{fmt_value(med, f['metric'])}"
                         + (f" ({cens}/{k})" if f["metric"] in CENSORED else "")
                         for label, med, cens, k in f["control"]) if f else "–"
+    control = control or "no finished run yet"  # a spec in training whose control arm has none
     checks = "; ".join(check_cell(c) for c in v.checks) or "–"
     return (f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "
             f"{det} | {control} | {checks} |")
