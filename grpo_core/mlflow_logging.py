@@ -19,7 +19,7 @@ from typing import Optional
 
 from grpo_core.util import defaults
 from grpo_core.config.schema import TRACKING_SCHEMES
-from grpo_core.util.errors import mask_secrets
+from grpo_core.util.errors import cause_line, mask_secrets
 from grpo_core.util.files import check_sqlite_writable
 from grpo_core.record.provenance import owner_alive, owner_id
 from grpo_core.record.run_metrics import CENSORED, censored_at
@@ -530,8 +530,7 @@ def recover_runs(tracking_uri: str) -> tuple[list[tuple[str, str, int, str]], li
                     steps, status = backfill_and_end(client, run.info.run_id, run.data.tags.get("run_dir"),
                                                      f"process died (pid {pid} on this host)")
                 except Exception as exc:  # one bad folder or run never stops the others' recovery
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-                    left.append((run.info.run_id, f"{name}: could not be ended: {type(exc).__name__}: {first}"))
+                    left.append((run.info.run_id, f"{name}: could not be ended: {cause_line(exc)}"))
                     continue
                 ended.append((run.info.run_id, name, steps, status))
             elif alive is None:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from grpo_core.mlflow_logging import MlflowRunLogger
-from grpo_core.util.errors import RunAbandoned, RunPruned
+from grpo_core.util.errors import RunAbandoned, RunPruned, cause_line
 
 from .claims import make_grid_sampler
 from ..spec import SweepSpec
@@ -169,7 +169,7 @@ def record_trial(trial_logger, seed_runs: list[tuple[int, Path, str]]) -> None:
             trial_logger.client.log_batch(trial_logger.run_id, metrics=curve[i:i + 1000])
         trial_logger.client.set_tag(trial_logger.run_id, "mlflow.note.content", note)
     except Exception as exc:  # the store went away: the trial's result stands, its runs' folders hold the curves
-        print(f"grpo sweep: the trial's curve and seed links were not logged to MLflow ({type(exc).__name__}: {exc})",
+        print(f"grpo sweep: the trial's curve and seed links were not logged to MLflow ({cause_line(exc)})",
               file=sys.stderr, flush=True)
 
 
