@@ -36,7 +36,7 @@ from .adopt import adopt_run_folders, share_sibling_runs
 from .claims import claim_trial, has_work
 from .progress import SweepProgress
 from ..report_spec import validate_report
-from .recovery import Heartbeat, end_orphaned_runs, fail_stale
+from .recovery import Heartbeat, end_orphaned_runs, fail_stale, fail_trial
 from .search import make_pruner, make_sampler, search_objective, undefined
 from ..spec import SweepSpec, grid_point_of, load_spec, point_key
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
@@ -95,11 +95,11 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
                 progress.poll(force=True)
             continue
         except KeyboardInterrupt as exc:
-            fail_own(study, trial, "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
+            fail_own(study, storage, trial, "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
             raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            fail_own(study, trial, message)
+            fail_own(study, storage, trial, message)
             print(f"grpo sweep: trial {trial.number} failed: {message}", file=sys.stderr, flush=True)
             continue
         if abandoned:  # trained to the end, but its trial was failed and its point handed on: not told twice
@@ -115,17 +115,15 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
             progress.poll(force=True)
 
 
-def fail_own(study, trial, reason: str) -> None:
-    """Tell Optuna the worker's trial failed, with its reason; nothing when another process has
-    failed it meanwhile (its heartbeat went silent): the trial already says so."""
+def fail_own(study, storage, trial, reason: str) -> None:
+    """Fail the worker's trial with its reason (recovery.fail_trial); nothing when another process
+    has failed it meanwhile (its heartbeat went silent): the trial already says so."""
     import optuna
-    from optuna.trial import TrialState
 
     try:
-        trial.set_user_attr("error", reason)
+        fail_trial(study, storage, trial.number, reason)
     except optuna.exceptions.UpdateFinishedTrialError:
-        return
-    study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        pass
 
 
 def _worker_entry(ctx: WorkerContext, stop=None) -> None:
