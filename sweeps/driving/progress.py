@@ -89,14 +89,13 @@ class SweepProgress:
             elif t.state == TrialState.PRUNED and self.spec.mode == "search":  # a search's pruner stopped it
                 pruned += 1
             elif t.state == TrialState.RUNNING:
-                step = _steps_written(t.user_attrs.get("run_dir"))
+                step, max_steps = _steps_written(t.user_attrs.get("run_dir")), self._max_steps(t.params)
                 elapsed = now - t.datetime_start.timestamp() if t.datetime_start else 0.0
-                running.append((t.number, step, self._max_steps(t.params), elapsed))
-                running_params.append((t.params, max(0.0, 1.0 - step / self._max_steps(t.params))))
+                running.append((t.number, step, max_steps, elapsed))
+                running_params.append((t.params, max(0.0, 1.0 - step / max_steps)))
             if mine and t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED):
                 ended.append(t)
         done = len(done_points)
-        remaining = max(0, self.total - done - len(failed) - pruned)
         # time per trial: the finished ones of this invocation; before any has finished, the running
         # ones extrapolated from their steps. A grid's variants (its points less the seed) can differ
         # several-fold (7 prompts a step against 4): each point left is timed by its own variant's
@@ -121,6 +120,7 @@ class SweepProgress:
             work = sum(cost(p) for p in left) + sum(cost(p) * share for p, share in running_params)
             eta = work / max(1, self.workers)
         else:
+            remaining = max(0, self.total - done - len(failed) - pruned)
             left_work = remaining - sum(min(1.0, step / max_steps) for _, step, max_steps, _ in running)
             eta = max(0.0, left_work) * per_trial / max(1, self.workers)
         return {"done": done, "failed": len(failed), "running": running, "eta": eta, "ended": ended, "pruned": pruned}
