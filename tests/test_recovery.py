@@ -411,3 +411,44 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
     assert sorted(point_key(grid_point_of(spec, trials[int(r.data.tags["trial_number"])])) for r in done) == keys
     stopped = next(r for r in runs if r.data.tags["trial_number"] == str(paused))
     assert stopped.info.status == "KILLED" and stopped.data.tags["status"] == "abandoned"
+
+
+@pytest.mark.parametrize("detector", ["dead_owner", "running"])
+def test_a_trial_finished_between_the_listing_and_the_write_is_left_as_it_is(tmp_path, detector):
+    """Two `grpo sweep` processes starting on one store both list the trials of a dead worker; the
+    one that writes second finds them failed already. It writes nothing and does not count them
+    (Optuna had raised UpdateFinishedTrialError, stopping the sweep before its first trial)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from grpo_core.record.provenance import owner_id
+    from sweeps.driving.recovery import fail_dead_owners, fail_running, fail_trial
+    from sweeps.driving.storage import open_storage
+
+    storage = open_storage(f"sqlite:///{tmp_path}/optuna.db")
+    study = optuna.create_study(study_name="race", storage=storage)
+    host, _, _ = owner_id().rsplit(":", 2)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    first, second = study.ask(), study.ask()
+    for trial in (first, second):
+        trial.set_user_attr("owner", f"{host}:{dead.pid}:1")
+    listed = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))  # what the second process saw
+    assert fail_trial(study, storage, first.number, "worker died (the first process)")  # the first process wins
+
+    class Stale:  # the study as the second process listed it, before the first one's write
+        study_name = study.study_name
+
+        def get_trials(self, deepcopy=False, states=None):
+            return listed
+
+        def tell(self, *args, **kwargs):
+            return study.tell(*args, **kwargs)
+
+    failed = (fail_dead_owners(Stale(), storage) if detector == "dead_owner"
+              else fail_running(Stale(), storage, "machine lost"))
+    assert failed == [second.number]
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL]
+    assert trials[first.number].user_attrs["error"] == "worker died (the first process)"  # not overwritten
+    assert not fail_trial(study, storage, first.number, "again")

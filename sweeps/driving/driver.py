@@ -95,11 +95,12 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
                 progress.poll(force=True)
             continue
         except KeyboardInterrupt as exc:
-            fail_own(study, storage, trial, "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
+            reason = "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+            fail_trial(study, storage, trial.number, reason)
             raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            fail_own(study, storage, trial, message)
+            fail_trial(study, storage, trial.number, message)  # nothing when failed elsewhere meanwhile
             print(f"grpo sweep: trial {trial.number} failed: {message}", file=sys.stderr, flush=True)
             continue
         if abandoned:  # trained to the end, but its trial was failed and its point handed on: not told twice
@@ -113,17 +114,6 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
             study.tell(trial, value)
         if progress is not None:
             progress.poll(force=True)
-
-
-def fail_own(study, storage, trial, reason: str) -> None:
-    """Fail the worker's trial with its reason (recovery.fail_trial); nothing when another process
-    has failed it meanwhile (its heartbeat went silent): the trial already says so."""
-    import optuna
-
-    try:
-        fail_trial(study, storage, trial.number, reason)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        pass
 
 
 def _worker_entry(ctx: WorkerContext, stop=None) -> None:

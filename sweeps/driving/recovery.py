@@ -42,8 +42,8 @@ def fail_dead_owners(study, storage) -> list[int]:
     failed = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("owner")
-        if owner and owner_alive(owner) is False:
-            fail_trial(study, storage, t.number, f"worker died (pid {owner.rsplit(':', 2)[1]} on this host)")
+        if owner and owner_alive(owner) is False and fail_trial(
+                study, storage, t.number, f"worker died (pid {owner.rsplit(':', 2)[1]} on this host)"):
             failed.append(t.number)
     return failed
 
@@ -53,18 +53,23 @@ def fail_running(study, storage, reason: str) -> list[int]:
     moved from a machine that is gone (scripts/gpu_agenda.py --resume), where no trial can still run."""
     from optuna.trial import TrialState
 
-    numbers = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
-    for number in numbers:
-        fail_trial(study, storage, number, reason)
-    return numbers
+    running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    return [number for number in running if fail_trial(study, storage, number, reason)]
 
 
-def fail_trial(study, storage, number: int, reason: str) -> None:
-    """Mark one trial FAIL with its `error` user attribute (what `grpo sweep` shows and retries)."""
+def fail_trial(study, storage, number: int, reason: str) -> bool:
+    """Mark one trial FAIL with its `error` user attribute (what `grpo sweep` shows and retries);
+    False, and nothing written, when the trial has finished meanwhile (its worker told it, or
+    another process failed it between our listing and this write): the trial already says why."""
+    import optuna
     from optuna.trial import TrialState
 
-    storage.set_trial_user_attr(trial_id(storage, study, number), "error", reason)
+    try:
+        storage.set_trial_user_attr(trial_id(storage, study, number), "error", reason)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
     study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+    return True
 
 
 def heartbeat_interval(storage) -> Optional[float]:
