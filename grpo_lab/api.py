@@ -133,13 +133,14 @@ class Sweep:
 
 
 def sweep(spec: str | Path, *, workers: int = 1, storage: Optional[str] = None, tracking_uri: Optional[str] = None,
-          out_root: str | Path = defaults.SWEEPS) -> Sweep:
+          out_root: str | Path = defaults.SWEEPS, stop_after: float | str | None = None) -> Sweep:
     """Run (or resume) the sweep of a spec file, as `grpo sweep` does, and return its trials. With
-    workers > 1 the trials run in worker processes of their own."""
+    workers > 1 the trials run in worker processes of their own. `stop_after` (seconds, or "90m"):
+    start no trial after that long, as `--stop-after`; exit_code 3 when points are left."""
     from sweeps.driving.driver import run_sweep
 
     code = run_sweep(str(spec), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
-                     out_root=str(out_root))
+                     out_root=str(out_root), stop_after=stop_after)
     return trials(spec, storage=storage, exit_code=code)
 
 

@@ -48,6 +48,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--heartbeat-interval", type=int, default=30,
                        help="seconds between trial heartbeats on an RDB storage; a trial silent for 3 intervals "
                             "is failed and retried (default 30)")
+    sweep.add_argument("--stop-after", default=None, metavar="DURATION",
+                       help="start no trial once DURATION (5400, 90m, 1.5h, 1h30m) has passed; running trials "
+                            "finish; exit code 3 when points are left (run the same command again to go on)")
 
     trials = sub.add_parser("trials", help="list a sweep's trials and their states")
     trials.add_argument("spec", help="sweep spec YAML")
@@ -236,7 +239,7 @@ def _cmd_sweep(args) -> int:
     from sweeps.driving.driver import run_sweep
 
     return run_sweep(args.spec, workers=args.workers, storage_url=args.storage, tracking_uri=args.tracking_uri,
-                     out_root=args.out_root, heartbeat_interval=args.heartbeat_interval)
+                     out_root=args.out_root, heartbeat_interval=args.heartbeat_interval, stop_after=args.stop_after)
 
 
 def _cmd_trials(args) -> int:

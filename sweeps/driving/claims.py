@@ -143,11 +143,16 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
         return trial
 
 
-def has_work(study, spec: SweepSpec, invocation: str) -> bool:
+def work_left(study, spec: SweepSpec, invocation: str) -> int:
+    """Trials this invocation could still start: a grid's free points, or a search's budget left."""
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
     if spec.mode == "search":
-        return len([t for t in trials if t.state != TrialState.FAIL or t.user_attrs.get("invocation") == invocation]) \
-            < spec.n_trials
-    return bool(free_points(spec, trials, invocation))
+        return max(0, spec.n_trials - len([t for t in trials if t.state != TrialState.FAIL
+                                           or t.user_attrs.get("invocation") == invocation]))
+    return len(free_points(spec, trials, invocation))
+
+
+def has_work(study, spec: SweepSpec, invocation: str) -> bool:
+    return work_left(study, spec, invocation) > 0

@@ -33,12 +33,13 @@ from grpo_core.record.provenance import owner_id, usable_cpus
 from grpo_core.util.files import check_writable_folder
 
 from .adopt import adopt_run_folders, share_sibling_runs
-from .claims import claim_trial, has_work
-from .progress import SweepProgress
+from .claims import claim_trial, has_work, work_left
+from .progress import SweepProgress, format_duration
 from ..report_spec import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale, fail_trial
 from .search import make_pruner, make_sampler, search_objective, undefined
 from ..spec import SweepSpec, grid_point_of, load_spec, point_key
+from . import time_limit
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage, repair_journal_tail)
 from .trial_run import WorkerContext, grid_objective, place_extras
@@ -76,6 +77,8 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
         if take_held_sigterm() or (stop is not None and stop.is_set()) or (
                 parent is not None and os.getppid() != parent.pid):
             raise Terminated()
+        if not time_limit.may_start(ctx.start_until):  # --stop-after: the running trial was the last
+            return None
         return claim_trial(study, storage, spec, lock, ctx.invocation)
 
     while (trial := next_trial()) is not None:
@@ -254,10 +257,19 @@ def _gpu_count() -> int:
 
 def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = None,
               tracking_uri: Optional[str] = None, out_root: str = defaults.SWEEPS,
-              heartbeat_interval: int = 30) -> int:
-    """Run or resume a sweep. Every input is checked before anything is written."""
+              heartbeat_interval: int = 30, stop_after: float | str | None = None) -> int:
+    """Run or resume a sweep. Every input is checked before anything is written. `stop_after`
+    (seconds, or a duration such as "1h30m"): start no trial once that much time has passed since
+    this call; returns time_limit.EXIT_TIME_LIMIT when points are left for that reason."""
     import optuna
     from optuna.trial import TrialState
+
+    if isinstance(stop_after, str):
+        stop_after = time_limit.parse_duration(stop_after)
+    elif stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, (int, float))
+                                     or not 0 < stop_after < float("inf")):
+        raise UserInputError(f"--stop-after: got {stop_after!r}; allowed: a duration > 0 (seconds, or such as 90m)")
+    start_until = None if stop_after is None else time_limit.now() + stop_after
 
     if workers < 1:
         raise UserInputError(f"--workers: got {workers}; allowed: an integer ≥ 1")
@@ -311,7 +323,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
                              parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
                              num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root,
-                             trials_before=len(study.get_trials(deepcopy=False)))
+                             trials_before=len(study.get_trials(deepcopy=False)), start_until=start_until)
     started = time.perf_counter()
     status, procs, stop = "FINISHED", [], None
     progress = SweepProgress(spec, study, invocation, workers)
@@ -368,7 +380,12 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
              f"{workers})" if started_workers < workers else "") + f", {wall:.1f}s wall; "
           f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))
     print(ui_line(tracking_uri, parent_run_id, spec.name))
-    return 1 if failed else 0
+    stopped = start_until is not None and not time_limit.may_start(start_until)
+    left = work_left(study, spec, invocation) if stopped else 0
+    if left:
+        print(f"sweep {spec.name}: stopped starting trials after {format_duration(stop_after)} (--stop-after); {left} "
+              f"{'grid point(s)' if spec.mode == 'grid' else 'trial(s)'} left: run the same command again to go on")
+    return 1 if failed else time_limit.EXIT_TIME_LIMIT if left else 0
 
 
 def threads_per_worker(workers: int) -> int:

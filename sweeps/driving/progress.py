@@ -22,7 +22,7 @@ from grpo_core.config.schema import GRPOConfig
 from ..spec import SweepSpec
 
 
-def _duration(seconds: Optional[float]) -> str:
+def format_duration(seconds: Optional[float]) -> str:
     if seconds is None:
         return "?"
     seconds = int(round(seconds))
@@ -132,7 +132,7 @@ class SweepProgress:
         return (f"{snap['done']}/{self.total} done, {snap['failed']} failed"
                 + (f", {snap['pruned']} pruned" if snap.get("pruned") else "")
                 + (f" · running {running}{f' (+{more})' if more > 0 else ''}" if running else "")
-                + f" · ETA {_duration(snap['eta'])}")
+                + f" · ETA {format_duration(snap['eta'])}")
 
     def poll(self, force: bool = False) -> None:
         """Read the storage and show what changed; at most once per `interval` unless forced."""

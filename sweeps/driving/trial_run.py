@@ -30,6 +30,7 @@ class WorkerContext:
     out_root: str = defaults.SWEEPS
     heartbeat_interval: int = 30  # seconds; RDB storages only
     trials_before: int = 0  # the study's trials when this invocation started (a resumed search's samplers: make_sampler)
+    start_until: Optional[float] = None  # wall time after which no trial is claimed (--stop-after: time_limit.py)
 
 
 def place_extras(spec: SweepSpec, tracking_uri: str) -> dict:
