@@ -81,6 +81,9 @@ def _build_parser() -> argparse.ArgumentParser:
                           "refused for results/REPORT.md while results/local/ holds none of its tiny-model runs, "
                           "as on a fresh clone)")
     rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
+    rep.add_argument("--stop-after", default=None, metavar="DURATION",
+                     help="start no trial once DURATION (5400, 90m, 1.5h, 1h30m) has passed; running trials finish, "
+                          "the report is written from what finished; exit code 3 when points are left")
     rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
     rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
     rep.add_argument("--experiments", default=None, metavar="DIR",
@@ -260,7 +263,7 @@ def _cmd_reproduce(args) -> int:
 
     return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
                      max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri,
-                     real=args.real, real_cpu=args.real_cpu, report_only=args.report_only)
+                     real=args.real, real_cpu=args.real_cpu, report_only=args.report_only, stop_after=args.stop_after)
 
 
 def _cmd_bench(args) -> int:

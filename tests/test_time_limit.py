@@ -6,7 +6,7 @@ reading, so which trial is the last to start does not depend on this machine's s
 import pytest
 import yaml
 
-from conftest import CACHE, run_grpo_here as grpo_here
+from conftest import CACHE, ROOT, run_grpo_here as grpo_here
 
 
 def _spec(tmp_path):
@@ -71,3 +71,35 @@ def test_a_bad_limit_is_one_line_and_writes_nothing(tmp_path, bad):
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert f"--stop-after: got '{bad}'; allowed: a duration > 0" in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["limited.yaml"]  # no store, no run folder
+
+
+def test_reproduce_starts_no_sweep_past_its_limit_and_writes_the_report_from_what_finished(tmp_path, monkeypatch):
+    """The first sweep gets what is left of the limit (and, on this clock, has passed it by its first
+    claim: exit 3 from the sweep); the second does not start. Nothing trained, nothing lost: the
+    report is written, each claim marked as waiting for its runs, and the exit code asks for a rerun."""
+    from sweeps.driving import time_limit
+
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    for name in ("c1_zero_loss.yaml", "c4_advantage_scale.yaml"):
+        data = yaml.safe_load((ROOT / "experiments" / name).read_text())
+        data["base"]["cache_dir"] = str(CACHE)
+        (exp / name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    readings = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(time_limit, "now", lambda: float(next(readings)))
+    res = grpo_here("reproduce", "--quick", "--max-steps", "4", "--seeds", "1", "--experiments", str(exp),
+                    "--out", str(tmp_path / "report"), "--stop-after", "15s", cwd=tmp_path)
+    assert res.returncode == 3, res.stderr[-3000:]
+    assert res.stdout.count("== [") == 1  # the second sweep was not started
+    assert ("grpo reproduce: stopped starting trials after 15s (--stop-after); 2 spec(s) with points left "
+            "(c1_zero_loss, c4_advantage_scale): run the same command again to go on") in res.stdout
+    assert not list((tmp_path / "report").glob("runs/*/trial-*"))
+    report = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "## C1 — " in report and "## C4 — " in report and report.count("| **no finished runs yet** |") == 2
+
+
+def test_reproduce_refuses_a_limit_with_report_only(tmp_path):
+    res = grpo_here("reproduce", "--report-only", "--stop-after", "1h", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "--stop-after with --report-only: nothing trains; allowed: one of them" in res.stderr
+    assert not (tmp_path / "r").exists()

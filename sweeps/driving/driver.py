@@ -264,11 +264,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     import optuna
     from optuna.trial import TrialState
 
-    if isinstance(stop_after, str):
-        stop_after = time_limit.parse_duration(stop_after)
-    elif stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, (int, float))
-                                     or not 0 < stop_after < float("inf")):
-        raise UserInputError(f"--stop-after: got {stop_after!r}; allowed: a duration > 0 (seconds, or such as 90m)")
+    stop_after = None if stop_after is None else time_limit.check_duration(stop_after)
     start_until = None if stop_after is None else time_limit.now() + stop_after
 
     if workers < 1:

@@ -37,6 +37,15 @@ def parse_duration(text: str, flag: str = "--stop-after") -> float:
     return seconds
 
 
+def check_duration(value: float | str, flag: str = "--stop-after") -> float:
+    """A limit given as seconds or as text ("90m"), checked: seconds > 0."""
+    if isinstance(value, str):
+        return parse_duration(value, flag)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise UserInputError(f"{flag}: got {value!r}; allowed: a duration > 0 (seconds, or such as 90m)")
+    return float(value)
+
+
 def now() -> float:
     """The clock the limit is read on: wall time, the same in the sweep and its worker processes."""
     return time.time()

@@ -27,6 +27,7 @@ from grpo_core.mlflow_logging import check_tracking_uri, git_commit
 from grpo_core.record.provenance import machine, versions
 
 from ..driving.adopt import finished_folders, finished_run
+from ..driving import time_limit
 from ..driving.driver import run_sweep
 from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from ..deciding.peer import peer_section
@@ -40,6 +41,7 @@ from .positive_gate import gate_text, positive_gate, with_gate
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report, with_twins
 from ..spec import load_spec
+from ..driving.progress import format_duration
 from ..driving.storage import check_distinct, check_storage, journal_url
 
 
@@ -281,15 +283,20 @@ def _echo_appendix(paths: list[Path], sections: list[str], rows: list[str]) -> l
 def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] = None, out: Optional[str] = None,
               max_steps: Optional[int] = None, seeds: Optional[int] = None, storage: Optional[str] = None,
               tracking_uri: Optional[str] = None, real: bool = False, real_cpu: bool = False,
-              report_only: bool = False) -> int:
+              report_only: bool = False, stop_after: float | str | None = None) -> int:
     """Train every claim spec's grid, then write the report (`report_only`: write it from the run
     folders as they are, training nothing: what is missing is named). Without `storage`, each invocation
     has an Optuna journal of its own, so the run folders alone decide what is done
     (sweeps/driving/adopt.py): a rerun trains only the points without a finished folder (a deleted or
     damaged one is trained again), and a suite can be run in parts. `real_cpu`: the real-model
-    claims on a CPU (experiments/real/cpu/), into results/real/cpu/runs/ (committed)."""
+    claims on a CPU (experiments/real/cpu/), into results/real/cpu/runs/ (committed). `stop_after`
+    (seconds, or "1h30m"): start no trial once that much time has passed (`grpo sweep --stop-after`);
+    the report is written from what finished, and the exit code is 3 when points are left."""
     if real and real_cpu:
         raise UserInputError("--real and --real-cpu: choose one; allowed: --real (a GPU) or --real-cpu")
+    if stop_after is not None and report_only:
+        raise UserInputError("--stop-after with --report-only: nothing trains; allowed: one of them")
+    start_until = None if stop_after is None else time_limit.now() + time_limit.check_duration(stop_after)
     started = time.perf_counter()
     for flag, value in (("--workers", workers), ("--seeds", seeds), ("--max-steps", max_steps)):
         if value is not None and value < 1:
@@ -333,12 +340,18 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         storage = journal_url(journal)
         print(f"grpo reproduce: this invocation's Optuna journal: {journal} (`grpo trials SPEC --storage "
               f"{storage}` lists a sweep's trials)", flush=True)
-    failures, trained = 0, False
+    failures, trained, stopped = 0, False, []
     for i, p in enumerate(derived if not report_only else [], 1):  # --report-only: the folders as they are
+        left_s = None if start_until is None else start_until - time_limit.now()
+        if left_s is not None and left_s <= 0:  # --stop-after has passed: no sweep starts
+            stopped += [p.stem] if _pending(p, runs_root) else []
+            continue
         print(f"== [{i}/{len(derived)}] {p.stem} (elapsed {(time.perf_counter() - started) / 60:.1f} min)", flush=True)
         trained |= _pending(p, runs_root)
-        failures += run_sweep(str(p), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
-                              out_root=str(runs_root)) != 0
+        code = run_sweep(str(p), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
+                         out_root=str(runs_root), stop_after=left_s)
+        stopped += [p.stem] if code == time_limit.EXIT_TIME_LIMIT else []
+        failures += code not in (0, time_limit.EXIT_TIME_LIMIT)
     wall = time.perf_counter() - started
 
     command = ("grpo reproduce" + (" --real" if real else "") + (" --real-cpu" if real_cpu else "")
@@ -464,4 +477,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     (report_dir / "REPORT.md").write_text(report)
     write_verdicts(answers.glance, report_dir)  # the glance tables' source (sweeps/reporting/glance.py)
     print(f"report: {report_dir / 'REPORT.md'} ({wall / 60:.1f} min this invocation)")
-    return 1 if failures else 0
+    if stopped:
+        print(f"grpo reproduce: stopped starting trials after {format_duration(time_limit.check_duration(stop_after))} "
+              f"(--stop-after); {len(stopped)} spec(s) with points left ({', '.join(stopped)}): run the same command "
+              f"again to go on")
+    return 1 if failures else time_limit.EXIT_TIME_LIMIT if stopped else 0
