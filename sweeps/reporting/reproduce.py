@@ -296,7 +296,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
         raise UserInputError("--real and --real-cpu: choose one; allowed: --real (a GPU) or --real-cpu")
     if stop_after is not None and report_only:
         raise UserInputError("--stop-after with --report-only: nothing trains; allowed: one of them")
-    start_until = None if stop_after is None else time_limit.now() + time_limit.check_duration(stop_after)
+    limit_s = None if stop_after is None else time_limit.check_duration(stop_after)
+    start_until = None if limit_s is None else time_limit.now() + limit_s
     started = time.perf_counter()
     for flag, value in (("--workers", workers), ("--seeds", seeds), ("--max-steps", max_steps)):
         if value is not None and value < 1:
@@ -478,7 +479,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     write_verdicts(answers.glance, report_dir)  # the glance tables' source (sweeps/reporting/glance.py)
     print(f"report: {report_dir / 'REPORT.md'} ({wall / 60:.1f} min this invocation)")
     if stopped:
-        print(f"grpo reproduce: stopped starting trials after {format_duration(time_limit.check_duration(stop_after))} "
+        print(f"grpo reproduce: stopped starting trials after {format_duration(limit_s)} "
               f"(--stop-after); {len(stopped)} spec(s) with points left ({', '.join(stopped)}): run the same command "
               f"again to go on")
     return 1 if failures else time_limit.EXIT_TIME_LIMIT if stopped else 0
