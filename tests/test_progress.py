@@ -65,7 +65,7 @@ def test_sweep_into_a_pipe_writes_one_line_per_finished_trial(tmp_path):
     assert "\r" not in res.stderr and "INFO mlflow" not in res.stderr  # no bar, no MLflow chatter
 
 
-def test_the_eta_times_each_point_left_by_its_own_variants_finished_trials(tmp_path):
+def test_the_eta_times_each_point_left_by_its_own_variants_finished_trials_and_stops_at_the_limit(tmp_path):
     """A grid whose arms differ twofold in time (the real placebo variants: 7 prompts a step ≈ 20 min,
     four steps per batch ≈ 10): fast seeds 0 and 1 took 600 s, slow seed 0 1200 s, slow seed 1 is half
     way. Left: fast seed 2 (600 s), slow seed 2 (1200 s) and the running half (600 s), on 2 workers:
@@ -97,3 +97,18 @@ def test_the_eta_times_each_point_left_by_its_own_variants_finished_trials(tmp_p
     trials[2] = trial(2, "slow", 0, TrialState.FAIL)  # no slow trial finished: the mean of all finished ones
     snap = SweepProgress(spec, study, "now", workers=2).snapshot()
     assert snap["failed"] == 1 and snap["eta"] == pytest.approx((600 + 600 + 600 * 0.5) / 2)
+    # --stop-after: past the limit no trial starts, so the sweep ends with its running trial (half of
+    # its variant's time left), not after the points it will not start
+    import time
+
+    snap = SweepProgress(spec, study, "now", workers=2, start_until=time.time() - 1).snapshot()
+    assert snap["eta"] == pytest.approx(600 * 0.5)  # no slow trial finished: timed by the fast ones' 600 s
+    trials[2] = trial(2, "slow", 0, TrialState.COMPLETE, 1200)
+    assert SweepProgress(spec, study, "now", workers=2, start_until=time.time() - 1).snapshot()["eta"] == \
+        pytest.approx(600)
+    # before it: no later than the limit and one more trial (the slowest left: 1200 s) on six seeds
+    # (left: 4 fast and 4 slow points and the running half, (2400 + 4800 + 600) / 2 = 3900 s)
+    wide = SweepSpec(name="eta", base={"max_steps": 40}, grid={"arm": ["fast", "slow"]}, seeds=[0, 1, 2, 3, 4, 5])
+    assert SweepProgress(wide, study, "now", workers=2).snapshot()["eta"] == pytest.approx(3900)
+    eta = SweepProgress(wide, study, "now", workers=2, start_until=time.time() + 100).snapshot()["eta"]
+    assert 1295 < eta <= 1300

@@ -322,7 +322,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                              trials_before=len(study.get_trials(deepcopy=False)), start_until=start_until)
     started = time.perf_counter()
     status, procs, stop = "FINISHED", [], None
-    progress = SweepProgress(spec, study, invocation, workers)
+    progress = SweepProgress(spec, study, invocation, workers, start_until=start_until)
     try:
         if workers == 1:
             worker_loop(replace(base_ctx, gpu="0" if gpus else None), progress)

@@ -2,7 +2,9 @@
 failed ones, the running trials' current steps, and an estimate of the time left from the wall
 times of the trials finished so far (in a grid, of the same variant where it has some). Read from
 the study's storage and the trials' run folders, so it counts every worker process (and every
-machine sharing the storage).
+machine sharing the storage). Under `--stop-after` (time_limit.py) the estimate is of when the
+command ends: once the limit has passed, only the running trials' rest; before it, at most the time
+to the limit and one more trial.
 
 On a terminal it is one bar updated in place (tqdm); otherwise one plain line per finished trial,
 so a log file stays readable. `poll` does the work; the sweep calls it from a thread of the parent
@@ -54,8 +56,9 @@ def _steps_written(run_dir: Optional[str]) -> int:
 
 class SweepProgress:
     def __init__(self, spec: SweepSpec, study, invocation: str, workers: int, stream: Optional[TextIO] = None,
-                 interval: float = 1.0):
+                 interval: float = 1.0, start_until: Optional[float] = None):
         self.spec, self.study, self.invocation, self.workers = spec, study, invocation, workers
+        self.start_until = start_until  # wall time after which no trial starts (--stop-after), or None
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.interval = interval
@@ -118,12 +121,23 @@ class SweepProgress:
             taken = done_points | {_key(t.params) for t in failed} | {_key(p) for p, _ in running_params}
             left = [p for p in self.spec.grid_points() if _key(p) not in taken]
             work = sum(cost(p) for p in left) + sum(cost(p) * share for p, share in running_params)
-            eta = work / max(1, self.workers)
+            eta = self._limited(work / max(1, self.workers), [cost(p) * share for p, share in running_params],
+                                max((cost(p) for p in left), default=0.0), now)
         else:
             remaining = max(0, self.total - done - len(failed) - pruned)
             left_work = remaining - sum(min(1.0, step / max_steps) for _, step, max_steps, _ in running)
-            eta = max(0.0, left_work) * per_trial / max(1, self.workers)
+            rests = [max(0.0, 1.0 - step / max_steps) * per_trial for _, step, max_steps, _ in running]
+            eta = self._limited(max(0.0, left_work) * per_trial / max(1, self.workers), rests, per_trial, now)
         return {"done": done, "failed": len(failed), "running": running, "eta": eta, "ended": ended, "pruned": pruned}
+
+    def _limited(self, eta: float, running_rests: list[float], one_trial: float, now: float) -> float:
+        """The estimate under --stop-after: past the limit no trial starts, so the command ends when
+        its longest running trial does; before it, no later than the limit plus one more trial."""
+        if self.start_until is None:
+            return eta
+        if now >= self.start_until:
+            return max(running_rests, default=0.0)
+        return min(eta, self.start_until - now + max(one_trial, *running_rests))
 
     # ---- showing it --------------------------------------------------------------------------------
     def _line(self, snap: dict) -> str:
