@@ -120,13 +120,13 @@ class SweepProgress:
 
             taken = done_points | {_key(t.params) for t in failed} | {_key(p) for p, _ in running_params}
             left = [p for p in self.spec.grid_points() if _key(p) not in taken]
-            work = sum(cost(p) for p in left) + sum(cost(p) * share for p, share in running_params)
-            eta = self._limited(work / max(1, self.workers), [cost(p) * share for p, share in running_params],
-                                max((cost(p) for p in left), default=0.0), now)
+            rests = [cost(p) * share for p, share in running_params]
+            work = sum(cost(p) for p in left) + sum(rests)
+            eta = self._limited(work / max(1, self.workers), rests, max((cost(p) for p in left), default=0.0), now)
         else:
             remaining = max(0, self.total - done - len(failed) - pruned)
             left_work = remaining - sum(min(1.0, step / max_steps) for _, step, max_steps, _ in running)
-            rests = [max(0.0, 1.0 - step / max_steps) * per_trial for _, step, max_steps, _ in running]
+            rests = [per_trial * share for _, share in running_params]
             eta = self._limited(max(0.0, left_work) * per_trial / max(1, self.workers), rests, per_trial, now)
         return {"done": done, "failed": len(failed), "running": running, "eta": eta, "ended": ended, "pruned": pruned}
 
