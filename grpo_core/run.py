@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, Protocol
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
 from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunAbandoned, RunFailure, RunPruned, Terminated,
-                                   UserInputError, cause_line)
+                                   UserInputError, cause_line, release_frames)
 from grpo_core.util.memory import memory_failure
 from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
@@ -314,6 +314,9 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
             summary = {"error": str(error) if isinstance(error, RunFailure) else f"{type(exc).__name__}: {exc}"}
             if not isinstance(error, RunFailure):
                 summary["traceback"] = traceback.format_exc(limit=20)
+        # once the cause is read (a full disk is told by the space its half-written file still holds): a read
+        # from the store that the exception interrupted would hold SQLite's lock against the record
+        release_frames(exc)
     finally:
         if bar is not None:
             bar.close()

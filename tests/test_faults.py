@@ -831,7 +831,7 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         main.send_signal(getattr(signal, how))
         main.wait()
         # a worker ends once it has recorded its trial as failed; that record may wait for the journal's lock,
-        # which a main process killed while reading holds until its grace period (30 s) runs out
+        # which a main process killed while it appended to the journal holds until its grace period (30 s) runs out
         deadline = time.monotonic() + 75
         while any(_alive(p) for p in workers):
             assert time.monotonic() < deadline, "a worker outlived its sweep"
@@ -841,6 +841,10 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         late = [(t.number, t.state.name, (t.datetime_start - killed_at).total_seconds(), t.user_attrs.get("owner"))
                 for t in trials if t.datetime_start > killed_at + datetime.timedelta(seconds=1)]
         assert not late, (late, workers, (tmp_path / "first.log").read_text()[-3000:])
+        said = (tmp_path / "first.log").read_text()
+        # each worker's end says one line: no traceback (a signal during its exit), and its killed trial is
+        # recorded as killed, not failed by the store (a read the kill interrupted held SQLite's lock)
+        assert "Traceback" not in said and "database is locked" not in said, said[-3000:]
         done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
     finally:
@@ -869,3 +873,56 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     for t in ran:  # each trial that ran has its run folder, as its state says
         summary = json.loads((tmp_path / "runs" / "killed" / f"trial-{t.number:04d}" / "seed-0" / "summary.json").read_text())
         assert summary["status"] == ("finished" if t.state == TrialState.COMPLETE else "pruned")
+
+
+def test_a_search_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_the_sweep(tmp_path, monkeypatch):
+    """SIGTERM (or Ctrl-C) raised inside a read from the SQLite store, as a seed's run is being
+    created: the interrupted read's cursor, still referenced by the exception's frames, kept SQLite's
+    shared lock, so the trial's record waited out the busy timeout twice (40 s) and failed with
+    "database is locked"; that error replaced the interrupt, and the worker went on to the next trial."""
+    import mlflow
+    import sqlalchemy
+    from optuna.trial import TrialState
+
+    from grpo_core.mlflow_logging import MlflowRunLogger
+    from grpo_core.util.errors import Terminated
+    from sweeps.driving.storage import open_storage
+
+    armed, made = [False], []
+
+    def interrupt(conn, cursor, statement, *rest):  # the first read once armed, mid-result as a signal lands
+        if armed[0] and statement.lstrip().upper().startswith("SELECT"):
+            armed[0] = False
+            raise Terminated()
+
+    real_init = MlflowRunLogger.__init__
+
+    def init(self, *args, **kwargs):
+        made.append(kwargs.get("run_name"))
+        armed[0] = len(made) == 2  # the trial's logger first, then its first seed's run: killed as it is created
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowRunLogger, "__init__", init)
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
+    try:
+        spec = tmp_path / "search.yaml"
+        spec.write_text(yaml.safe_dump({
+            "name": "killed-read", "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1,
+                                            "baseline_prompts": 8},
+            "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random",
+            "n_trials": 2, "seeds": [0, 1]}))
+        done = grpo_here("sweep", spec, "--workers", "1", *_stores(tmp_path), cwd=tmp_path)
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
+    assert len(made) == 2, made  # the interrupt came where it was aimed; no second trial was started
+    assert done.returncode == 143, done.stderr[-2000:]
+    assert "database is locked" not in done.stderr and "not logged to MLflow" not in done.stderr, done.stderr[-2000:]
+    import optuna
+
+    trials = optuna.load_study(study_name="killed-read", storage=open_storage(f"journal:///{tmp_path}/journal.log")).trials
+    assert [(t.state, t.user_attrs.get("error")) for t in trials] == [(TrialState.FAIL, "interrupted (SIGTERM)")]
+    runs = mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db").search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db").search_experiments()],
+        filter_string="tags.sweep_role = 'trial'")
+    assert [(r.info.status, r.data.tags.get("status")) for r in runs] == [("KILLED", "killed")], \
+        [(r.info.status, r.data.tags) for r in runs]

@@ -133,6 +133,10 @@ def _worker_entry(ctx: WorkerContext, stop=None) -> None:
     try:
         worker_loop(ctx, stop=stop)
     except KeyboardInterrupt as exc:
+        # its trial and run are recorded: a signal more (the sweep's terminate() of a worker that had
+        # stopped by itself) must not break the exit, where it printed a traceback
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from grpo_core.mlflow_logging import MlflowRunLogger
-from grpo_core.util.errors import RunAbandoned, RunPruned, cause_line
+from grpo_core.util.errors import RunAbandoned, RunPruned, cause_line, release_frames
 
 from .claims import make_grid_sampler
 from ..spec import SweepSpec
@@ -126,6 +126,7 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
         trial_logger.end({"pruned_after_step": exc.step, "prune_reason": str(exc)}, "pruned", None)
         raise optuna.TrialPruned(str(exc)) from None
     except BaseException as exc:
+        release_frames(exc)  # a read from the store it interrupted would hold SQLite's lock against the record
         status = ("abandoned" if isinstance(exc, RunAbandoned) else "killed" if isinstance(exc, KeyboardInterrupt)
                   else "failed")
         record_trial(trial_logger, seed_runs)
