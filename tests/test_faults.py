@@ -875,12 +875,16 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         assert summary["status"] == ("finished" if t.state == TrialState.COMPLETE else "pruned")
 
 
-def test_a_search_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_the_sweep(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["search", "grid"])
+def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_the_sweep(tmp_path, monkeypatch, mode):
     """SIGTERM (or Ctrl-C) raised inside a read from the SQLite store, as a seed's run is being
     created: the interrupted read's cursor, still referenced by the exception's frames, kept SQLite's
-    shared lock, so the trial's record waited out the busy timeout twice (40 s) and failed with
-    "database is locked"; that error replaced the interrupt, and the worker went on to the next trial."""
+    shared lock, so every record written after it waited out the busy timeout (20 s) and failed with
+    "database is locked": a search's trial was recorded as failed, that error replaced the interrupt
+    and the worker went on to its next trial; a grid's sweep ended in a traceback, its parent run
+    left running."""
     import mlflow
+    import optuna
     import sqlalchemy
     from optuna.trial import TrialState
 
@@ -896,33 +900,30 @@ def test_a_search_trial_killed_while_reading_the_store_is_recorded_as_killed_and
             raise Terminated()
 
     real_init = MlflowRunLogger.__init__
+    first_seed_run = 2 if mode == "search" else 1  # a search's trial has its own MLflow run, made first
 
     def init(self, *args, **kwargs):
         made.append(kwargs.get("run_name"))
-        armed[0] = len(made) == 2  # the trial's logger first, then its first seed's run: killed as it is created
+        armed[0] = len(made) == first_seed_run  # killed as the first seed's run is created
         real_init(self, *args, **kwargs)
 
     monkeypatch.setattr(MlflowRunLogger, "__init__", init)
+    base = {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1, "baseline_prompts": 8}
+    space = ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random",
+              "n_trials": 2, "seeds": [0, 1]} if mode == "search" else {"grid": {"beta": [0.0, 0.04]}, "seeds": [0]})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "killed-read", "base": base, **space}))
     sqlalchemy.event.listen(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
     try:
-        spec = tmp_path / "search.yaml"
-        spec.write_text(yaml.safe_dump({
-            "name": "killed-read", "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1,
-                                            "baseline_prompts": 8},
-            "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random",
-            "n_trials": 2, "seeds": [0, 1]}))
         done = grpo_here("sweep", spec, "--workers", "1", *_stores(tmp_path), cwd=tmp_path)
     finally:
         sqlalchemy.event.remove(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
-    assert len(made) == 2, made  # the interrupt came where it was aimed; no second trial was started
+    assert len(made) == first_seed_run, made  # the interrupt came where it was aimed; no other trial started
     assert done.returncode == 143, done.stderr[-2000:]
     assert "database is locked" not in done.stderr and "not logged to MLflow" not in done.stderr, done.stderr[-2000:]
-    import optuna
-
     trials = optuna.load_study(study_name="killed-read", storage=open_storage(f"journal:///{tmp_path}/journal.log")).trials
     assert [(t.state, t.user_attrs.get("error")) for t in trials] == [(TrialState.FAIL, "interrupted (SIGTERM)")]
-    runs = mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db").search_runs(
-        [e.experiment_id for e in mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db").search_experiments()],
-        filter_string="tags.sweep_role = 'trial'")
-    assert [(r.info.status, r.data.tags.get("status")) for r in runs] == [("KILLED", "killed")], \
-        [(r.info.status, r.data.tags) for r in runs]
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    ended = {r.data.tags.get("sweep_role"): r.info.status for r in runs if r.data.tags.get("sweep_role")}
+    assert ended == {"parent": "KILLED", **({"trial": "KILLED"} if mode == "search" else {})}, ended

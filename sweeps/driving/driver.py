@@ -27,7 +27,7 @@ from typing import Optional
 
 from grpo_core.util import defaults
 from grpo_core.util.cpu_math import check_process
-from grpo_core.util.errors import RunAbandoned, Terminated, UserInputError, handle_sigterm, mask_secrets
+from grpo_core.util.errors import RunAbandoned, Terminated, UserInputError, handle_sigterm, mask_secrets, release_frames
 from grpo_core.mlflow_logging import check_tracking_uri, get_or_create_experiment, git_commit, make_client
 from grpo_core.record.provenance import owner_id, usable_cpus
 from grpo_core.util.files import check_writable_folder
@@ -98,6 +98,7 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
                 progress.poll(force=True)
             continue
         except KeyboardInterrupt as exc:
+            release_frames(exc)  # a store read it interrupted (outside a run's own record) would hold its lock
             reason = "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
             fail_trial(study, storage, trial.number, reason)
             raise
@@ -345,6 +346,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
             for p in procs:
                 p.join()
     except KeyboardInterrupt as exc:
+        release_frames(exc)  # (with one worker, this process's own store reads; the parent run is ended below)
         status = "KILLED"
         if stop is not None:  # no worker claims another trial, whatever signal it got or missed
             stop.set()
