@@ -95,11 +95,11 @@ def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional
         from grpo_core.mlflow_logging import MlflowRunLogger
 
         logger = MlflowRunLogger(**kwargs)
-        if on_run is not None:
-            on_run(logger.run_id)
     else:
         logger = LazyLogger(kwargs)
     try:
+        if create_now and on_run is not None:  # (a stop while it records the id ends the run as below)
+            on_run(logger.run_id)
         summary = run_training(cfg, out_dir, logger=logger if on_step is None else _StepHook(logger, on_step),
                                progress=progress, allow_existing=allow_existing)
     except BaseException as exc:

@@ -13,13 +13,14 @@ import subprocess
 import sys
 import threading
 import time
+import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 from grpo_core.util import defaults
 from grpo_core.config.schema import TRACKING_SCHEMES
-from grpo_core.util.errors import cause_line, mask_secrets
+from grpo_core.util.errors import cause_line, mask_secrets, release_frames
 from grpo_core.util.files import check_sqlite_writable
 from grpo_core.record.provenance import owner_alive, owner_id
 from grpo_core.record.run_metrics import CENSORED, censored_at
@@ -332,14 +333,23 @@ class MlflowRunLogger:
         self._pending: list = []  # MLflow's RunOperations of the batches handed to it
         self._writer = threading.Thread(target=self._write_loop, name=f"mlflow-writer-{self.run_id[:8]}",
                                         daemon=True)
-        if writer == "thread":
-            self._writer.start()
         from grpo_core.util.distributed import world_size
 
         params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
         params_list = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
-        for i in range(0, len(params_list), 100):  # MLflow's per-request param limit
-            self.client.log_batch(self.run_id, params=params_list[i:i + 100])
+        try:
+            for i in range(0, len(params_list), 100):  # MLflow's per-request param limit
+                self.client.log_batch(self.run_id, params=params_list[i:i + 100])
+        except BaseException as exc:  # Ctrl-C, SIGTERM or a store error once the run exists: it is ended, not left
+            release_frames(exc)  # running (what `grpo recover` would find only later)
+            status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+            self.ended = True
+            with contextlib.suppress(Exception):
+                record_end(self.client, self.run_id, {"error": f"{type(exc).__name__}: {exc}"}, status,
+                           self.max_steps, None)
+            raise
+        if writer == "thread":
+            self._writer.start()
 
     def log_step(self, metrics: dict) -> None:
         t0 = time.perf_counter()

@@ -877,14 +877,19 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         assert summary["status"] == ("finished" if t.state == TrialState.COMPLETE else "pruned")
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("mode", ["search", "grid"])
-def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_the_sweep(tmp_path, monkeypatch, mode):
-    """SIGTERM (or Ctrl-C) raised inside a read from the SQLite store, as a seed's run is being
-    created: the interrupted read's cursor, still referenced by the exception's frames, kept SQLite's
-    shared lock, so every record written after it waited out the busy timeout (20 s) and failed with
-    "database is locked": a search's trial was recorded as failed, that error replaced the interrupt
-    and the worker went on to its next trial; a grid's sweep ended in a traceback, its parent run
-    left running."""
+def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_the_sweep(tmp_path, monkeypatch, mode,
+                                                                                          when):
+    """SIGTERM (or Ctrl-C) raised inside a read from the SQLite store as a seed's run is being
+    created, before or just after the run exists: the interrupted read's cursor, still referenced by
+    the exception's frames, kept SQLite's shared lock, so every record written after it waited out
+    the busy timeout (20 s) and failed with "database is locked": a search's trial was recorded as
+    failed, that error replaced the interrupt and the worker went on to its next trial; a grid's
+    sweep ended in a traceback, its parent run left running. A run stopped just after it was
+    created was left running (until `grpo recover`)."""
+    import threading
+
     import mlflow
     import optuna
     import sqlalchemy
@@ -894,22 +899,33 @@ def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_
     from grpo_core.util.errors import Terminated
     from sweeps.driving.storage import open_storage
 
-    armed, made = [False], []
+    armed, made = [None], []  # armed: None, "any read", or "after" (the run's creation)
 
-    def interrupt(conn, cursor, statement, *rest):  # the first read once armed, mid-result as a signal lands
-        if armed[0] and statement.lstrip().upper().startswith("SELECT"):
-            armed[0] = False
+    def interrupt(conn, cursor, statement, *rest):  # in the main thread, where a signal's handler runs
+        if armed[0] == "any read" and threading.current_thread() is threading.main_thread() and \
+                statement.lstrip().upper().startswith("SELECT"):  # mid-result, as a signal lands
+            armed[0] = None
             raise Terminated()
+
+    real_create = mlflow.MlflowClient.create_run
+
+    def create_run(self, *args, **kwargs):
+        run = real_create(self, *args, **kwargs)
+        if armed[0] == "after":
+            armed[0] = "any read"
+        return run
 
     real_init = MlflowRunLogger.__init__
     first_seed_run = 2 if mode == "search" else 1  # a search's trial has its own MLflow run, made first
 
     def init(self, *args, **kwargs):
         made.append(kwargs.get("run_name"))
-        armed[0] = len(made) == first_seed_run  # killed as the first seed's run is created
+        if len(made) == first_seed_run:  # killed as the first seed's run is created
+            armed[0] = "any read" if when == "before" else "after"
         real_init(self, *args, **kwargs)
 
     monkeypatch.setattr(MlflowRunLogger, "__init__", init)
+    monkeypatch.setattr(mlflow.MlflowClient, "create_run", create_run)
     base = {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1, "baseline_prompts": 8}
     space = ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random",
               "n_trials": 2, "seeds": [0, 1]} if mode == "search" else {"grid": {"beta": [0.0, 0.04]}, "seeds": [0]})
@@ -920,12 +936,13 @@ def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_
         done = grpo_here("sweep", spec, "--workers", "1", *_stores(tmp_path), cwd=tmp_path)
     finally:
         sqlalchemy.event.remove(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
-    assert len(made) == first_seed_run, made  # the interrupt came where it was aimed; no other trial started
+    assert len(made) == first_seed_run and armed[0] is None, made  # it came where aimed; no other trial started
     assert done.returncode == 143, done.stderr[-2000:]
     assert "database is locked" not in done.stderr and "not logged to MLflow" not in done.stderr, done.stderr[-2000:]
     trials = optuna.load_study(study_name="killed-read", storage=open_storage(f"journal:///{tmp_path}/journal.log")).trials
     assert [(t.state, t.user_attrs.get("error")) for t in trials] == [(TrialState.FAIL, "interrupted (SIGTERM)")]
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    ended = {r.data.tags.get("sweep_role"): r.info.status for r in runs if r.data.tags.get("sweep_role")}
-    assert ended == {"parent": "KILLED", **({"trial": "KILLED"} if mode == "search" else {})}, ended
+    roles = sorted(r.data.tags.get("sweep_role", "seed") for r in runs)
+    assert roles == sorted(["parent", *(["trial"] if mode == "search" else []), *(["seed"] if when == "after" else [])])
+    assert all(r.info.status == "KILLED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
