@@ -77,8 +77,10 @@ def release_frames(exc: BaseException) -> None:
     of a read from MLflow's SQLite store leaves that read's cursor referenced by those frames: the
     cursor keeps SQLite's shared lock after its connection is closed, so every write of the record
     from this process waited out SQLite's busy timeout (20 s) and failed with "database is locked"
-    (a sweep's killed trial was recorded as failed, 40-60 s later). The traceback's text is kept."""
-    import gc
+    (a sweep's killed trial was recorded as failed, 40-60 s later). The traceback's text is kept.
+    No gc.collect() here: a SIGTERM that lands in a finalizer the collector runs is printed as
+    "Exception ignored" and lost (a data-parallel launcher's, in a test); the cursor goes with the
+    last reference to it."""
     import traceback
 
     seen: set[int] = set()
@@ -86,7 +88,6 @@ def release_frames(exc: BaseException) -> None:
         seen.add(id(exc))
         traceback.clear_frames(exc.__traceback__)  # (a frame still running keeps its variables)
         exc = exc.__cause__ or exc.__context__
-    gc.collect()  # a cursor held in a reference cycle is freed by the collector only
 
 
 def _raise_terminated(signum, frame) -> None:
