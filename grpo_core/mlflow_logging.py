@@ -13,8 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-import contextlib
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Optional
 
@@ -333,6 +332,8 @@ class MlflowRunLogger:
         self._pending: list = []  # MLflow's RunOperations of the batches handed to it
         self._writer = threading.Thread(target=self._write_loop, name=f"mlflow-writer-{self.run_id[:8]}",
                                         daemon=True)
+        if writer == "thread":
+            self._writer.start()
         from grpo_core.util.distributed import world_size
 
         params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
@@ -342,14 +343,10 @@ class MlflowRunLogger:
                 self.client.log_batch(self.run_id, params=params_list[i:i + 100])
         except BaseException as exc:  # Ctrl-C, SIGTERM or a store error once the run exists: it is ended, not left
             release_frames(exc)  # running (what `grpo recover` would find only later)
-            status = "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
-            self.ended = True
-            with contextlib.suppress(Exception):
-                record_end(self.client, self.run_id, {"error": f"{type(exc).__name__}: {exc}"}, status,
-                           self.max_steps, None)
+            with suppress(Exception):
+                self.end({"error": f"{type(exc).__name__}: {exc}"},
+                         "killed" if isinstance(exc, KeyboardInterrupt) else "failed", None)
             raise
-        if writer == "thread":
-            self._writer.start()
 
     def log_step(self, metrics: dict) -> None:
         t0 = time.perf_counter()
