@@ -43,6 +43,34 @@ class _StoreErrorTraceback(logging.Filter):
 _STORE_ERRORS = _StoreErrorTraceback()
 
 
+class _InterruptTraceback(logging.Filter):
+    """SQLAlchemy's connection pool logs a traceback when Ctrl-C or SIGTERM lands while it closes or
+    resets a connection ("Exception closing connection …"), then raises the interrupt on, and grpo
+    records the run as killed and says so in one line: that traceback is dropped. The pool's other
+    errors are kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        return not (isinstance(kind, type) and issubclass(kind, KeyboardInterrupt))
+
+
+_INTERRUPTS = _InterruptTraceback()
+
+
+def _store_loggers() -> list[tuple[logging.Logger, logging.Filter]]:
+    """The loggers whose tracebacks grpo says in one line instead, each with its filter: MLflow's
+    SQL store, and SQLAlchemy's pools (each pool class logs under its own qualified name)."""
+    from sqlalchemy.pool import Pool
+
+    pools, todo = set(), [Pool]
+    while todo:
+        cls = todo.pop()
+        pools.add(cls)
+        todo.extend(cls.__subclasses__())
+    return [(logging.getLogger("mlflow.store.db.utils"), _STORE_ERRORS),
+            *((logging.getLogger(f"{cls.__module__}.{cls.__name__}"), _INTERRUPTS) for cls in pools)]
+
+
 def make_client(tracking_uri: str):
     """An MlflowClient on an explicit store (never the ambient MLFLOW_TRACKING_URI). A relative
     SQLite path (the default store) is made absolute first: MLflow keeps one store per URI for the
@@ -50,11 +78,12 @@ def make_client(tracking_uri: str):
     still write to the first folder's database."""
     from mlflow.tracking import MlflowClient
 
-    store_log = logging.getLogger("mlflow.store.db.utils")
-    if os.environ.get("MLFLOW_LOGGING_LEVEL", "").upper() in ("INFO", "DEBUG"):
-        store_log.removeFilter(_STORE_ERRORS)
-    else:
-        store_log.addFilter(_STORE_ERRORS)  # (once: a filter already there is not added again)
+    verbose = os.environ.get("MLFLOW_LOGGING_LEVEL", "").upper() in ("INFO", "DEBUG")
+    for log, dropped in _store_loggers():
+        if verbose:
+            log.removeFilter(dropped)
+        else:
+            log.addFilter(dropped)  # (once: a filter already there is not added again)
     if tracking_uri.startswith("sqlite:///"):
         path = Path(tracking_uri[len("sqlite:///"):])
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -315,8 +315,10 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
             if not isinstance(error, RunFailure):
                 summary["traceback"] = traceback.format_exc(limit=20)
         # once the cause is read (a full disk is told by the space its half-written file still holds): a read
-        # from the store that the exception interrupted would hold SQLite's lock against the record
-        release_frames(exc)
+        # from the store that the exception interrupted would hold SQLite's lock against the record. Held
+        # as the record is (below): a launcher's SIGTERM that comes during its garbage collection waits too
+        with _sigterm_held():
+            release_frames(exc)
     finally:
         if bar is not None:
             bar.close()

@@ -946,3 +946,80 @@ def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_
     roles = sorted(r.data.tags.get("sweep_role", "seed") for r in runs)
     assert roles == sorted(["parent", *(["trial"] if mode == "search" else []), *(["seed"] if when == "after" else [])])
     assert all(r.info.status == "KILLED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+
+
+def test_a_read_cursor_left_in_a_reference_cycle_is_freed_before_the_record(tmp_path):
+    """The cursor of a read that an interrupt stopped can outlive the exception's cleared frames in
+    a reference cycle (an SQLAlchemy execution context and its result held it, in about 1 kill in 10
+    of a two-worker search): its shared lock then made the record wait out SQLite's busy timeout
+    and fail with "database is locked". release_frames frees it before the record is written."""
+    import gc
+    import sqlite3
+
+    from grpo_core.util.errors import Terminated, release_frames
+
+    store = tmp_path / "store.db"
+    with contextlib.closing(sqlite3.connect(store)) as setup:
+        setup.execute("create table t (x)")
+        setup.executemany("insert into t values (?)", [(1,), (2,)])
+        setup.commit()
+
+    class Context:  # in a cycle with itself, as the execution context and its result are
+        pass
+
+    def read():
+        context = Context()
+        context.me = context
+        context.cursor = sqlite3.connect(store).execute("select x from t")
+        context.cursor.fetchone()  # mid-result: the read holds SQLite's shared lock
+        raise Terminated()
+
+    writer = sqlite3.connect(store, timeout=0.05, isolation_level=None)  # each write commits at once
+    gc.disable()  # (an automatic collection at the wrong moment would hide what is tested)
+    try:
+        with pytest.raises(Terminated) as stopped:
+            read()
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):  # the lock the record met
+            writer.execute("insert into t values (3)")
+        release_frames(stopped.value)
+        writer.execute("insert into t values (3)")
+    finally:
+        gc.enable()
+        writer.close()
+
+
+def test_a_sigterm_that_lands_while_release_frames_collects_is_raised_after_it_not_lost(monkeypatch):
+    """release_frames runs the garbage collector; a SIGTERM whose handler raises, landing in a
+    finalizer the collector runs, was printed as "Exception ignored" and lost (a data-parallel
+    launcher's, in a test). It is held during the collection and raised after it."""
+    import gc
+
+    from grpo_core.util.errors import Terminated, handle_sigterm, release_frames
+
+    lost = []
+    monkeypatch.setattr(sys, "unraisablehook", lost.append)
+
+    armed = [True]
+
+    class Finalized:  # garbage in a cycle: its finalizer runs inside the collection
+        def __del__(self):
+            if armed[0]:  # (not once the test is over: a later collection would end pytest)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # (the signal's handler runs here, in this thread, unless it is held)
+
+    before, interrupt = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    gc.disable()
+    try:
+        handle_sigterm()
+        garbage = Finalized()
+        garbage.me = garbage
+        del garbage
+        with pytest.raises(Terminated):
+            release_frames(ValueError("a run failed"))
+        assert lost == []
+        assert signal.getsignal(signal.SIGINT) is interrupt  # the handlers put back
+    finally:
+        armed[0] = False
+        gc.enable()
+        signal.signal(signal.SIGTERM, before)
+

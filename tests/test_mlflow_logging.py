@@ -214,3 +214,32 @@ def test_a_store_write_that_fails_mid_run_costs_one_line_not_mlflows_traceback(t
     assert (tmp_path / "quiet" / "summary.json").is_file()
     verbose = run_grpo_here(*args, "--out", str(tmp_path / "verbose"), "--verbose", cwd=tmp_path)
     assert verbose.returncode == 1 and "SQLAlchemy database error" in verbose.stderr
+
+
+@pytest.mark.parametrize("error", ["interrupt", "OSError"])
+def test_an_interrupt_while_the_pool_closes_a_connection_leaves_no_traceback(tmp_path, caplog, error):
+    """SIGTERM landing while SQLAlchemy's pool closes a connection: the pool logged "Exception closing
+    connection" with a traceback before raising the interrupt on, beside grpo's own line that the
+    run was killed (caught in a killed search's output). That traceback is dropped; the pool's
+    other errors are still logged."""
+    import sqlalchemy
+
+    from grpo_core.util.errors import Terminated
+
+    make_client(f"sqlite:///{tmp_path}/mlflow.db")  # (what installs the filters)
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path}/other.db", poolclass=sqlalchemy.pool.QueuePool)
+    engine.connect().close()  # one connection, back in the pool
+    raised = Terminated() if error == "interrupt" else OSError("the disk went away")
+
+    def close(connection):
+        connection.close()
+        raise raised
+
+    engine.dialect.do_close = close
+    if error == "interrupt":
+        with pytest.raises(Terminated):  # raised on, as before: grpo records the run as killed
+            engine.dispose()
+    else:
+        engine.dispose()  # (an Exception is logged, not raised)
+    closing = [r for r in caplog.records if r.getMessage().startswith("Exception closing connection")]
+    assert len(closing) == (0 if error == "interrupt" else 1), closing
