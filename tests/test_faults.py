@@ -856,7 +856,10 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         log.close()
     trials = optuna.load_study(study_name="killed", storage=journal).trials
     ran = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-    assert len(ran) == 4 and len(trials) > before  # the budget spent once, by trials that ran
+    # (what a failure needs to be read: each trial as the journal holds it, and what both invocations said)
+    told = ([(t.number, t.state.name, t.params, t.user_attrs, str(t.datetime_start)) for t in trials],
+            (tmp_path / "first.log").read_text()[-2000:], done.stderr[-2000:])
+    assert len(ran) == 4 and len(trials) > before, told  # the budget spent once, by trials that ran
     points = [t.params["learning_rate"] for t in ran]
     assert len(set(points)) == len(points), points  # no point bought twice
     killed = [t for t in trials if t.state == TrialState.FAIL]
