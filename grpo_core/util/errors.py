@@ -78,9 +78,9 @@ def release_frames(exc: BaseException) -> None:
     cursor keeps SQLite's shared lock after its connection is closed, so every write of the record
     from this process waited out SQLite's busy timeout (20 s) and failed with "database is locked"
     (a sweep's killed trial was recorded as failed, 40-60 s later). The traceback's text is kept.
-    Cleared frames are not always enough: in about 1 in 10 kills of a two-worker search the cursor,
-    held by an SQLAlchemy execution context and its result, outlived them until the garbage
-    collector ran, so it runs here, with signals held (_collect_with_signals_held)."""
+    Cleared frames are not always enough: in 2 of 16 kills of a two-worker search that reached this
+    handler a cursor, held by an SQLAlchemy execution context and its result, outlived them until
+    the garbage collector ran, so it runs here, with signals held (_collect_with_signals_held)."""
     import traceback
 
     seen: set[int] = set()
