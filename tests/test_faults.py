@@ -953,7 +953,7 @@ def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_
 
 def test_a_read_cursor_left_in_a_reference_cycle_is_freed_before_the_record(tmp_path):
     """The cursor of a read that an interrupt stopped can outlive the exception's cleared frames in
-    a reference cycle (an SQLAlchemy execution context and its result held it, in about 1 kill in 10
+    a reference cycle (an SQLAlchemy execution context and its result held it, in 2 of 16 kills
     of a two-worker search): its shared lock then made the record wait out SQLite's busy timeout
     and fail with "database is locked". release_frames frees it before the record is written."""
     import gc
