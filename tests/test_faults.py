@@ -1025,4 +1025,3 @@ def test_a_sigterm_that_lands_while_release_frames_collects_is_raised_after_it_n
         armed[0] = False
         gc.enable()
         signal.signal(signal.SIGTERM, before)
-
