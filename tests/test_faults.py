@@ -1025,3 +1025,45 @@ def test_a_sigterm_that_lands_while_release_frames_collects_is_raised_after_it_n
         armed[0] = False
         gc.enable()
         signal.signal(signal.SIGTERM, before)
+
+
+_LOST_IN_A_FINALIZER = """
+import gc, os, signal, sys, time
+from grpo_core.util.errors import Terminated, handle_sigterm
+handle_sigterm()
+class Finalized:  # garbage in a cycle: its finalizer runs inside the collection
+    def __del__(self):
+        if self.signum:
+            os.kill(os.getpid(), self.signum)
+            time.sleep(0.05)  # (the signal's handler runs here, inside the finalizer)
+        else:
+            raise ValueError("a finalizer's own error")
+garbage = Finalized()
+garbage.signum, garbage.me = int(sys.argv[1]), garbage
+del garbage
+try:
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+    print("went on")
+except KeyboardInterrupt as exc:
+    print("interrupted by", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("signum,raised", [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "KeyboardInterrupt"),
+                                           (0, None)], ids=["SIGTERM", "SIGINT", "not_an_interrupt"])
+def test_an_interrupt_raised_inside_a_finalizer_is_raised_again_after_it_not_lost(signum, raised):
+    """A signal whose handler raises, landing in a finalizer (a weakref's callback during an automatic
+    collection, in a killed search's orphaned worker in CI), was printed as "Exception ignored" with
+    a traceback and lost: the process went on. It is sent again once the finalizer is done, and
+    nothing is printed. A finalizer's own error is still printed, as Python prints it."""
+    res = subprocess.run([sys.executable, "-c", _LOST_IN_A_FINALIZER, str(int(signum))], capture_output=True,
+                         text=True, cwd=ROOT, timeout=60)
+    if raised is None:
+        assert res.stdout.strip() == "went on"
+        assert "Exception ignored" in res.stderr and "a finalizer's own error" in res.stderr
+    else:
+        assert res.stdout.strip() == f"interrupted by {raised}", res.stderr
+        assert res.stderr == ""

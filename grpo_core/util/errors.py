@@ -119,8 +119,41 @@ def _raise_terminated(signum, frame) -> None:
 
 def handle_sigterm() -> None:
     """From now on SIGTERM raises Terminated in the main thread, so runs and sweeps end as they do
-    on Ctrl-C (recorded as killed). A second SIGTERM during that record is ignored."""
+    on Ctrl-C (recorded as killed). A second SIGTERM during that record is ignored. An interrupt
+    that lands in a finalizer is not lost (_redeliver_lost_interrupt)."""
+    import sys
+
     signal.signal(signal.SIGTERM, _raise_terminated)
+    if getattr(sys.unraisablehook, "__name__", "") != _redeliver_lost_interrupt.__name__:
+        _previous_hook[:] = [sys.unraisablehook]
+        sys.unraisablehook = _redeliver_lost_interrupt
+
+
+_previous_hook: list = []
+_REDELIVER_AFTER_S = 0.01
+
+
+def _redeliver_lost_interrupt(unraisable) -> None:
+    """sys.unraisablehook: SIGTERM or Ctrl-C whose handler raised inside a finalizer (a weakref's
+    callback, a __del__ run by an automatic garbage collection) cannot leave it; Python printed
+    "Exception ignored" with a traceback and went on as if no signal had come (a killed search's
+    orphaned worker did, in CI). The signal is sent to the main thread again a moment later, once
+    the finalizer is done, and nothing is printed; any other exception goes to the hook before."""
+    import sys
+    import threading
+
+    exc = unraisable.exc_value
+    previous = _previous_hook[0] if _previous_hook else sys.__unraisablehook__
+    if not isinstance(exc, KeyboardInterrupt):
+        return previous(unraisable)
+    signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+    try:
+        if signum == signal.SIGTERM and signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, _raise_terminated)  # (its handler ignores a second one while it records)
+        main = threading.main_thread().ident
+        threading.Timer(_REDELIVER_AFTER_S, signal.pthread_kill, (main, signum)).start()
+    except (RuntimeError, ValueError):  # interpreter shutting down (no new thread), not the main thread
+        previous(unraisable)
 
 
 _URL = re.compile(r"(?P<scheme>[A-Za-z][\w+.-]*://)(?P<rest>[^\s'\"<>]+)")
