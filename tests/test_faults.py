@@ -1031,6 +1031,7 @@ _LOST_IN_A_FINALIZER = """
 import gc, os, signal, sys, time
 from grpo_core.util.errors import Terminated, handle_sigterm
 handle_sigterm()
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (a parent that ignores Ctrl-C, pytest-xdist's worker, passes that on)
 class Finalized:  # garbage in a cycle: its finalizer runs inside the collection
     def __del__(self):
         if self.signum:
