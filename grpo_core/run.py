@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import traceback
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Callable, Iterator, Optional, Protocol
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
 from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunAbandoned, RunFailure, RunPruned, Terminated,
-                                   UserInputError, cause_line, release_frames)
+                                   UserInputError, cause_line, release_frames, signals_held)
 from grpo_core.util.memory import memory_failure
 from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
@@ -340,21 +341,13 @@ def _sigterm_held() -> Iterator[None]:
     the caller to act on after it (a sweep's worker stops before it claims another trial). It had
     been ignored, and lost: a worker whose sweep died (its parent-death SIGTERM) while it recorded
     a finished run went on claiming trials as an orphan."""
-    import signal
-
-    def hold(signum, frame):
-        global _held_sigterm
-        _held_sigterm = True
-
+    global _held_sigterm
+    held: list[int] = []
     try:
-        previous = signal.signal(signal.SIGTERM, hold)
-    except ValueError:  # not the main thread: a sweep's worker thread has no say over signals
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        with signals_held(signal.SIGTERM) as held:
+            yield
+    finally:  # (once its handler is back: one that came as it was put back is counted too)
+        _held_sigterm = _held_sigterm or bool(held)
 
 
 def take_held_sigterm() -> bool:

@@ -1,8 +1,10 @@
 """Errors that the command line turns into one line and an exit code, and the masking of secrets
 in anything it prints or logs."""
 
+import contextlib
 import re
 import signal
+from collections.abc import Iterator
 
 
 def short_value(value: object) -> str:
@@ -96,20 +98,28 @@ def _collect_with_signals_held() -> None:
     whatever handles them here. A signal whose handler raises, landing in a finalizer the collector
     runs, is printed as "Exception ignored" and lost (a data-parallel launcher's SIGTERM did, in a
     test, when this collection ran unguarded)."""
-    import contextlib
     import gc
 
-    held: list[int] = []
-    with contextlib.ExitStack() as restore:  # every handler put back, even if one raises as it is
-        try:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                if signal.getsignal(signum) is not None:  # (None: set outside Python, could not be put back)
-                    restore.callback(signal.signal, signum, signal.signal(signum, lambda n, _: held.append(n)))
-        except ValueError:  # not the main thread, where no signal handler runs: nothing to hold
-            pass
+    with signals_held(signal.SIGTERM, signal.SIGINT) as held:
         gc.collect()
     for signum in dict.fromkeys(held):
         signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def signals_held(*signums: int) -> Iterator[list[int]]:
+    """While the block runs, these signals are not handled but held: the list it yields names each
+    one that came, in order, for the caller to act on after the block; their handlers are put back
+    however the block ends. Outside the main thread, where no signal handler runs, it holds nothing."""
+    held: list[int] = []
+    with contextlib.ExitStack() as restore:  # every handler put back, even if one raises as it is
+        try:
+            for signum in signums:
+                if signal.getsignal(signum) is not None:  # (None: set outside Python, could not be put back)
+                    restore.callback(signal.signal, signum, signal.signal(signum, lambda n, _: held.append(n)))
+        except ValueError:  # not the main thread
+            pass
+        yield held
 
 
 def _raise_terminated(signum, frame) -> None:
