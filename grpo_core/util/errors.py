@@ -73,6 +73,12 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (kill, Slurm, Kubernetes, docker stop): handled as Ctrl-C is, exit code 143."""
 
 
+def ended_by(exc: BaseException) -> str:
+    """The status of a run or trial that this exception ended, in its folder and in MLflow: Ctrl-C
+    and SIGTERM killed it, RunAbandoned abandoned it, anything else failed it."""
+    return "abandoned" if isinstance(exc, RunAbandoned) else "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+
+
 def release_frames(exc: BaseException) -> None:
     """Free what the frames an exception passed through still hold (their local variables), before
     a run or trial is recorded in the handler that caught it. Ctrl-C or SIGTERM raised in the middle

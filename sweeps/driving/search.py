@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from grpo_core.mlflow_logging import MlflowRunLogger
-from grpo_core.util.errors import RunAbandoned, RunPruned, cause_line, release_frames
+from grpo_core.util.errors import RunPruned, cause_line, ended_by, release_frames
 
 from .claims import make_grid_sampler
 from ..spec import SweepSpec
@@ -127,10 +127,8 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
         raise optuna.TrialPruned(str(exc)) from None
     except BaseException as exc:
         release_frames(exc)  # a read from the store it interrupted would hold SQLite's lock against the record
-        status = ("abandoned" if isinstance(exc, RunAbandoned) else "killed" if isinstance(exc, KeyboardInterrupt)
-                  else "failed")
         record_trial(trial_logger, seed_runs)
-        trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, status, None)
+        trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, ended_by(exc), None)
         raise
     means = {name: sum(v) / len(v) for name, v in values.items()}
     record_trial(trial_logger, seed_runs)  # MLflow first: a trial failed elsewhere meanwhile refuses the attributes
