@@ -767,7 +767,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.longest  # ~35 s
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal and /proc")
-def test_a_sigterm_while_a_run_is_recorded_is_held_not_lost():
+def test_a_sigterm_while_a_run_is_recorded_is_held_not_lost(monkeypatch):
     """The SIGTERM a worker gets when its sweep dies (parent-death signal) can come while it writes a
     finished run's record. It was ignored there, and lost: the worker went on claiming trials as an
     orphan (the killed-search test below caught one claiming a trial 60 s after the kill)."""
@@ -775,6 +775,7 @@ def test_a_sigterm_while_a_run_is_recorded_is_held_not_lost():
     from grpo_core.util.errors import Terminated, handle_sigterm
 
     before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
     try:
         handle_sigterm()
         take_held_sigterm()
@@ -1000,8 +1001,6 @@ def test_a_sigterm_that_lands_while_release_frames_collects_is_raised_after_it_n
     from grpo_core.util.errors import Terminated, handle_sigterm, release_frames
 
     lost = []
-    monkeypatch.setattr(sys, "unraisablehook", lost.append)
-
     armed = [True]
 
     class Finalized:  # garbage in a cycle: its finalizer runs inside the collection
@@ -1011,9 +1010,11 @@ def test_a_sigterm_that_lands_while_release_frames_collects_is_raised_after_it_n
                 time.sleep(0.05)  # (the signal's handler runs here, in this thread, unless it is held)
 
     before, interrupt = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (put back after the test, as it was)
     gc.disable()
     try:
         handle_sigterm()
+        monkeypatch.setattr(sys, "unraisablehook", lost.append)  # (not handle_sigterm's, which sends it again)
         garbage = Finalized()
         garbage.me = garbage
         del garbage
