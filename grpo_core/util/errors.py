@@ -166,8 +166,9 @@ def _redeliver_lost_interrupt(unraisable) -> None:
     try:
         if signum == signal.SIGTERM and signal.getsignal(signum) == signal.SIG_IGN:
             signal.signal(signum, _raise_terminated)  # (its handler ignores a second one while it records)
-        main = threading.main_thread().ident
-        threading.Timer(_REDELIVER_AFTER_S, signal.pthread_kill, (main, signum)).start()
+        again = threading.Timer(_REDELIVER_AFTER_S, signal.pthread_kill, (threading.main_thread().ident, signum))
+        again.daemon = True  # (a process ending meanwhile does not wait for it)
+        again.start()
     except (RuntimeError, ValueError):  # interpreter shutting down (no new thread), not the main thread
         previous(unraisable)
 
