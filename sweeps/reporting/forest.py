@@ -66,7 +66,7 @@ def forest_png(rows: list[ForestRow], path: Path) -> Optional[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    height = 1.4 + 0.45 * len(rows)
+    height = 1.4 + 0.36 * len(rows)  # (the results page shows the whole figure and the table under it on one screen)
     fig, axes = plt.subplots(1, 2, figsize=(16, height), sharey=True, gridspec_kw={"width_ratios": [1, 1]})
     for ax, panel, title in ((axes[0], "steps", "paired difference in steps (treatment − control; < 0: sooner)"),
                              (axes[1], "reward_auc", "paired difference in reward AUC (> 0: more reward)")):
