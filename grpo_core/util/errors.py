@@ -140,7 +140,7 @@ def handle_sigterm() -> None:
     import sys
 
     signal.signal(signal.SIGTERM, _raise_terminated)
-    if getattr(sys.unraisablehook, "__name__", "") != _redeliver_lost_interrupt.__name__:
+    if sys.unraisablehook is not _redeliver_lost_interrupt:  # (installed once: the hook before it kept)
         _previous_hook[:] = [sys.unraisablehook]
         sys.unraisablehook = _redeliver_lost_interrupt
 
