@@ -103,11 +103,11 @@ def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional
         summary = run_training(cfg, out_dir, logger=logger if on_step is None else _StepHook(logger, on_step),
                                progress=progress, allow_existing=allow_existing)
     except BaseException as exc:
-        from grpo_core.util.errors import RecordIncomplete, ended_by, release_frames
+        from grpo_core.util.errors import RecordIncomplete, ended_record, release_frames
 
         release_frames(exc)  # a read from the store it interrupted would hold SQLite's lock against the record
         if not isinstance(exc, RecordIncomplete) and not logger.ended:  # failed before training started
-            logger.end({"error": f"{type(exc).__name__}: {exc}"}, ended_by(exc), None)
+            logger.end(*ended_record(exc), None)
         raise
     inner = logger.inner if isinstance(logger, LazyLogger) else logger
     if figure is not None and inner is not None:

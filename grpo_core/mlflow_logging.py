@@ -19,7 +19,7 @@ from typing import Optional
 
 from grpo_core.util import defaults
 from grpo_core.config.schema import TRACKING_SCHEMES
-from grpo_core.util.errors import cause_line, ended_by, mask_secrets, release_frames
+from grpo_core.util.errors import cause_line, ended_record, mask_secrets, release_frames
 from grpo_core.util.files import check_sqlite_writable
 from grpo_core.record.provenance import owner_alive, owner_id
 from grpo_core.record.run_metrics import CENSORED, censored_at
@@ -373,7 +373,7 @@ class MlflowRunLogger:
         except BaseException as exc:  # Ctrl-C, SIGTERM or a store error once the run exists: it is ended, not left
             release_frames(exc)  # running (what `grpo recover` would find only later)
             with suppress(Exception):
-                self.end({"error": f"{type(exc).__name__}: {exc}"}, ended_by(exc), None)
+                self.end(*ended_record(exc), None)
             raise
 
     def log_step(self, metrics: dict) -> None:

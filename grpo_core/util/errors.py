@@ -79,6 +79,12 @@ def ended_by(exc: BaseException) -> str:
     return "abandoned" if isinstance(exc, RunAbandoned) else "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
 
 
+def ended_record(exc: BaseException) -> tuple[dict, str]:
+    """The summary and the status a logger ends a run or trial with when this exception stopped it
+    before its own summary existed: `logger.end(*ended_record(exc), None)`."""
+    return {"error": f"{type(exc).__name__}: {exc}"}, ended_by(exc)
+
+
 def release_frames(exc: BaseException) -> None:
     """Free what the frames an exception passed through still hold (their local variables), before
     a run or trial is recorded in the handler that caught it. Ctrl-C or SIGTERM raised in the middle

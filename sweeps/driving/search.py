@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from grpo_core.mlflow_logging import MlflowRunLogger
-from grpo_core.util.errors import RunPruned, cause_line, ended_by, release_frames
+from grpo_core.util.errors import RunPruned, cause_line, ended_record, release_frames
 
 from .claims import make_grid_sampler
 from ..spec import SweepSpec
@@ -128,7 +128,7 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
     except BaseException as exc:
         release_frames(exc)  # a read from the store it interrupted would hold SQLite's lock against the record
         record_trial(trial_logger, seed_runs)
-        trial_logger.end({"error": f"{type(exc).__name__}: {exc}"}, ended_by(exc), None)
+        trial_logger.end(*ended_record(exc), None)
         raise
     means = {name: sum(v) / len(v) for name, v in values.items()}
     record_trial(trial_logger, seed_runs)  # MLflow first: a trial failed elsewhere meanwhile refuses the attributes
