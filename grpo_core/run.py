@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Optional, Protocol
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
 from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunAbandoned, RunFailure, RunPruned, Terminated,
-                                   UserInputError, cause_line, release_frames, signals_held)
+                                   UserInputError, cause_line, ignore_sigterm, release_frames, signals_held)
 from grpo_core.util.memory import memory_failure
 from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
@@ -305,6 +305,7 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
         with _sigterm_held():  # the launcher's SIGTERM may come while it looks: it says the same
             peer = dead_peer(wait_s=5.0) if not type(exc) is KeyboardInterrupt else None  # not Ctrl-C, which every process gets
         if peer is not None:  # gloo's "Connection closed by peer", or the launcher's SIGTERM: a peer died first
+            ignore_sigterm()  # the launcher's SIGTERM to this process, now or after the record, says the same
             message = f"{peer}; the run stopped after step {trainer.step}"
             status, summary, error = "killed", {"error": message}, PeerDied(message)
         elif isinstance(exc, KeyboardInterrupt):

@@ -790,6 +790,35 @@ def test_a_sigterm_while_a_run_is_recorded_is_held_not_lost(monkeypatch):
         signal.signal(signal.SIGTERM, before)
 
 
+def test_a_sigterm_after_a_peer_died_is_ignored_until_the_next_command(monkeypatch):
+    """A data-parallel run's survivor that found its peer dead records the run as killed, naming it,
+    and leaves with 1; the launcher's SIGTERM to it, which can come after the record, had ended it
+    as Terminated (143) instead."""
+    from grpo_core.run import _sigterm_held, take_held_sigterm
+    from grpo_core.util.errors import Terminated, handle_sigterm, ignore_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
+    try:
+        handle_sigterm()
+        with _sigterm_held():  # as the run does: the peer is found under the hold
+            ignore_sigterm()
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN  # the hold put the handler back
+        for _ in range(2):  # during the record, and after it (the handler was put back)
+            with _sigterm_held():
+                pass
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # (the handler runs here, in this thread: it raises nothing)
+        take_held_sigterm()
+        handle_sigterm()  # a new command: SIGTERM acts again
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+    finally:
+        handle_sigterm()  # (the flag cleared for the tests after this one)
+        signal.signal(signal.SIGTERM, before)
+
+
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_worker(tmp_path, how):
     """SIGKILL (or SIGTERM, as kill, Slurm and docker send) to a random search's main process

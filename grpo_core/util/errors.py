@@ -136,7 +136,25 @@ def signals_held(*signums: int) -> Iterator[list[int]]:
 
 def _raise_terminated(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # while the run is recorded as killed
-    raise Terminated()
+    if not _sigterm_ignored[0]:
+        raise Terminated()
+
+
+_sigterm_ignored = [False]  # ignore_sigterm: this process's end is decided, a SIGTERM says nothing new
+
+
+def ignore_sigterm() -> None:
+    """From now on this process ignores SIGTERM, also where a block puts the handler back
+    (signals_held): a data-parallel run whose peer died is recorded as killed for that, and the
+    launcher's SIGTERM to the processes left, which can come at any moment after (its monitor looks
+    every 0.2 s), says nothing new. Raised as Terminated after the record, it would end the process
+    with 143 where PeerDied's is 1 (a likely cause of the 143 in a fresh-clone CI run of 2026-11-30).
+    handle_sigterm, at the start of a command, undoes it."""
+    _sigterm_ignored[0] = True
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (inside a held block: the handler put back checks the flag)
+    except ValueError:  # not the main thread, where no handler runs
+        pass
 
 
 def handle_sigterm() -> None:
@@ -145,6 +163,7 @@ def handle_sigterm() -> None:
     that lands in a finalizer is not lost (_redeliver_lost_interrupt)."""
     import sys
 
+    _sigterm_ignored[0] = False
     signal.signal(signal.SIGTERM, _raise_terminated)
     if sys.unraisablehook is not _redeliver_lost_interrupt:  # (installed once: the hook before it kept)
         _previous_hook[:] = [sys.unraisablehook]
