@@ -371,6 +371,11 @@ def _record(cfg, out: Path, trainer, reserve: Path, status: str, summary: dict, 
             logger.end(summary, status, out)
         except Exception as exc:  # a tracking server that went away, its database full
             missing.append(f"MLflow: {cause_line(exc)}")
+        except KeyboardInterrupt as again:  # Ctrl-C (again) while MLflow is written (SIGTERM waits): out now
+            stop = error if isinstance(error, KeyboardInterrupt) else again
+            stop.add_note(f"the run is recorded as {status} in {out}; its MLflow record was interrupted as it was "
+                          "written: `grpo recover` completes it from the folder")
+            raise stop from None
     if error is not None:
         if missing and isinstance(error, RunFailure):
             raise RunFailure(f"{error}; and its record is incomplete: {'; '.join(missing)}") from None

@@ -463,10 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         started = getattr(sys.modules.get("grpo_core.run"), "runs_started", 0)
+        recorded = (getattr(exc, "__notes__", None) or [  # a note: what its record holds, when not all of it
+            "the run is recorded as killed" if started else "no run had started in this process: nothing was recorded by it"])
         if is_main_process():  # say what is recorded only where something was (a sweep's workers say their own)
-            print(f"grpo: {what}; " + ("the run is recorded as killed" if started else
-                                       "no run had started in this process: nothing was recorded by it"),
-                  file=sys.stderr)
+            print(f"grpo: {what}; {mask_secrets(recorded[-1])}", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
 
 

@@ -211,6 +211,29 @@ def test_interrupted_run_is_recorded_as_killed(tmp_path):
     assert mrun.info.status == "KILLED"
 
 
+def test_a_second_interrupt_while_mlflow_is_written_says_what_is_recorded(tmp_path, monkeypatch):
+    # it had printed "the run is recorded as killed" of a run MLflow still showed running
+    import grpo_core.mlflow_logging
+
+    def interrupted_again(*args, **kwargs):  # Ctrl-C pressed again as the killed run's record reaches MLflow
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grpo_core.mlflow_logging, "record_end", interrupted_again)
+    db = tmp_path / "mlflow.db"
+    res = grpo_here("train", *base_without(["baseline_prompts=1"]), "--set", "reward_funcs=reward_helpers:interrupt",
+                    "--set", "baseline_prompts=1", "--set", f"mlflow_tracking_uri=sqlite:///{db}",
+                    "--out", str(tmp_path / "run"))
+    assert res.returncode == 130 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines() == [
+        f"grpo: interrupted; the run is recorded as killed in {tmp_path / 'run'}; its MLflow record was interrupted as "
+        "it was written: `grpo recover` completes it from the folder"]  # (once its process is gone: not this one)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "killed"
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
+    assert mrun.info.status == "RUNNING" and mrun.data.tags["run_dir"] == str(tmp_path / "run")
+
+
 def test_bad_files_one_line_exit_2_nothing_written(tmp_path, capsys):
     binary = tmp_path / "model.bin"
     binary.write_bytes(bytes(range(256)) * 4)
