@@ -300,6 +300,48 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     assert rows and all("inconclusive (too few seeds)" in r for r in rows), rows
 
 
+# the specs of the regimes where the claims' mechanisms work (r3_advantage_noise_long_cpu trains through
+# `grpo reproduce --real-cpu --quick` in the test above)
+ENGAGED = ("r0_placebo_long_cpu", "r0_placebo_room_variants_cpu", "r0_positive_control_room_graded_cpu",
+           "r2_warmup_long_cpu", "r4_advantage_scale_unclipped_room_cpu", "r5_loss_normalization_lengths_cpu",
+           "r6_zero_variance_groups_matched_room_cpu", "r7_newer_surrogates_clipping_cpu")
+
+
+@pytest.mark.longest  # ~40 s: 8 runs of 2 steps
+def test_each_engaged_regime_spec_trains_two_steps_and_logs_what_its_check_reads(smollm2, tmp_path):
+    """One grid point of each spec (its first seed; the arm its manipulation check reads, else the first),
+    with its own settings and the suite's sizes (2 × 2 completions of 8 tokens), trains 2 steps, and the
+    run records the value every check of the spec reads (a summary key, or a metric on every step) and the
+    settings the report finds its grid point by."""
+    from grpo_core.run import read_metrics, run_training
+    from grpo_core.util.yaml_files import read_yaml_mapping
+    from sweeps.report_spec import SUMMARY_METRICS
+    from sweeps.spec import load_spec
+
+    trim = dict(model=str(smollm2), prompts_per_step=2, num_generations=2, max_completion_length=8, baseline_prompts=2,
+                reward_workers=0, reward_timeout=0, stl_delta=8, gradient_accumulation_steps=1, max_steps=2,
+                stl_window=1, num_threads=1)
+    for name in ENGAGED:
+        spec = load_spec(ROOT / "experiments" / "real" / "cpu" / f"{name}.yaml")
+        checks = spec.report.get("mechanism") or []
+        wanted = next((c["arms"] for c in checks if c.get("arms")), {})
+        point = next(p for p in spec.grid_points() if p["seed"] == spec.seeds[0]
+                     and all(p[axis] in values for axis, values in wanted.items()))
+        own = set(spec.grid) | {k for arm in (spec.arms or {}).values() for k in arm}  # the spec's, not trimmed
+        cfg = spec.config_for(point, dataset=str(ROOT / spec.base["dataset"]),
+                              **{k: v for k, v in trim.items() if k not in own})
+        summary = run_training(cfg, tmp_path / name, progress=False)
+        assert summary["status"] == "finished" and summary["steps_completed"] == 2, (name, summary)
+        recorded = read_yaml_mapping(tmp_path / name / "config.yaml")
+        assert spec.point_of(recorded) == point, name  # the report finds the run at its grid point (its arm by its values)
+        rows = read_metrics(tmp_path / name / "metrics.jsonl")
+        for check in checks:
+            if check["metric"] in SUMMARY_METRICS:
+                assert check["metric"] in summary, (name, check["metric"])
+            else:
+                assert all(isinstance(r.get(check["metric"]), (int, float)) for r in rows), (name, check["metric"])
+
+
 def test_the_fetched_model_is_the_one_every_committed_real_run_trained(smollm2):
     """`grpo fetch-model` (which shares transformers' GGUF parsing across the config, the tokenizer and
     the weights) rebuilds, weight for weight, the SmolLM2 every committed real-model run recorded."""
