@@ -204,7 +204,12 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
     assert proc.poll() is None, "the sweep ended before the signal was sent"
     os.kill(proc.pid, signal.SIGTERM)  # to the sweep process only, as `kill PID` or a scheduler does
     proc.wait()
-    assert proc.returncode == 143, proc.stderr.read().decode()[-2000:]
+    said = proc.stderr.read().decode()
+    assert proc.returncode == 143, said[-2000:]
+    # (its last line had said "no run had started in this process: nothing was recorded by it")
+    assert "grpo sweep: interrupted; run the same command again to resume" in said.splitlines(), said
+    assert said.strip().splitlines()[-1] == ("grpo: terminated (SIGTERM); each trial its workers had begun is recorded "
+                                             "as failed, and its run as killed"), said
 
     spec, study = _study(journal, "term", spec_path)
     trials = study.get_trials(deepcopy=False)

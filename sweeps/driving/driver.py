@@ -222,6 +222,20 @@ def _release_connections(storage) -> None:
         engine.dispose()
 
 
+def set_shared_tag(client, run_id: str, key: str, value: str) -> None:
+    """Set a tag of a run that other processes may set at the same moment (the parent run of a grid
+    that two machines share). MLflow's store inserts a tag that is not there yet, and the second of
+    two inserts at once fails on the tags' unique key ("UNIQUE constraint failed: tags.key,
+    tags.run_uuid" when two machines ended their sweeps together, in a CI run of 2026-11-30); once
+    the other's row is there, the same write updates it, so it is made once more."""
+    try:
+        client.set_tag(run_id, key, value)
+    except Exception as exc:
+        if "unique constraint" not in str(exc).lower():  # (SQLite's "UNIQUE constraint failed", PostgreSQL's
+            raise                                           # "violates unique constraint"; anything else stands)
+        client.set_tag(run_id, key, value)
+
+
 def _parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     """The sweep's MLflow parent run: reused on every rerun (its id is kept in the study)."""
     client = make_client(tracking_uri)
@@ -357,11 +371,13 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         for p in procs:  # each records its trial as failed and its run as killed first
             p.join()
         print("grpo sweep: interrupted; run the same command again to resume", file=sys.stderr)
+        if procs:  # what the command's last line says is recorded (this process started no run of its own)
+            exc.add_note("each trial its workers had begun is recorded as failed, and its run as killed")
         raise
     finally:
         progress.close()
         client = make_client(tracking_uri)
-        client.set_tag(parent_run_id, "wall_time_s", f"{time.perf_counter() - started:.1f}")
+        set_shared_tag(client, parent_run_id, "wall_time_s", f"{time.perf_counter() - started:.1f}")
         client.set_terminated(parent_run_id, status=status)
     wall = time.perf_counter() - started
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
