@@ -241,6 +241,11 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
     assert len(runs) == 4 and len(rows) == 3 and all("real model · C" in r for r in rows)
 
 
+# a real-CPU spec at the suite's sizes (2 × 2 completions of 8 tokens; the baseline stops at 2 prompts)
+SUITE_SIZES = dict(prompts_per_step=2, num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
+                   reward_timeout=0, stl_delta=8, gradient_accumulation_steps=1)
+
+
 @pytest.mark.longest  # ~1 min alone
 def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_their_report(smollm2, tmp_path,
                                                                                             monkeypatch):
@@ -260,9 +265,7 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     model = _model_where_a_clone_fetches_it(smollm2, tmp_path, monkeypatch)
     for src in sorted((ROOT / "experiments" / "real" / "cpu").glob("*.yaml")):
         data = yaml.safe_load(src.read_text())
-        trim = dict(model=model, dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2, num_generations=2,
-                    max_completion_length=8, baseline_prompts=2, reward_workers=0, reward_timeout=0, stl_delta=8,
-                    gradient_accumulation_steps=1)  # baseline: 2 prompts
+        trim = dict(model=model, dataset=str(ROOT / data["base"]["dataset"]), **SUITE_SIZES)
         armed = {k for arm in (data.get("arms") or {}).values() for k in arm}  # a key the arms set stays theirs
         data["base"].update({k: v for k, v in trim.items() if k not in armed})
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
@@ -307,7 +310,7 @@ ENGAGED = ("r0_placebo_long_cpu", "r0_placebo_room_variants_cpu", "r0_positive_c
            "r6_zero_variance_groups_matched_room_cpu", "r7_newer_surrogates_clipping_cpu")
 
 
-@pytest.mark.longest  # ~40 s: 8 runs of 2 steps
+@pytest.mark.longest  # 79 s alone on a fresh clone (2026-11-30): 8 runs of 2 steps
 def test_each_engaged_regime_spec_trains_two_steps_and_logs_what_its_check_reads(smollm2, tmp_path):
     """One grid point of each spec (its first seed; the arm its manipulation check reads, else the first),
     with its own settings and the suite's sizes (2 × 2 completions of 8 tokens), trains 2 steps, and the
@@ -318,9 +321,7 @@ def test_each_engaged_regime_spec_trains_two_steps_and_logs_what_its_check_reads
     from sweeps.report_spec import SUMMARY_METRICS
     from sweeps.spec import load_spec
 
-    trim = dict(model=str(smollm2), prompts_per_step=2, num_generations=2, max_completion_length=8, baseline_prompts=2,
-                reward_workers=0, reward_timeout=0, stl_delta=8, gradient_accumulation_steps=1, max_steps=2,
-                stl_window=1, num_threads=1)
+    trim = dict(model=str(smollm2), **SUITE_SIZES, max_steps=2, stl_window=1, num_threads=1)
     for name in ENGAGED:
         spec = load_spec(ROOT / "experiments" / "real" / "cpu" / f"{name}.yaml")
         checks = spec.report.get("mechanism") or []
