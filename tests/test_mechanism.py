@@ -267,3 +267,20 @@ def test_a_spec_still_training_renders_its_margins_without_pairs():
     runs = [r for r in _runs(0.05) if (r.point["loss_type"], r.point["seed"]) in (("dapo", 3), ("cispo", 11))]
     steps, auc = [v for v, _ in replicated_verdicts(spec, runs)]
     assert steps.verdict.startswith("inconclusive") and "| 0 | – | 1 | – | [–, –] |" in steps.table
+
+
+def test_a_check_of_every_arm_is_not_read_while_an_arm_has_no_finished_run():
+    """A check with no `arms` reads every arm: with only the cispo arm's runs in (a spec still in
+    training, as C5 with room for lengths was at its first run) it is not read, the missing arm shown
+    as –, rather than passing on the arms that happen to be there; with both arms in, it passes."""
+    every_arm = {"what": "at most 10% cut at the cap, in every arm", "reason": "r", "metric": "clip_ratio",
+                 "steps": "from:5", "at_most": 0.10}
+    spec = _spec({"tests": [CLIP], "mechanism": [every_arm]})
+    cispo_only = [r for r in _runs(clip=0.05) if r.point["loss_type"] == "cispo"]
+    check, = mechanism_checks(spec, cispo_only)
+    assert check.passed is None and check.state() == "not read"
+    assert check.values_text() == "loss_type=cispo: 0; loss_type=dapo: –"
+    check, = mechanism_checks(spec, _runs(clip=0.05))  # dapo's 0.05 on even steps: 0.025 from step 5
+    assert check.passed is True and check.values_text() == "loss_type=cispo: 0; loss_type=dapo: 0.025"
+    check, = mechanism_checks(spec, [])
+    assert check.passed is None and check.values_text() == "no runs"

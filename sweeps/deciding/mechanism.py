@@ -13,12 +13,14 @@ over its runs of one number per run:
   share_clipped (the share of those steps whose grad_norm exceeded a max_grad_norm > 0: clipping
   bound).
 
-A check passes when every arm it names meets its threshold (at_least / at_most). A null verdict of a
+A check passes when every arm it names meets its threshold (at_least / at_most); while an arm it
+names has no finished run (a spec still in training) it is not read. A null verdict of a
 test it gates whose check fails reads "mechanism not engaged" (gated); every verdict shows the
 check's values."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
@@ -95,13 +97,26 @@ def _in_arms(run: Run, arms: dict) -> bool:
     return all(run.point.get(axis) in values for axis, values in arms.items())
 
 
+def _arms_named(spec: SweepSpec, check: dict) -> list[tuple]:
+    """The grid points without the seed (as _group keys them) whose arms a check reads: every
+    point of the grid, or those in its `arms`."""
+    axes = list(spec.grid)
+    keys = [tuple(zip(axes, combo)) for combo in itertools.product(*(spec.grid[a] for a in axes))]
+    wanted = check.get("arms") or {}
+    return [k for k in keys if all(dict(k).get(axis) in values for axis, values in wanted.items())]
+
+
 def mechanism_checks(spec: SweepSpec, runs: list[Run]) -> list[MechanismResult]:
     """Each check the spec declares, read on its runs (both seed sets)."""
     out = []
     for check in spec.report.get("mechanism") or []:
         chosen = [r for r in runs if _in_arms(r, check.get("arms") or {})]
-        values = [(_label(key), st.median([run_value(r, check) for r in group]))
-                  for key, group in _group(spec, chosen).items()]
+        groups = _group(spec, chosen)
+        if groups:  # an arm the check names with no finished run yet is not read (–), not left out
+            groups = {**{key: [] for key in _arms_named(spec, check)}, **groups}
+            groups = dict(sorted(groups.items(), key=lambda kv: [str(v) for _, v in kv[0]]))
+        values = [(_label(key), st.median([run_value(r, check) for r in group]) if group else math.nan)
+                  for key, group in groups.items()]
         if "at_least" in check:
             bound, threshold = float(check["at_least"]), f"≥ {check['at_least']:g}"
             meets = [v >= bound for _, v in values]
