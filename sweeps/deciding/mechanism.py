@@ -93,28 +93,25 @@ def run_value(run: Run, check: dict) -> float:
     return {"mean": sum(values) / len(values), "max": max(values), "min": min(values)}[reduce]
 
 
-def _in_arms(run: Run, arms: dict) -> bool:
-    return all(run.point.get(axis) in values for axis, values in arms.items())
+def _in_arms(point: dict, arms: dict) -> bool:
+    return all(point.get(axis) in values for axis, values in arms.items())
 
 
-def _arms_named(spec: SweepSpec, check: dict) -> list[tuple]:
+def _arms_named(spec: SweepSpec, check: dict) -> tuple:
     """The grid points without the seed (as _group keys them) whose arms a check reads: every
     point of the grid, or those in its `arms`."""
     axes = list(spec.grid)
-    keys = [tuple(zip(axes, combo)) for combo in itertools.product(*(spec.grid[a] for a in axes))]
-    wanted = check.get("arms") or {}
-    return [k for k in keys if all(dict(k).get(axis) in values for axis, values in wanted.items())]
+    keys = (tuple(zip(axes, combo)) for combo in itertools.product(*(spec.grid[a] for a in axes)))
+    return tuple(k for k in keys if _in_arms(dict(k), check.get("arms") or {}))
 
 
 def mechanism_checks(spec: SweepSpec, runs: list[Run]) -> list[MechanismResult]:
     """Each check the spec declares, read on its runs (both seed sets)."""
     out = []
     for check in spec.report.get("mechanism") or []:
-        chosen = [r for r in runs if _in_arms(r, check.get("arms") or {})]
-        groups = _group(spec, chosen)
-        if groups:  # an arm the check names with no finished run yet is not read (–), not left out
-            groups = {**{key: [] for key in _arms_named(spec, check)}, **groups}
-            groups = dict(sorted(groups.items(), key=lambda kv: [str(v) for _, v in kv[0]]))
+        chosen = [r for r in runs if _in_arms(r.point, check.get("arms") or {})]
+        # an arm the check names with no finished run yet is not read (–), not left out
+        groups = _group(spec, chosen, every=_arms_named(spec, check) if chosen else ())
         values = [(_label(key), st.median([run_value(r, check) for r in group]) if group else math.nan)
                   for key, group in groups.items()]
         if "at_least" in check:

@@ -31,8 +31,10 @@ def _fmt_steps(v: float) -> str:
     return "not learned" if math.isinf(v) else f"{v:g}"
 
 
-def _group(spec: SweepSpec, runs: list[Run], exclude: tuple = ()) -> dict[tuple, list[Run]]:
-    groups: dict[tuple, list[Run]] = {}
+def _group(spec: SweepSpec, runs: list[Run], exclude: tuple = (), every: tuple = ()) -> dict[tuple, list[Run]]:
+    """The runs by grid point without the seed (and the axes `exclude` names), sorted by the points'
+    values; each key `every` names is there, its list empty where no run has it."""
+    groups: dict[tuple, list[Run]] = {key: [] for key in every}
     for r in runs:
         groups.setdefault(_variant_key(spec, r, exclude), []).append(r)
     return dict(sorted(groups.items(), key=lambda kv: [str(v) for _, v in kv[0]]))
