@@ -305,12 +305,13 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
 
 # the specs of the regimes where the claims' mechanisms work (r3_advantage_noise_long_cpu trains through
 # `grpo reproduce --real-cpu --quick` in the test above)
-ENGAGED = ("r0_placebo_long_cpu", "r0_placebo_room_variants_cpu", "r0_positive_control_room_graded_cpu",
-           "r2_warmup_long_cpu", "r4_advantage_scale_unclipped_room_cpu", "r5_loss_normalization_lengths_cpu",
-           "r6_zero_variance_groups_matched_room_cpu", "r7_newer_surrogates_clipping_cpu")
+ENGAGED = ("r0_placebo_lengths_cpu", "r0_placebo_long_cpu", "r0_placebo_room_variants_cpu",
+           "r0_positive_control_room_graded_cpu", "r2_warmup_long_cpu", "r4_advantage_scale_unclipped_room_cpu",
+           "r5_loss_normalization_lengths_cpu", "r6_zero_variance_groups_matched_room_cpu",
+           "r7_newer_surrogates_clipping_cpu")
 
 
-@pytest.mark.longest  # 79 s alone on a fresh clone (2026-11-30): 8 runs of 2 steps
+@pytest.mark.longest  # 79 s alone on a fresh clone (2026-11-30): 8 runs of 2 steps (9 since 2026-12-01)
 def test_each_engaged_regime_spec_trains_two_steps_and_logs_what_its_check_reads(smollm2, tmp_path):
     """One grid point of each spec (its first seed; the arm its manipulation check reads, else the first),
     with its own settings and the suite's sizes (2 × 2 completions of 8 tokens), trains 2 steps, and the
