@@ -376,7 +376,12 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
             # not created yet, the file locked a moment, or this read racing the sweep to create Optuna's tables
             except (KeyError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
                 continue
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            trials = study.get_trials(deepcopy=False)
+            # the other worker must claim twice more after the pause, the second time past the 3 s grace period, to
+            # fail the silent trial: so two points not yet claimed. Pausing a later trial, the other worker can run the
+            # last point within the grace period and leave, and nobody fails it (CI once waited out the 180 s here)
+            assert len(trials) <= 2, "no trial of the first pair was paused 3 to 20 steps in"
+            for t in (t for t in trials if t.state == TrialState.RUNNING):
                 metrics = tmp_path / "runs" / "pause" / f"trial-{t.number:04d}" / "metrics.jsonl"
                 # 3 to 20 steps in (of 30): paused after its last step, the fence has no step left to check
                 if "owner" in t.user_attrs and metrics.exists() and 3 <= len(metrics.read_text().splitlines()) <= 20:
@@ -387,8 +392,13 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
                         break
                     paused, pid = t.number, owner
                     break
+        deadline = time.monotonic() + 120  # the other worker's next two trials
         while _state(storage, paused) in (TrialState.RUNNING, None):
-            assert time.monotonic() < deadline, "the paused worker's trial was never failed"
+            if time.monotonic() > deadline or proc.poll() is not None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                states = [t.state.name for t in optuna.load_study(study_name="pause", storage=storage).trials]
+                pytest.fail(f"the paused worker's trial {paused} was never failed (trials: {states}); "
+                            f"the sweep said: {proc.communicate()[1][-3000:]}")
             time.sleep(0.3)
         os.kill(pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=180)
