@@ -328,6 +328,9 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
+    from filelock import FileLock
+
+    from sweeps.driving.storage import claim_lock_path
     from sweeps.spec import grid_point_of, load_spec, point_key
 
     def _locked(*databases):
@@ -377,9 +380,7 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
             except (KeyError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
                 continue
             trials = study.get_trials(deepcopy=False)
-            # the other worker must claim twice more after the pause, the second time past the 3 s grace period, to
-            # fail the silent trial: so two points not yet claimed. Pausing a later trial, the other worker can run the
-            # last point within the grace period and leave, and nobody fails it (CI once waited out the 180 s here)
+            # a trial of the first pair, so that the other worker has claims left to make
             assert len(trials) <= 2, "no trial of the first pair was paused 3 to 20 steps in"
             for t in (t for t in trials if t.state == TrialState.RUNNING):
                 metrics = tmp_path / "runs" / "pause" / f"trial-{t.number:04d}" / "metrics.jsonl"
@@ -391,8 +392,15 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
                         os.kill(owner, signal.SIGCONT)
                         break
                     paused, pid = t.number, owner
+                    # the other worker fails a silent trial when it next claims one, past the 3 s grace period;
+                    # trials of the tiny model can take under 3 s, and CI saw it claim the last points within
+                    # the grace period and leave, nobody failing the paused trial: its claims wait until then
+                    lock = tmp_path / claim_lock_path(storage, "pause")
+                    assert lock.exists(), f"the workers claim under another lock than {lock}"
+                    with FileLock(lock, timeout=30):
+                        time.sleep(5)  # SQLite's clock counts whole seconds
                     break
-        deadline = time.monotonic() + 120  # the other worker's next two trials
+        deadline = time.monotonic() + 120  # the other worker's next claim
         while _state(storage, paused) in (TrialState.RUNNING, None):
             if time.monotonic() > deadline or proc.poll() is not None:
                 os.killpg(proc.pid, signal.SIGKILL)
