@@ -311,7 +311,7 @@ ENGAGED = ("r0_placebo_lengths_cpu", "r0_placebo_long_cpu", "r0_placebo_room_var
            "r7_newer_surrogates_clipping_cpu")
 
 
-@pytest.mark.longest  # 79 s alone on a fresh clone (2026-11-30): 8 runs of 2 steps (9 since 2026-12-01)
+@pytest.mark.longest  # 73 s in the fresh-clone suite (2026-12-01): 9 runs of 2 steps
 def test_each_engaged_regime_spec_trains_two_steps_and_logs_what_its_check_reads(smollm2, tmp_path):
     """One grid point of each spec (its first seed; the arm its manipulation check reads, else the first),
     with its own settings and the suite's sizes (2 × 2 completions of 8 tokens), trains 2 steps, and the
