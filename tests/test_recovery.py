@@ -325,10 +325,9 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
     paused trial's run says abandoned there."""
     import optuna
     import sqlalchemy.exc
+    from filelock import FileLock
     from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
-
-    from filelock import FileLock
 
     from sweeps.driving.storage import claim_lock_path
     from sweeps.spec import grid_point_of, load_spec, point_key
