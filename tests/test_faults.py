@@ -819,6 +819,51 @@ def test_a_sigterm_after_a_peer_died_is_ignored_until_the_next_command(monkeypat
         signal.signal(signal.SIGTERM, before)
 
 
+def test_a_sigterm_during_a_store_call_is_raised_when_the_call_returns(tmp_path, monkeypatch):
+    """SIGTERM landing inside SQLAlchemy during an MLflow call, at the start of a transaction's
+    commit, was turned into MlflowException (an AssertionError in SQLAlchemy's error handling): the
+    interrupt was lost and a killed trial recorded as failed (likely how a search's was, with
+    "database is locked", in a fresh-clone CI run of 2026-11-30). The client's calls run whole: the
+    signal is raised when the call returns, its write done, and the store free for other writers."""
+    import sqlite3
+
+    from grpo_core.mlflow_logging import make_client
+    from grpo_core.util.errors import Terminated, handle_sigterm
+
+    db = tmp_path / "mlflow.db"
+    client = make_client(f"sqlite:///{db}")
+    experiment = client.create_experiment("interrupted")
+    sent = []
+
+    def send_at(frame, event, arg):  # the signal sent as SQLAlchemy's commit starts; its handler runs in there
+        if event == "call" and frame.f_code.co_name == "_do_commit" and not sent:
+            sent.append(frame.f_code.co_filename)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before, interrupt, tracer = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT), sys.gettrace()
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
+    try:
+        handle_sigterm()
+        with pytest.raises(Terminated):
+            sys.settrace(send_at)
+            try:
+                client.create_run(experiment)
+            finally:
+                sys.settrace(tracer)
+    finally:
+        handle_sigterm()  # (the first SIGTERM set it to be ignored while a record is written)
+        signal.signal(signal.SIGTERM, before)
+    assert sent and "sqlalchemy" in sent[0], sent  # it came where aimed
+    assert [r.info.status for r in client.search_runs([experiment])] == ["RUNNING"]  # the call ran whole
+    probe = sqlite3.connect(db, timeout=0.5)
+    try:
+        probe.execute("BEGIN EXCLUSIVE")  # no lock kept by the interrupted call
+        probe.rollback()
+    finally:
+        probe.close()
+    assert signal.getsignal(signal.SIGINT) is interrupt  # Ctrl-C's handler put back after the call
+
+
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_worker(tmp_path, how):
     """SIGKILL (or SIGTERM, as kill, Slurm and docker send) to a random search's main process

@@ -112,10 +112,21 @@ def _collect_with_signals_held() -> None:
     test, when this collection ran unguarded)."""
     import gc
 
-    with signals_held(signal.SIGTERM, signal.SIGINT) as held:
+    with interrupts_deferred():
         gc.collect()
-    for signum in dict.fromkeys(held):
-        signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """SIGTERM and Ctrl-C that come while the block runs are raised when it ends, however it ends,
+    by their own handlers, as if they came then (each signal once, in the order they came)."""
+    held: list[int] = []
+    try:
+        with signals_held(signal.SIGTERM, signal.SIGINT) as held:
+            yield
+    finally:
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
 
 
 @contextlib.contextmanager
