@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Optional
 
@@ -377,9 +377,7 @@ class MlflowRunLogger:
             all_tags["run_dir"] = str(Path(run_dir).resolve())
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
-        run = self.client.create_run(self.experiment_id, run_name=run_name,
-                                     tags={k: str(v) for k, v in all_tags.items()})
-        self.run_id = run.info.run_id
+        self.run_id: Optional[str] = None
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self._last_flush = time.monotonic()
         self.ended = False
@@ -390,21 +388,32 @@ class MlflowRunLogger:
         self._writer_error: Optional[BaseException] = None
         self.writer = writer  # "thread": ours (below); "mlflow": MLflow's asynchronous log_batch
         self._pending: list = []  # MLflow's RunOperations of the batches handed to it
-        self._writer = threading.Thread(target=self._write_loop, name=f"mlflow-writer-{self.run_id[:8]}",
-                                        daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name="mlflow-writer", daemon=True)
         if writer == "thread":
-            self._writer.start()
+            self._writer.start()  # (it waits for rows; none come before the run exists)
         from grpo_core.util.distributed import world_size
 
         params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
         params_list = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
         try:
+            # on SQLite, the run and the id that ends it are kept together: Ctrl-C or SIGTERM during the
+            # creation is raised once the id is kept, so the run is ended below, not left RUNNING for
+            # `grpo recover` (a server's request retries for minutes: Ctrl-C must stop it)
+            whole = isinstance(self.client, WholeCallClient)
+            with interrupts_deferred() if whole else nullcontext():
+                run = self.client.create_run(self.experiment_id, run_name=run_name,
+                                             tags={k: str(v) for k, v in all_tags.items()})
+                self.run_id = run.info.run_id
+            self._writer.name = f"mlflow-writer-{self.run_id[:8]}"
             for i in range(0, len(params_list), 100):  # MLflow's per-request param limit
                 self.client.log_batch(self.run_id, params=params_list[i:i + 100])
         except BaseException as exc:  # Ctrl-C, SIGTERM or a store error once the run exists: it is ended, not left
             release_frames(exc)  # running (what `grpo recover` would find only later)
             with suppress(Exception):
-                self.end(*ended_record(exc), None)
+                if self.run_id is None:  # no run: the writer is stopped
+                    self._queue.put(None)
+                else:
+                    self.end(*ended_record(exc), None)
             raise
 
     def log_step(self, metrics: dict) -> None:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -862,6 +863,43 @@ def test_a_sigterm_during_a_store_call_is_raised_when_the_call_returns(tmp_path,
     finally:
         probe.close()
     assert signal.getsignal(signal.SIGINT) is interrupt  # Ctrl-C's handler put back after the call
+
+
+def test_a_sigterm_while_a_run_is_created_ends_that_run(tmp_path, monkeypatch):
+    """SIGTERM that comes while the logger creates its MLflow run (inside the store's commit) is
+    raised once the logger keeps the run's id, so the run is ended as KILLED at once; it had been
+    raised as the call returned, before the id was kept, leaving the run RUNNING until `grpo recover`."""
+    from grpo_core.mlflow_logging import MlflowRunLogger, make_client
+    from grpo_core.util.errors import Terminated, handle_sigterm
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sent, creating = [], []
+
+    def send_at(frame, event, arg):  # the signal sent as the commit of the store's create_run starts
+        if event == "call" and frame.f_code.co_name == "create_run" and "sqlalchemy_store" in frame.f_code.co_filename:
+            creating.append(True)
+        if event == "call" and frame.f_code.co_name == "_do_commit" and creating and not sent:
+            sent.append(frame.f_code.co_filename)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    make_client(uri).create_experiment("interrupted")  # (the experiment exists: only the run's commit is aimed at)
+    before, tracer = signal.getsignal(signal.SIGTERM), sys.gettrace()
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
+    try:
+        handle_sigterm()
+        with pytest.raises(Terminated):
+            sys.settrace(send_at)
+            try:
+                MlflowRunLogger(uri, "interrupted", "run", {"max_steps": 4})
+            finally:
+                sys.settrace(tracer)
+    finally:
+        handle_sigterm()
+        signal.signal(signal.SIGTERM, before)
+    assert sent and "sqlalchemy" in sent[0], sent  # it came where aimed
+    runs = make_client(uri).search_runs([make_client(uri).get_experiment_by_name("interrupted").experiment_id])
+    assert [(r.info.status, r.data.tags.get("status")) for r in runs] == [("KILLED", "killed")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("mlflow-writer")]  # its writer ended
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
