@@ -820,6 +820,38 @@ def test_a_sigterm_after_a_peer_died_is_ignored_until_the_next_command(monkeypat
         signal.signal(signal.SIGTERM, before)
 
 
+def _terminated_at_commit(call, monkeypatch, after: str = "") -> list[str]:
+    """Run `call` with SIGTERM sent (once) as SQLAlchemy's `_do_commit` starts, after a call of a
+    function named `after` in MLflow's SQL store when given; it must raise Terminated. Returns the
+    file the signal was sent from."""
+    from grpo_core.util.errors import Terminated, handle_sigterm
+
+    sent, armed = [], [not after]
+
+    def send_at(frame, event, arg):  # the signal's handler runs in there
+        if event == "call" and frame.f_code.co_name == after and "sqlalchemy_store" in frame.f_code.co_filename:
+            armed.append(True)
+        if event == "call" and frame.f_code.co_name == "_do_commit" and any(armed) and not sent:
+            sent.append(frame.f_code.co_filename)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before, tracer = signal.getsignal(signal.SIGTERM), sys.gettrace()
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
+    try:
+        handle_sigterm()
+        with pytest.raises(Terminated):
+            sys.settrace(send_at)
+            try:
+                call()
+            finally:
+                sys.settrace(tracer)
+    finally:
+        handle_sigterm()  # (the first SIGTERM set it to be ignored while a record is written)
+        signal.signal(signal.SIGTERM, before)
+    assert sent and "sqlalchemy" in sent[0], sent  # it came where aimed
+    return sent
+
+
 def test_a_sigterm_during_a_store_call_is_raised_when_the_call_returns(tmp_path, monkeypatch):
     """SIGTERM landing inside SQLAlchemy during an MLflow call, at the start of a transaction's
     commit, was turned into MlflowException (an AssertionError in SQLAlchemy's error handling): the
@@ -829,32 +861,12 @@ def test_a_sigterm_during_a_store_call_is_raised_when_the_call_returns(tmp_path,
     import sqlite3
 
     from grpo_core.mlflow_logging import make_client
-    from grpo_core.util.errors import Terminated, handle_sigterm
 
     db = tmp_path / "mlflow.db"
     client = make_client(f"sqlite:///{db}")
     experiment = client.create_experiment("interrupted")
-    sent = []
-
-    def send_at(frame, event, arg):  # the signal sent as SQLAlchemy's commit starts; its handler runs in there
-        if event == "call" and frame.f_code.co_name == "_do_commit" and not sent:
-            sent.append(frame.f_code.co_filename)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    before, interrupt, tracer = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT), sys.gettrace()
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
-    try:
-        handle_sigterm()
-        with pytest.raises(Terminated):
-            sys.settrace(send_at)
-            try:
-                client.create_run(experiment)
-            finally:
-                sys.settrace(tracer)
-    finally:
-        handle_sigterm()  # (the first SIGTERM set it to be ignored while a record is written)
-        signal.signal(signal.SIGTERM, before)
-    assert sent and "sqlalchemy" in sent[0], sent  # it came where aimed
+    interrupt = signal.getsignal(signal.SIGINT)
+    _terminated_at_commit(lambda: client.create_run(experiment), monkeypatch)
     assert [r.info.status for r in client.search_runs([experiment])] == ["RUNNING"]  # the call ran whole
     probe = sqlite3.connect(db, timeout=0.5)
     try:
@@ -870,34 +882,12 @@ def test_a_sigterm_while_a_run_is_created_ends_that_run(tmp_path, monkeypatch):
     raised once the logger keeps the run's id, so the run is ended as KILLED at once; it had been
     raised as the call returned, before the id was kept, leaving the run RUNNING until `grpo recover`."""
     from grpo_core.mlflow_logging import MlflowRunLogger, make_client
-    from grpo_core.util.errors import Terminated, handle_sigterm
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    sent, creating = [], []
-
-    def send_at(frame, event, arg):  # the signal sent as the commit of the store's create_run starts
-        if event == "call" and frame.f_code.co_name == "create_run" and "sqlalchemy_store" in frame.f_code.co_filename:
-            creating.append(True)
-        if event == "call" and frame.f_code.co_name == "_do_commit" and creating and not sent:
-            sent.append(frame.f_code.co_filename)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    make_client(uri).create_experiment("interrupted")  # (the experiment exists: only the run's commit is aimed at)
-    before, tracer = signal.getsignal(signal.SIGTERM), sys.gettrace()
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
-    try:
-        handle_sigterm()
-        with pytest.raises(Terminated):
-            sys.settrace(send_at)
-            try:
-                MlflowRunLogger(uri, "interrupted", "run", {"max_steps": 4})
-            finally:
-                sys.settrace(tracer)
-    finally:
-        handle_sigterm()
-        signal.signal(signal.SIGTERM, before)
-    assert sent and "sqlalchemy" in sent[0], sent  # it came where aimed
-    runs = make_client(uri).search_runs([make_client(uri).get_experiment_by_name("interrupted").experiment_id])
+    experiment = make_client(uri).create_experiment("interrupted")  # (only the run's commit is aimed at)
+    _terminated_at_commit(lambda: MlflowRunLogger(uri, "interrupted", "run", {"max_steps": 4}), monkeypatch,
+                          after="create_run")
+    runs = make_client(uri).search_runs([experiment])
     assert [(r.info.status, r.data.tags.get("status")) for r in runs] == [("KILLED", "killed")]
     assert not [t for t in threading.enumerate() if t.name.startswith("mlflow-writer")]  # its writer ended
 
