@@ -125,6 +125,14 @@ class WholeCallClient:
         return whole
 
 
+def kept_whole(client):
+    """A block in which a run is made and its id kept: on a SQLite store (a WholeCallClient), Ctrl-C
+    and SIGTERM that come during it are raised when it ends (interrupts_deferred), once the caller
+    holds the id and can end the run, rather than leave it RUNNING until `grpo recover`. For a
+    tracking server, nothing: its requests retry for minutes, and Ctrl-C must stop them."""
+    return interrupts_deferred() if isinstance(client, WholeCallClient) else nullcontext()
+
+
 def _create_sqlite_store(path: Path) -> None:
     """MLflow creates its tables in place, statement by statement: a process stopped meanwhile
     (ctrl-C in the first seconds of a first sweep) leaves a database that every later open fails
@@ -396,11 +404,7 @@ class MlflowRunLogger:
         params = {"num_processes": world_size(), **params}  # a data-parallel run says on how many processes
         params_list = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
         try:
-            # on SQLite, the run and the id that ends it are kept together: Ctrl-C or SIGTERM during the
-            # creation is raised once the id is kept, so the run is ended below, not left RUNNING for
-            # `grpo recover` (a server's request retries for minutes: Ctrl-C must stop it)
-            whole = isinstance(self.client, WholeCallClient)
-            with interrupts_deferred() if whole else nullcontext():
+            with kept_whole(self.client):  # an interrupt here is raised once the id is kept: the run is ended below
                 run = self.client.create_run(self.experiment_id, run_name=run_name,
                                              tags={k: str(v) for k, v in all_tags.items()})
                 self.run_id = run.info.run_id

@@ -892,6 +892,40 @@ def test_a_sigterm_while_a_run_is_created_ends_that_run(tmp_path, monkeypatch):
     assert not [t for t in threading.enumerate() if t.name.startswith("mlflow-writer")]  # its writer ended
 
 
+def test_a_sweep_stopped_while_its_parent_run_is_created_ends_that_run_and_resumes(tmp_path, monkeypatch):
+    """SIGTERM that comes while a sweep creates its MLflow parent run is raised once the sweep keeps
+    the run's id: the parent is ended KILLED, nothing is trained, and the rerun makes a new parent and
+    finishes (the signal had been raised as the call returned, leaving the parent RUNNING)."""
+    import mlflow
+
+    real_create, sent = mlflow.MlflowClient.create_run, []
+
+    def create_run(self, *args, **kwargs):  # the signal comes during the call, as it returns
+        run = real_create(self, *args, **kwargs)
+        if (kwargs.get("tags") or {}).get("sweep_role") == "parent" and not sent:
+            sent.append(run.info.run_id)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return run
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
+    monkeypatch.setattr(mlflow.MlflowClient, "create_run", create_run)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "stopped-parent", "grid": {"beta": [0.0]}, "seeds": [0],
+                                    "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1,
+                                             "baseline_prompts": 8}}))
+    done = grpo_here("sweep", spec, "--workers", "1", *_stores(tmp_path), cwd=tmp_path)
+    assert sent and done.returncode == 143, done.stderr[-2000:]
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert [(r.info.run_id, r.info.status) for r in client.search_runs(experiments)] == [(sent[0], "KILLED")]
+    again = grpo_here("sweep", spec, "--workers", "1", *_stores(tmp_path), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    runs = client.search_runs(experiments)
+    parents = {r.info.run_id: r.info.status for r in runs if r.data.tags.get("sweep_role") == "parent"}
+    assert len(parents) == 2 and parents.pop(sent[0]) == "KILLED" and list(parents.values()) == ["FINISHED"], parents
+    assert {r.info.status for r in runs} == {"KILLED", "FINISHED"}
+
+
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_worker(tmp_path, how):
     """SIGKILL (or SIGTERM, as kill, Slurm and docker send) to a random search's main process
