@@ -21,20 +21,20 @@ import os
 import sys
 import time
 import uuid
-from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 from grpo_core.util import defaults
 from grpo_core.util.cpu_math import check_process
-from grpo_core.util.errors import RunAbandoned, Terminated, UserInputError, handle_sigterm, mask_secrets, release_frames
-from grpo_core.mlflow_logging import check_tracking_uri, get_or_create_experiment, git_commit, kept_whole, make_client
-from grpo_core.record.provenance import owner_id, usable_cpus
+from grpo_core.util.errors import RunAbandoned, Terminated, UserInputError, handle_sigterm, release_frames
+from grpo_core.mlflow_logging import check_tracking_uri, make_client
+from grpo_core.record.provenance import usable_cpus
 from grpo_core.util.files import check_writable_folder
 
 from .adopt import adopt_run_folders, share_sibling_runs
 from .claims import claim_trial, has_work, work_left
+from .parent_run import parent_run
 from .progress import SweepProgress, format_duration
 from ..report_spec import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale, fail_trial
@@ -237,39 +237,6 @@ def set_shared_tag(client, run_id: str, key: str, value: str) -> None:
         client.set_tag(run_id, key, value)
 
 
-def _open_parent_run(study, spec: SweepSpec, client, tracking_uri: str) -> tuple[str, bool]:
-    """The sweep's MLflow parent run, reused on every rerun (its id is kept in the study), or a new
-    one (then True: _describe_parent_run logs what it is)."""
-    run_id = study.user_attrs.get(f"mlflow_parent_run_id:{mask_secrets(tracking_uri)}")
-    if run_id:
-        try:
-            client.update_run(run_id, status="RUNNING")
-            client.set_tag(run_id, "owner", owner_id())  # this process now: `grpo recover` ends it if it dies
-            return run_id, False
-        except Exception:  # deleted, or another store: make a new one
-            pass
-    experiment_id = get_or_create_experiment(client, spec.experiment, tracking_uri)
-    tags = {"sweep": spec.name, "sweep_role": "parent", "git_commit": git_commit(), "spec_path": spec.path,
-            "mode": spec.mode, "owner": owner_id(), **{k: v[:5000] for k, v in spec.text.items()}}
-    return client.create_run(experiment_id, run_name=spec.name, tags=tags).info.run_id, True
-
-
-def _describe_parent_run(study, spec: SweepSpec, client, tracking_uri: str, run_id: str) -> None:
-    """A new parent run's parameters; then the study keeps its id (a parent stopped before that is
-    ended, and the rerun makes a new one)."""
-    client.log_param(run_id, "objective", ",".join(spec.all_objectives))
-    client.log_param(run_id, "direction", ",".join(spec.all_directions))
-    if spec.pruner:
-        client.log_param(run_id, "pruner", json.dumps(spec.pruner))
-    client.log_param(run_id, "grid", json.dumps(spec.grid)[:6000])
-    client.log_param(run_id, "search", json.dumps(spec.search)[:6000])
-    client.log_param(run_id, "seeds", json.dumps(spec.seeds))
-    if spec.replication_seeds:
-        client.log_param(run_id, "replication_seeds", json.dumps(spec.replication_seeds))
-    client.log_param(run_id, "base", mask_secrets(json.dumps(spec.base, default=str))[:6000])
-    study.set_user_attr(f"mlflow_parent_run_id:{mask_secrets(tracking_uri)}", run_id)
-
-
 def _gpu_count() -> int:
     try:
         import torch
@@ -339,21 +306,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     gpus = _gpu_count()
     method = _start_method(gpus) if workers > 1 else None
     model_dirs = _prepare_models(spec, in_child=method == "fork", extras=place_extras(spec, tracking_uri))
-    parent_client, parent_run_id = make_client(tracking_uri), None
-    try:
-        with kept_whole(parent_client):  # an interrupt here is raised once the id is kept: the run is ended below
-            parent_run_id, new_parent = _open_parent_run(study, spec, parent_client, tracking_uri)
-        if new_parent:
-            _describe_parent_run(study, spec, parent_client, tracking_uri, parent_run_id)
-    except BaseException as exc:
-        release_frames(exc)
-        if parent_run_id is not None:
-            with suppress(Exception):
-                parent_client.set_terminated(parent_run_id, status="KILLED" if isinstance(exc, KeyboardInterrupt)
-                                             else "FAILED")
-        if isinstance(exc, KeyboardInterrupt):
-            print("grpo sweep: interrupted; run the same command again to resume", file=sys.stderr)
-        raise
+    parent_run_id = parent_run(study, spec, tracking_uri)
     base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
                              parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
                              num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root,
