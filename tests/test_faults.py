@@ -820,10 +820,9 @@ def test_a_sigterm_after_a_peer_died_is_ignored_until_the_next_command(monkeypat
         signal.signal(signal.SIGTERM, before)
 
 
-def _terminated_at_commit(call, monkeypatch, after: str = "") -> list[str]:
+def _terminated_at_commit(call, monkeypatch, after: str = "") -> None:
     """Run `call` with SIGTERM sent (once) as SQLAlchemy's `_do_commit` starts, after a call of a
-    function named `after` in MLflow's SQL store when given; it must raise Terminated. Returns the
-    file the signal was sent from."""
+    function named `after` in MLflow's SQL store when given; it must raise Terminated there."""
     from grpo_core.util.errors import Terminated, handle_sigterm
 
     sent, armed = [], [not after]
@@ -849,7 +848,6 @@ def _terminated_at_commit(call, monkeypatch, after: str = "") -> list[str]:
         handle_sigterm()  # (the first SIGTERM set it to be ignored while a record is written)
         signal.signal(signal.SIGTERM, before)
     assert sent and "sqlalchemy" in sent[0], sent  # it came where aimed
-    return sent
 
 
 def test_a_sigterm_during_a_store_call_is_raised_when_the_call_returns(tmp_path, monkeypatch):
@@ -915,6 +913,7 @@ def test_a_sweep_stopped_while_its_parent_run_is_created_ends_that_run_and_resum
                                              "baseline_prompts": 8}}))
     done = grpo_here("sweep", spec, "--workers", "1", *_stores(tmp_path), cwd=tmp_path)
     assert sent and done.returncode == 143, done.stderr[-2000:]
+    assert done.stderr.count("grpo sweep: interrupted; run the same command again to resume") == 1, done.stderr[-2000:]
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db")
     experiments = [e.experiment_id for e in client.search_experiments()]
     assert [(r.info.run_id, r.info.status) for r in client.search_runs(experiments)] == [(sent[0], "KILLED")]

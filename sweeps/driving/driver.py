@@ -306,15 +306,16 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     gpus = _gpu_count()
     method = _start_method(gpus) if workers > 1 else None
     model_dirs = _prepare_models(spec, in_child=method == "fork", extras=place_extras(spec, tracking_uri))
-    parent_run_id = parent_run(study, spec, tracking_uri)
-    base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
-                             parent_run_id=parent_run_id, invocation=invocation, heartbeat_interval=heartbeat_interval,
-                             num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root,
-                             trials_before=len(study.get_trials(deepcopy=False)), start_until=start_until)
     started = time.perf_counter()
-    status, procs, stop = "FINISHED", [], None
+    status, procs, stop, parent_run_id = "FINISHED", [], None, None
     progress = SweepProgress(spec, study, invocation, workers, start_until=start_until)
     try:
+        parent_run_id = parent_run(study, spec, tracking_uri)  # (one stopped as it is made, it has ended)
+        base_ctx = WorkerContext(spec_path=str(spec.path), storage_url=storage_url, tracking_uri=tracking_uri,
+                                 parent_run_id=parent_run_id, invocation=invocation,
+                                 heartbeat_interval=heartbeat_interval,
+                                 num_threads=threads_per_worker(workers) if not gpus else 0, out_root=out_root,
+                                 trials_before=len(study.get_trials(deepcopy=False)), start_until=start_until)
         if workers == 1:
             worker_loop(replace(base_ctx, gpu="0" if gpus else None), progress)
         else:
@@ -348,9 +349,10 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         raise
     finally:
         progress.close()
-        client = make_client(tracking_uri)
-        set_shared_tag(client, parent_run_id, "wall_time_s", f"{time.perf_counter() - started:.1f}")
-        client.set_terminated(parent_run_id, status=status)
+        if parent_run_id is not None:
+            client = make_client(tracking_uri)
+            set_shared_tag(client, parent_run_id, "wall_time_s", f"{time.perf_counter() - started:.1f}")
+            client.set_terminated(parent_run_id, status=status)
     wall = time.perf_counter() - started
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
     _recover(study, storage, tracking_uri, storage_url)  # a worker of this sweep that was killed

@@ -4,7 +4,6 @@ kept in the study), and never left RUNNING by an interrupt that comes while it i
 from __future__ import annotations
 
 import json
-import sys
 from contextlib import suppress
 
 from grpo_core.mlflow_logging import get_or_create_experiment, git_commit, kept_whole, make_client
@@ -18,7 +17,7 @@ def parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
     """The parent run's id, RUNNING and owned by this process. On SQLite, the run is made (or
     reopened) and its id kept whole (kept_whole): Ctrl-C or SIGTERM that comes meanwhile, or while a
     new parent's parameters are logged, ends it KILLED (an error, FAILED) before it is raised, and the
-    rerun makes a new one."""
+    rerun makes a new one (the sweep says it was interrupted)."""
     client, run_id = make_client(tracking_uri), None
     try:
         with kept_whole(client):  # an interrupt here is raised once the id is kept: the run is ended below
@@ -31,8 +30,6 @@ def parent_run(study, spec: SweepSpec, tracking_uri: str) -> str:
         if run_id is not None:
             with suppress(Exception):
                 client.set_terminated(run_id, status="KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        if isinstance(exc, KeyboardInterrupt):
-            print("grpo sweep: interrupted; run the same command again to resume", file=sys.stderr)
         raise
 
 
