@@ -19,9 +19,10 @@ from typing import Optional
 from filelock import FileLock
 
 from grpo_core.record.provenance import owner_id
+from grpo_core.util.errors import Terminated, interrupts_deferred
 
 from .adopt import has_adopted
-from .recovery import fail_stale
+from .recovery import UNOWNED_AFTER_S, fail_stale, fail_trial, fail_unowned
 from ..spec import SweepSpec, grid_point_of, grid_space, point_key
 
 
@@ -108,11 +109,21 @@ def earlier_claim(study, spec: SweepSpec, number: int, point: dict) -> Optional[
         time.sleep(0.05)
 
 
+CLAIM_INTERRUPTED = "interrupted{} as its trial was claimed; its point runs again"
+
+
 def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
+    """The next trial, made, given its point and owned under the host's claim lock. Ctrl-C and
+    SIGTERM that come from the trial's making to its owner's record are raised once it is owned,
+    and the trial is then failed at once: raised between the two, they had left it RUNNING with no
+    owner, which no detector failed, so its grid point counted as taken and every rerun ended without
+    training it (tests/test_interrupted_claims.py). A trial left so by SIGKILL is failed by fail_unowned."""
+    import optuna
     from optuna.trial import TrialState
 
     with FileLock(lock_path):
         fail_stale(study, storage)
+        fail_unowned(study, storage, None if isinstance(storage, optuna.storages.JournalStorage) else UNOWNED_AFTER_S)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
             # the budget: trials that ran, or failed in this invocation; a trial that failed in an
@@ -132,14 +143,22 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
             waiting = any(t.state.name == "WAITING" for t in trials)  # e.g. a heartbeat retry
             if (len(trials) >= len(spec.grid_points()) or has_adopted(trials)) and not waiting:
                 study.enqueue_trial(free[0])  # past the first pass, or beside adopted folders: fix the point
-        with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
-            warnings.simplefilter("ignore", UserWarning)
-            trial = study.ask()
-        if spec.mode == "grid":  # its point, recorded as params while no other worker of this host can claim
-            for name, choices in grid_space(spec).items():
-                trial.suggest_categorical(name, choices)
-        trial.set_user_attr("owner", owner_id())
-        trial.set_user_attr("invocation", invocation)  # before any other claim sees it (the search's budget)
+        trial = None
+        try:
+            with interrupts_deferred():  # made and owned whole: see _claim_once's docstring
+                with warnings.catch_warnings():  # "heartbeat is supposed to be used with optimize": we beat ourselves
+                    warnings.simplefilter("ignore", UserWarning)
+                    trial = study.ask()
+                if spec.mode == "grid":  # its point, recorded as params while no other worker of this host can claim
+                    for name, choices in grid_space(spec).items():
+                        trial.suggest_categorical(name, choices)
+                trial.set_user_attr("owner", owner_id())
+                trial.set_user_attr("invocation", invocation)  # before any other claim sees it (the search's budget)
+        except KeyboardInterrupt as exc:  # (Terminated is one) raised as the block ended: the trial is failed now
+            if trial is not None:
+                fail_trial(study, storage, trial.number, CLAIM_INTERRUPTED.format(
+                    " (SIGTERM)" if isinstance(exc, Terminated) else ""))
+            raise
         return trial
 
 

@@ -83,7 +83,6 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
         return claim_trial(study, storage, spec, lock, ctx.invocation)
 
     while (trial := next_trial()) is not None:
-        trial.set_user_attr("invocation", ctx.invocation)
         try:
             with Heartbeat(storage, study, trial) as beat:
                 value = objective(trial, spec, ctx, beat.fence(on_step))
