@@ -22,7 +22,7 @@ from grpo_core.record.provenance import owner_id
 from grpo_core.util.errors import Terminated, interrupts_deferred
 
 from .adopt import has_adopted
-from .recovery import UNOWNED_AFTER_S, fail_stale, fail_trial, fail_unowned
+from .recovery import fail_stale, fail_trial, fail_unowned
 from ..spec import SweepSpec, grid_point_of, grid_space, point_key
 
 
@@ -118,12 +118,11 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
     and the trial is then failed at once: raised between the two, they had left it RUNNING with no
     owner, which no detector failed, so its grid point counted as taken and every rerun ended without
     training it (tests/test_interrupted_claims.py). A trial left so by SIGKILL is failed by fail_unowned."""
-    import optuna
     from optuna.trial import TrialState
 
     with FileLock(lock_path):
         fail_stale(study, storage)
-        fail_unowned(study, storage, None if isinstance(storage, optuna.storages.JournalStorage) else UNOWNED_AFTER_S)
+        fail_unowned(study, storage)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
             # the budget: trials that ran, or failed in this invocation; a trial that failed in an

@@ -10,8 +10,8 @@ RUNNING forever, which would block its grid point. Three detectors:
   every `heartbeat_interval` seconds while its trial runs, `optuna.storages.fail_stale_trials`
   fails trials silent for longer than the grace period (a dead worker on any machine), and
   `RetryHeartbeatStaleTrialCallback` enqueues a retry of the same parameters.
-- a RUNNING trial with no owner: its worker died as it claimed it (fail_unowned, called by
-  claims under the host's lock).
+- a RUNNING trial with no owner, 10 minutes after it started: its worker died as it claimed it
+  (fail_unowned, called as a worker claims).
 
 A failed trial's grid point is free again for the next `grpo sweep`. Its MLflow run, left
 RUNNING by the dead process, is ended as KILLED with a `failure_reason` tag, and its run folder
@@ -50,25 +50,25 @@ def fail_dead_owners(study, storage) -> list[int]:
     return failed
 
 
-UNOWNED_AFTER_S = 600.0  # a database's RUNNING trial with no owner this long after it started: its claimant died
+UNOWNED_AFTER_S = 600.0  # a RUNNING trial with no owner this long after it started: its claimant died
 UNOWNED_REASON = "its worker died as it claimed the trial, before recording itself as the owner"
 
 
-def fail_unowned(study, storage, older_than_s: Optional[float]) -> list[int]:
-    """Fail the RUNNING trials that never recorded an owner; their numbers. A claim makes its trial
-    and records the owner ms apart, whole against Ctrl-C and SIGTERM (claims.py), so such a trial's
-    claimant died in between (SIGKILL). Called under the host's claim lock, where no claim of this
-    host is under way: with `older_than_s` None (a journal, one machine's store) every such trial is
-    failed; on a database other machines claim from, only those started over `older_than_s` ago
-    (by the claimant's clock: the margin covers clocks that differ)."""
+def fail_unowned(study, storage, older_than_s: Optional[float] = None) -> list[int]:
+    """Fail the RUNNING trials that never recorded an owner and started over `older_than_s`
+    (default UNOWNED_AFTER_S) ago; their numbers. A claim makes its trial and records the owner ms
+    apart, whole against Ctrl-C and SIGTERM (claims.py), so such a trial's claimant died in between
+    (SIGKILL). The age spares a claim under way on another machine sharing the store (whose claim
+    lock is its own); it is read by the claimant's clock, and the margin covers clocks that differ."""
     import datetime
 
     from optuna.trial import TrialState
 
+    older_than_s = UNOWNED_AFTER_S if older_than_s is None else older_than_s
     now, failed = datetime.datetime.now(), []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.user_attrs.get("owner") or (older_than_s is not None and (
-                t.datetime_start is None or (now - t.datetime_start).total_seconds() < older_than_s)):
+        if t.user_attrs.get("owner") or t.datetime_start is None or (
+                now - t.datetime_start).total_seconds() < older_than_s:
             continue
         if fail_trial(study, storage, t.number, UNOWNED_REASON):
             failed.append(t.number)
