@@ -65,7 +65,7 @@ def test_a_sweep_stopped_as_it_claims_a_trial_fails_that_trial_and_the_rerun_tra
                                   sweep)
     assert sent and done.returncode == 143, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert [(state, error) for state, _, error in _trials(url)] == [("FAIL", CLAIM_INTERRUPTED.format(" (SIGTERM)"))]
+    assert [(state, error) for state, _, error in _trials(url)] == [("FAIL", CLAIM_INTERRUPTED.format("interrupted (SIGTERM)"))]
     again = sweep()
     assert again.returncode == 0, again.stderr[-2000:]
     trials = _trials(url)

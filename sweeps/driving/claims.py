@@ -19,10 +19,10 @@ from typing import Optional
 from filelock import FileLock
 
 from grpo_core.record.provenance import owner_id
-from grpo_core.util.errors import Terminated, interrupts_deferred
+from grpo_core.util.errors import interrupts_deferred
 
 from .adopt import has_adopted
-from .recovery import fail_stale, fail_trial, fail_unowned
+from .recovery import fail_stale, fail_trial, interrupted_reason
 from ..spec import SweepSpec, grid_point_of, grid_space, point_key
 
 
@@ -109,7 +109,7 @@ def earlier_claim(study, spec: SweepSpec, number: int, point: dict) -> Optional[
         time.sleep(0.05)
 
 
-CLAIM_INTERRUPTED = "interrupted{} as its trial was claimed; its point runs again"
+CLAIM_INTERRUPTED = "{} as its trial was claimed; its point runs again"  # {}: interrupted_reason
 
 
 def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: str):
@@ -117,12 +117,12 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
     SIGTERM that come from the trial's making to its owner's record are raised once it is owned,
     and the trial is then failed at once: raised between the two, they had left it RUNNING with no
     owner, which no detector failed, so its grid point counted as taken and every rerun ended without
-    training it (tests/test_interrupted_claims.py). A trial left so by SIGKILL is failed by fail_unowned."""
+    training it (tests/test_interrupted_claims.py). A trial left so by SIGKILL is failed by fail_stale
+    (fail_unowned)."""
     from optuna.trial import TrialState
 
     with FileLock(lock_path):
         fail_stale(study, storage)
-        fail_unowned(study, storage)
         trials = study.get_trials(deepcopy=False)
         if spec.mode == "search":
             # the budget: trials that ran, or failed in this invocation; a trial that failed in an
@@ -155,8 +155,7 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
                 trial.set_user_attr("invocation", invocation)  # before any other claim sees it (the search's budget)
         except KeyboardInterrupt as exc:  # (Terminated is one) raised as the block ended: the trial is failed now
             if trial is not None:
-                fail_trial(study, storage, trial.number, CLAIM_INTERRUPTED.format(
-                    " (SIGTERM)" if isinstance(exc, Terminated) else ""))
+                fail_trial(study, storage, trial.number, CLAIM_INTERRUPTED.format(interrupted_reason(exc)))
             raise
         return trial
 

@@ -37,7 +37,7 @@ from .claims import claim_trial, has_work, work_left
 from .parent_run import parent_run
 from .progress import SweepProgress, format_duration
 from ..report_spec import validate_report
-from .recovery import Heartbeat, end_orphaned_runs, fail_stale, fail_trial
+from .recovery import Heartbeat, end_orphaned_runs, fail_stale, fail_trial, interrupted_reason
 from .search import make_pruner, make_sampler, search_objective, undefined
 from ..spec import SweepSpec, grid_point_of, load_spec, point_key
 from . import time_limit
@@ -99,8 +99,7 @@ def worker_loop(ctx: WorkerContext, progress=None, stop=None) -> None:
             continue
         except KeyboardInterrupt as exc:
             release_frames(exc)  # a store read it interrupted (outside a run's own record) would hold its lock
-            reason = "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-            fail_trial(study, storage, trial.number, reason)
+            fail_trial(study, storage, trial.number, interrupted_reason(exc))
             raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]

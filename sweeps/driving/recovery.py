@@ -11,7 +11,7 @@ RUNNING forever, which would block its grid point. Three detectors:
   fails trials silent for longer than the grace period (a dead worker on any machine), and
   `RetryHeartbeatStaleTrialCallback` enqueues a retry of the same parameters.
 - a RUNNING trial with no owner, 10 minutes after it started: its worker died as it claimed it
-  (fail_unowned, called as a worker claims).
+  (fail_unowned).
 
 A failed trial's grid point is free again for the next `grpo sweep`. Its MLflow run, left
 RUNNING by the dead process, is ended as KILLED with a `failure_reason` tag, and its run folder
@@ -84,6 +84,13 @@ def fail_running(study, storage, reason: str) -> list[int]:
     return [number for number in running if fail_trial(study, storage, number, reason)]
 
 
+def interrupted_reason(exc: BaseException) -> str:
+    """A trial's `error` when Ctrl-C or SIGTERM (`exc`) stopped it."""
+    from grpo_core.util.errors import Terminated
+
+    return "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+
+
 def fail_trial(study, storage, number: int, reason: str) -> bool:
     """Mark one trial FAIL with its `error` user attribute (what `grpo sweep` shows and retries);
     False, and nothing written, when the trial has finished meanwhile (its worker told it, or
@@ -106,12 +113,12 @@ def heartbeat_interval(storage) -> Optional[float]:
 
 
 def fail_stale(study, storage) -> list[int]:
-    """Both detectors; returns the trial numbers failed now. `storage`: the one the study was
+    """The three detectors; returns the trial numbers failed now. `storage`: the one the study was
     loaded with."""
     import optuna
     from optuna.trial import TrialState
 
-    failed = fail_dead_owners(study, storage)
+    failed = fail_dead_owners(study, storage) + fail_unowned(study, storage)
     if heartbeat_interval(storage):
         before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
         with warnings.catch_warnings():

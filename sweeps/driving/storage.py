@@ -183,10 +183,10 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
 
     import sqlalchemy.exc
 
-    engine_kwargs = {"pool_pre_ping": True}
+    engine_kwargs, rdb = {"pool_pre_ping": True}, optuna.storages.RDBStorage
     if url.startswith("sqlite"):  # writers wait for SQLite's lock up to 60 s (Python's default, 5 s, ended a loaded
         engine_kwargs["connect_args"] = {"timeout": 60}  # sweep with "database is locked" among its heartbeats)
-    rdb = whole_call_rdb_storage() if url.startswith("sqlite") else optuna.storages.RDBStorage
+        rdb = whole_call_rdb_storage()  # each call whole against signals
     for attempt in range(6):
         try:
             with warnings.catch_warnings():
