@@ -440,8 +440,11 @@ def point_key(point: dict) -> tuple:
 
 
 # keys that do not change what a run is: where it was logged, where caches live, its threads
-# (num_threads changes the last bits of the float math, not the experiment: the report lists it)
-IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads")
+# (num_threads changes the last bits of the float math, not the experiment: the report lists it),
+# how often it wrote checkpoints and which one it went on from (a resumed run's metrics are an
+# uninterrupted one's: sweeps/driving/resume.py)
+IGNORED = ("mlflow_tracking_uri", "mlflow_experiment", "run_name", "cache_dir", "num_threads", "save_steps",
+           "resume_from_checkpoint")
 
 
 def config_difference(spec: SweepSpec, point: dict, config: dict,

@@ -70,6 +70,27 @@ def test_resume_mid_iteration_restores_the_reused_batch(tmp_path):
         _without_timing(read_metrics(tmp_path / "ref" / "metrics.jsonl"))
 
 
+def test_a_lora_checkpoint_holds_the_adapters_and_resumes_exactly(tmp_path):
+    """With LoRA a checkpoint holds what training changes (the adapters), not the frozen base;
+    the run resumed from it gives the uninterrupted run's metrics, and so does a run that writes
+    none (a sweep's report and study take save_steps as no part of what a run is)."""
+    import torch
+
+    settings = dict(max_steps=5, save_steps=3, use_peft=True, lora_r=4, beta=0.04, learning_rate=1e-2)
+    run_training(make_cfg(**settings), tmp_path / "ref", progress=False)  # keeps checkpoint-3
+    weights = torch.load(tmp_path / "ref" / "checkpoint-3" / "trainer_state.pt", weights_only=True)["model"]
+    assert weights and all(".lora_A." in name or ".lora_B." in name for name in weights), sorted(weights)[:3]
+    shutil.copytree(tmp_path / "ref" / "checkpoint-3", tmp_path / "ckpt" / "checkpoint-3")
+    shutil.copy(tmp_path / "ref" / "metrics.jsonl", tmp_path / "ckpt" / "metrics.jsonl")
+    run_training(make_cfg(**settings, resume_from_checkpoint=str(tmp_path / "ckpt" / "checkpoint-3")),
+                 tmp_path / "resumed", progress=False)
+    assert _without_timing(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == \
+        _without_timing(read_metrics(tmp_path / "ref" / "metrics.jsonl"))
+    run_training(make_cfg(**{**settings, "save_steps": 0}), tmp_path / "none", progress=False)  # writing them
+    assert _without_timing(read_metrics(tmp_path / "none" / "metrics.jsonl")) == \
+        _without_timing(read_metrics(tmp_path / "ref" / "metrics.jsonl"))  # changes nothing a run computes
+
+
 @pytest.mark.parametrize("setting, message", [
     ("resume_from_checkpoint=/no/such/checkpoint", "is not a checkpoint folder"),
     ("save_steps=-1", "save_steps"),

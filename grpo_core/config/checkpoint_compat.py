@@ -28,9 +28,13 @@ def check_checkpoint(cfg: GRPOConfig) -> None:
     check_checkpoint_folder(cfg.resume_from_checkpoint)
     saved = read_mapping_named(folder / "config.yaml", "yaml")  # a !!python tag: one line naming the file
     current = cfg.to_dict()
-    for key, value in saved.items():
-        if key in _RESUME_MAY_DIFFER:
-            continue
-        if key in current and current[key] != value:
-            raise ConfigError("resume_from_checkpoint", f"the checkpoint was written with {key}={value!r}, "
-                                                        f"this config has {current[key]!r}; allowed: the same config")
+    if (key := config_mismatch(saved, current)) is not None:
+        raise ConfigError("resume_from_checkpoint", f"the checkpoint was written with {key}={saved[key]!r}, "
+                                                    f"this config has {current[key]!r}; allowed: the same config")
+
+
+def config_mismatch(saved: dict, current: dict):
+    """The first key where a checkpoint's config (`saved`) and a run's config differ, but the keys a
+    resumed run may change; None when it can resume that run."""
+    return next((key for key, value in saved.items()
+                 if key not in _RESUME_MAY_DIFFER and key in current and current[key] != value), None)

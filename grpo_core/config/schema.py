@@ -286,8 +286,10 @@ class GRPOConfig:
     (built-in tasks) are cached. A sweep that leaves it at this default and names a SQLite store
     elsewhere (`--tracking-uri`) keeps it in `cache` beside that store, as the store's artifacts."""
     save_steps: int = 0
-    """Write a checkpoint (model, optimizer, schedule, every random state, the metric history)
-    to `<run folder>/checkpoint-<step>` every N steps, keeping the latest; 0 = none."""
+    """Write a checkpoint (the trainable weights: with LoRA the adapters; optimizer, schedule, every
+    random state, the metric history) to `<run folder>/checkpoint-<step>` every N steps, keeping the
+    latest; 0 = none. In a sweep, a stopped run goes on from its latest checkpoint when its point is
+    claimed again, and a finished run's checkpoints are removed."""
     resume_from_checkpoint: Optional[str] = None
     """A checkpoint folder to continue from: the run goes on at the step after it and gives the
     same metrics as an uninterrupted run (same config, CPU). Every other key must equal the

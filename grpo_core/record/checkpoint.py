@@ -1,5 +1,5 @@
-"""Checkpoints of a run: everything the next step depends on (weights, optimizer and schedule,
-the six random streams, the generation batch being reused when μ > 1, the metric history), so a
+"""Checkpoints of a run: everything the next step depends on (the weights training changes,
+optimizer and schedule, the six random streams, the generation batch being reused when μ > 1, the metric history), so a
 resumed run continues exactly as an uninterrupted one would (same config, CPU). Read with
 `torch.load(weights_only=True)`: tensors and plain containers only, so a checkpoint cannot run code."""
 
@@ -37,6 +37,30 @@ def _as_tuple(state):
     return (version, tuple(internal), gauss)
 
 
+def _changing(policy: torch.nn.Module) -> set[str]:
+    """The names of what training changes: the trainable parameters (a tied weight under its first
+    name) and the buffers."""
+    return ({name for name, p in policy.named_parameters() if p.requires_grad}
+            | {name for name, _ in policy.named_buffers()})
+
+
+def trained_weights(policy: torch.nn.Module) -> dict:
+    """The entries of the policy's state_dict that training changes. With LoRA these are the
+    adapters (a few MB); the frozen base (540 MB for SmolLM2-135M in float32) is what the config's
+    model loads anyway, so writing it at every checkpoint bought nothing."""
+    keep = _changing(policy)
+    return {name: value for name, value in policy.state_dict().items() if name in keep}
+
+
+def restore_weights(policy: torch.nn.Module, saved: dict) -> None:
+    """Load trained_weights' entries (or a whole state_dict, as checkpoints held before them) into
+    the policy; each of its trainable parameters and buffers must be among them."""
+    missing, unexpected = policy.load_state_dict(saved, strict=False)
+    lacking = sorted(set(missing) & _changing(policy))
+    if unexpected or lacking:
+        raise ValueError(f"weights {'not in this model: ' + unexpected[0] if unexpected else 'missing: ' + lacking[0]}")
+
+
 def save_checkpoint(trainer, run_dir: Path, history: dict) -> Optional[Path]:
     """Write `run_dir/checkpoint-<step>` (atomically: a temporary folder, then a rename) and
     remove older checkpoints. Holds everything the next step depends on: weights, optimizer
@@ -58,7 +82,7 @@ def save_checkpoint(trainer, run_dir: Path, history: dict) -> Optional[Path]:
             return None
     state = {
         "step": trainer.step, "history": history, "batch": batch,
-        "model": trainer.policy.state_dict(), "optimizer": trainer.optimizer.state_dict(),
+        "model": trained_weights(trainer.policy), "optimizer": trainer.optimizer.state_dict(),
         "scheduler": trainer.scheduler.state_dict(),
         "rng": {"prompt": trainer.prompt_rng.getstate(), "sample": trainer.sample_gen.get_state(),
                 "noise": trainer.noise_gen.get_state(), "torch": torch.get_rng_state(),
@@ -91,7 +115,7 @@ def load_checkpoint(trainer, folder: str | Path) -> dict:
                              f"this one has {trainer.num_processes}; allowed: resume it on {len(saved)}")
     own = saved[trainer.rank]
     try:
-        trainer.policy.load_state_dict(state["model"])
+        restore_weights(trainer.policy, state["model"])
         trainer.optimizer.load_state_dict(state["optimizer"])
         trainer.scheduler.load_state_dict(state["scheduler"])
         rng = state["rng"]

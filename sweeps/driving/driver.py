@@ -39,7 +39,7 @@ from .progress import SweepProgress, format_duration
 from ..report_spec import validate_report
 from .recovery import Heartbeat, end_orphaned_runs, fail_stale, fail_trial, interrupted_reason
 from .search import make_pruner, make_sampler, search_objective, undefined
-from ..spec import SweepSpec, grid_point_of, load_spec, point_key
+from ..spec import IGNORED, SweepSpec, grid_point_of, load_spec, point_key
 from . import time_limit
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage, repair_journal_tail)
@@ -141,8 +141,18 @@ def _worker_entry(ctx: WorkerContext, stop=None) -> None:
 
 
 # ---- the sweep ------------------------------------------------------------------------------------
-def spec_fingerprint(spec: SweepSpec) -> str:
-    parts = [spec.base, spec.grid, spec.grid_seeds, spec.search, spec.objective, spec.direction, spec.sampler,
+# what the fingerprints of studies made before 2026-12-01 left out of the base: nothing (so a spec
+# unchanged since is still its study's), or save_steps (a spec given save_steps since is too)
+LEGACY_DROPS = ((), ("save_steps", "resume_from_checkpoint"))
+
+
+def spec_fingerprint(spec: SweepSpec, drop: tuple = IGNORED) -> str:
+    """What the sweep runs, hashed: a study refuses another spec under its name. The base's keys that
+    do not change what a run is (sweeps/spec.py: IGNORED: threads, checkpoints, where runs are logged)
+    are left out, so editing them is not another sweep (`drop`: LEGACY_DROPS for the studies made
+    before 2026-12-01)."""
+    base = {k: v for k, v in spec.base.items() if k not in drop}
+    parts = [base, spec.grid, spec.grid_seeds, spec.search, spec.objective, spec.direction, spec.sampler,
              spec.n_trials]
     if spec.objectives or spec.pruner:  # (only then: the fingerprints of the studies before them stand)
         parts += [spec.objectives, spec.directions, spec.pruner]
@@ -436,11 +446,12 @@ def _open_study(spec: SweepSpec, storage, storage_url: Optional[str], wait_s: fl
     while (found := study.user_attrs.get("spec_fingerprint")) is None and time.monotonic() < deadline:
         time.sleep(0.2)  # created a moment ago by another process, which is about to write its fingerprint
         study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec))
-    if found not in (None, fingerprint):
+    legacy = {spec_fingerprint(spec, drop) for drop in LEGACY_DROPS} - {fingerprint}
+    if found is not None and found != fingerprint and found not in legacy:
         raise UserInputError(f"{spec.path}: a sweep named {spec.name!r} already exists in "
                              f"{describe_storage(storage_url)} with a different spec; rename the sweep")
-    if found is None:  # a study from before fingerprints, or whose creator died before writing one
-        study.set_user_attr("spec_fingerprint", fingerprint)
+    if found is None or found in legacy:  # a study from before fingerprints (or before they left IGNORED
+        study.set_user_attr("spec_fingerprint", fingerprint)  # out), or whose creator died before writing one
     return study
 
 

@@ -22,7 +22,7 @@ from grpo_core.util.errors import RunPruned, cause_line, ended_record, release_f
 
 from .claims import make_grid_sampler
 from ..spec import SweepSpec
-from .trial_run import WorkerContext, run_extras, run_logged, run_name
+from .trial_run import WorkerContext, resume_or_start, run_extras, run_logged, run_name
 
 
 RESUME_SEED_STRIDE = 1000  # a resumed search's samplers: seeds past every fresh worker's
@@ -109,8 +109,8 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
     sign = -1.0 if spec.direction == "minimize" else 1.0
     try:
         for index, seed in enumerate(spec.seeds):
-            cfg = spec.config_for({**params, "seed": seed}, **extras)
             out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}" / f"seed-{seed}"
+            cfg, out = resume_or_start(spec, {**params, "seed": seed}, extras, ctx, out)
             hook = PruneCheck(trial, cfg.stl_window, index * cfg.max_steps, sign, on_step) if spec.pruner else on_step
             summary, _ = run_logged(cfg, spec, ctx, run_name(spec, trial.number, {**params, "seed": seed}),
                                     {**tags, "seed": seed}, trial_logger.run_id, out, on_step=hook,

@@ -13,6 +13,7 @@ from typing import Optional
 from grpo_core.util import defaults
 
 from .adopt import free_folder
+from .resume import drop_checkpoints, resumable_checkpoint
 from ..spec import SweepSpec, grid_space
 
 
@@ -56,13 +57,28 @@ def run_name(spec: SweepSpec, number: int, point: dict) -> str:
     return f"{spec.name}-t{number}-{','.join(parts)}{seed}"
 
 
+def resume_or_start(spec: SweepSpec, point: dict, extras: dict, ctx: WorkerContext, fresh: Path):
+    """(config, run folder) of the run a trial trains at `point`: where a stopped run of that very
+    config left a checkpoint in the sweep's folder (sweeps/driving/resume.py), that run goes on in
+    its own folder from the checkpoint; otherwise a new run in `fresh`."""
+    cfg = spec.config_for(point, **extras)
+    checkpoint = resumable_checkpoint(Path(ctx.out_root) / spec.name, cfg)
+    if checkpoint is None:
+        return cfg, fresh
+    print(f"sweep {spec.name}: {checkpoint.parent.name} goes on from its checkpoint at step "
+          f"{checkpoint.name.split('-')[-1]} of {cfg.max_steps}", flush=True)
+    return spec.config_for(point, **extras, resume_from_checkpoint=str(checkpoint)), checkpoint.parent
+
+
 def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
                out_dir: Path, on_run=None, on_step=None) -> tuple[dict, str]:
     """One trial's run, recorded as every run is (grpo_core/logged_run.py), as a child of
     `parent_run_id` in the sweep's store and experiment, with its reward curve; returns (summary,
     run id). The MLflow run exists before the model loads: `on_run(run_id)` records it in the trial,
     so that the run can be ended as KILLED if this process dies. A run that trained to the end but
-    whose MLflow record failed stands, with `record_error` (the record is repaired later)."""
+    whose MLflow record failed stands, with `record_error` (the record is repaired later). A config
+    with resume_from_checkpoint goes on in its checkpoint's folder (`out_dir`); a finished run's
+    checkpoints are removed."""
     from grpo_core.util.errors import RecordIncomplete
     from grpo_core.logged_run import train_logged
     from grpo_core.run import read_metrics
@@ -81,24 +97,29 @@ def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: di
             on_run(run_id)
 
     try:
-        return train_logged(cfg, out_dir, tracking_uri=ctx.tracking_uri, experiment=spec.experiment,
+        done = train_logged(cfg, out_dir, tracking_uri=ctx.tracking_uri, experiment=spec.experiment,
                             run_name=run_name, tags=tags, parent_run_id=parent_run_id, create_now=True,
-                            on_run=created, on_step=on_step, figure=figure)
+                            on_run=created, on_step=on_step, figure=figure,
+                            allow_existing=bool(cfg.resume_from_checkpoint))
     except RecordIncomplete as exc:  # trained to the end: the result stands; MLflow's record is repaired later
         print(f"grpo sweep: {exc}", file=sys.stderr, flush=True)
-        return {**exc.summary, "record_error": str(exc)}, run_ids[0]
+        done = {**exc.summary, "record_error": str(exc)}, run_ids[0]
+    drop_checkpoints(out_dir)  # finished: they could only resume a run that is done
+    return done
 
 
 def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> float:
     point = {axis: trial.suggest_categorical(axis, values) for axis, values in grid_space(spec).items()}
-    cfg = spec.config_for(point, **run_extras(spec, ctx))
+    out = free_folder(Path(ctx.out_root) / spec.name, trial.number, ctx.invocation)
+    cfg, out = resume_or_start(spec, point, run_extras(spec, ctx), ctx, out)
+    if cfg.resume_from_checkpoint:
+        trial.set_user_attr("resumed_from", cfg.resume_from_checkpoint)
     tags = {"sweep": spec.name, "trial_number": trial.number, "seed": point["seed"],
             **{f"variant.{k}": v for k, v in point.items() if k != "seed"}}
     if "claim" in spec.text:
         tags["claim"] = spec.text["claim"]
     if spec.replication_seeds:  # the report tests each set on its own
         tags["seed_set"] = "replication" if point["seed"] in spec.replication_seeds else "discovery"
-    out = free_folder(Path(ctx.out_root) / spec.name, trial.number, ctx.invocation)
     trial.set_user_attr("run_dir", str(out))
     summary, run_id = run_logged(cfg, spec, ctx, run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
                                  on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid), on_step=on_step)
