@@ -9,7 +9,8 @@ import signal
 import yaml
 
 from conftest import CACHE, run_grpo_here as grpo_here
-from grpo_core.run import TIMING_KEYS, read_metrics
+from grpo_core.run import read_metrics
+from test_checkpoint import _summary, _without_timing
 
 BASE = {"cache_dir": str(CACHE), "max_steps": 8, "stl_window": 2, "baseline_prompts": 8, "save_steps": 2,
         "num_threads": 1, "beta": 0.04}
@@ -47,15 +48,6 @@ def _stopped_at_step(tmp_path, monkeypatch, spec, step):
         done = _sweep(tmp_path, spec, "runs")
     assert sent and done.returncode == 143, done.stderr[-2000:]
     return done
-
-
-def _without_timing(rows):
-    return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows]
-
-
-def _summary(folder):
-    summary = json.loads((folder / "summary.json").read_text())
-    return {k: v for k, v in summary.items() if not k.endswith("time_s")}
 
 
 def _trials(tmp_path):
