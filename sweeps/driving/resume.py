@@ -26,7 +26,8 @@ from grpo_core.config.schema import GRPOConfig
 _NOT_RESUMED = ("finished", "pruned")  # done, or stopped on purpose by a search's pruner
 
 
-def _step_of(checkpoint: Path) -> int:
+def step_of(checkpoint: Path) -> int:
+    """The step of a `checkpoint-<step>` folder; -1 for another name."""
     tail = checkpoint.name.split("-")[-1]
     return int(tail) if tail.isdigit() else -1
 
@@ -53,9 +54,7 @@ def _held(folder: Path) -> bool:
     lock = FileLock(folder / RUN_LOCK, timeout=0)
     try:
         lock.acquire()
-    except Timeout:
-        return True
-    except OSError:
+    except (Timeout, OSError):
         return True
     lock.release()
     return False
@@ -72,7 +71,7 @@ def resumable_checkpoint(root: Path, cfg: GRPOConfig) -> Optional[Path]:
         if not folder.is_dir() or not _stopped(folder):
             continue
         for checkpoint in folder.glob("checkpoint-*"):
-            if not (checkpoint / CHECKPOINT_STATE).is_file() or _step_of(checkpoint) < 0:
+            if not (checkpoint / CHECKPOINT_STATE).is_file() or step_of(checkpoint) < 0:
                 continue
             try:
                 saved = yaml.safe_load((checkpoint / "config.yaml").read_text())
@@ -80,7 +79,7 @@ def resumable_checkpoint(root: Path, cfg: GRPOConfig) -> Optional[Path]:
                 continue
             if not isinstance(saved, dict) or config_mismatch(saved, current) is not None:
                 continue
-            if best is None or _step_of(checkpoint) > _step_of(best):
+            if best is None or step_of(checkpoint) > step_of(best):
                 best = checkpoint
     if best is not None and _held(best.parent):
         return None
@@ -90,5 +89,5 @@ def resumable_checkpoint(root: Path, cfg: GRPOConfig) -> Optional[Path]:
 def drop_checkpoints(folder: Path) -> None:
     """Remove a finished run's checkpoints."""
     for checkpoint in folder.glob("checkpoint-*"):
-        if checkpoint.is_dir() and _step_of(checkpoint) >= 0:
+        if checkpoint.is_dir() and step_of(checkpoint) >= 0:
             shutil.rmtree(checkpoint, ignore_errors=True)

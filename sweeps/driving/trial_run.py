@@ -13,7 +13,7 @@ from typing import Optional
 from grpo_core.util import defaults
 
 from .adopt import free_folder
-from .resume import drop_checkpoints, resumable_checkpoint
+from .resume import drop_checkpoints, resumable_checkpoint, step_of
 from ..spec import SweepSpec, grid_space
 
 
@@ -66,7 +66,7 @@ def resume_or_start(spec: SweepSpec, point: dict, extras: dict, ctx: WorkerConte
     if checkpoint is None:
         return cfg, fresh
     print(f"sweep {spec.name}: {checkpoint.parent.name} goes on from its checkpoint at step "
-          f"{checkpoint.name.split('-')[-1]} of {cfg.max_steps}", flush=True)
+          f"{step_of(checkpoint)} of {cfg.max_steps}", flush=True)
     return spec.config_for(point, **extras, resume_from_checkpoint=str(checkpoint)), checkpoint.parent
 
 
