@@ -33,7 +33,8 @@ from grpo_core.config.validation import batch_split_problem
 from grpo_core.util.cpu_math import check_process
 from grpo_core.util.distributed import note_peers
 from grpo_core.util.errors import ConfigError, RunFailure
-from grpo_core.sampling.generation import completion_logps, reference_logps, sample_completions
+from grpo_core.util.memory import grad_step_bytes, memory_gate
+from grpo_core.sampling.generation import completion_logps, grad_forward_size, reference_logps, sample_completions
 from grpo_core.algo.loss_masks import MaskInputs, loss_rows
 from grpo_core.algo.loss import KL_ESTIMATORS, LossSettings, entropy_threshold, grpo_loss
 from grpo_core.tasks.models import load_model_and_tokenizer, resolve_model_path, weights_sha256
@@ -499,6 +500,16 @@ class GRPOTrainer:
         G = self.cfg.num_generations
         return G if micro_batch_size % G == 0 else 1
 
+    def _memory_gate(self, batch: GenerationBatch, sl: slice, size: int):
+        """The host's memory gate for this micro-batch's forward and backward on a CPU (util/memory.py):
+        held, one such step at a time, where the estimate exceeds a sixth of the machine's memory."""
+        if self.device.type != "cpu":
+            return contextlib.nullcontext()
+        positions, rows = grad_forward_size(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
+                                            batch.completion_mask[sl], self._group_size(size))
+        model = getattr(self.model, "module", self.model)  # through a DDP wrapper
+        return memory_gate(grad_step_bytes(model.config, positions, rows))
+
     def _entropy_threshold(self, entropy: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor | float:
         """[top_entropy_quantile] The micro-batch's entropy threshold over every process's loss tokens
         (TRL gathers them too), so P processes mask as one would."""
@@ -535,7 +546,7 @@ class GRPOTrainer:
             mask, loss_mask = batch.completion_mask[sl], batch.loss_mask[sl]
             last = s + size >= self.local_batch  # DDP averages gradients once, after the last micro-batch
             sync = self.accelerator.no_sync(self.model) if self.num_processes > 1 and not last else contextlib.nullcontext()
-            with sync:  # forward and backward of this micro-batch
+            with sync, self._memory_gate(batch, sl, size):  # forward and backward of this micro-batch
                 with self._autocast():
                     logps, entropy = completion_logps(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
                                                       batch.completion_ids[sl], mask, cfg.temperature, with_entropy=True,

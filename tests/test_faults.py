@@ -110,6 +110,91 @@ def test_an_allocation_that_fails_mid_run_is_one_line_and_recorded_as_failed(tmp
     assert summary["steps_completed"] == len(read_metrics(tmp_path / "run" / "metrics.jsonl"))
 
 
+def test_grad_step_bytes_by_hand():
+    from types import SimpleNamespace
+
+    from grpo_core.util.memory import grad_step_bytes
+
+    config = SimpleNamespace(num_hidden_layers=2, hidden_size=4, intermediate_size=8, vocab_size=10)
+    # 3 positions × 2 layers × (12·4 + 3·8) floats, 2 logits rows × 3 × 10 floats, 4 bytes each
+    assert grad_step_bytes(config, positions=3, logit_rows=2) == 4 * (3 * 2 * 72 + 2 * 30) == 1968
+
+
+def _hold_then_release(path, events, after, delay_s=0.0):
+    """Take the gate's lock from another open file (as another process would), and release it
+    `delay_s` after `after` is set; `events` records the release."""
+    import fcntl
+
+    f = open(path, "a")
+    fcntl.flock(f, fcntl.LOCK_EX)
+
+    def release():
+        after.wait(60)
+        time.sleep(delay_s)
+        events.append("released")
+        f.close()
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    return thread
+
+
+def test_the_memory_gate_waits_for_the_holder_only_above_its_share(tmp_path):
+    from grpo_core.util.memory import GATE_SHARE, memory_gate
+
+    path, total = str(tmp_path / "gate.lock"), 1000 * GATE_SHARE
+    small, big = memory_gate(1000, total=total, path=path), memory_gate(1001, total=total, path=path)
+    assert not small.held and big.held  # a step takes the gate only above total / GATE_SHARE
+
+    events, go = [], threading.Event()
+    thread = _hold_then_release(path, events, go)
+    with small:  # below the share: never waits, even while another step holds the gate
+        events.append("small step")
+    go.set()
+    thread.join()
+    assert events == ["small step", "released"]
+
+    events, go = [], threading.Event()
+    thread = _hold_then_release(path, events, go, delay_s=0.5)
+    go.set()
+    with big:  # above the share: runs only once the holder has let go
+        events.append("big step")
+    thread.join()
+    assert events == ["released", "big step"] and big.waited > 0
+    with open(path, "a") as f:  # and lets go itself when its block ends
+        import fcntl
+
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_step_above_its_share_waits_for_the_host_gate(tmp_path, monkeypatch):
+    # a training step whose estimate exceeds the share takes the host's gate for its forward and backward;
+    # here every step does (a machine of 1 byte), and another holder keeps the gate until the test lets go
+    import grpo_core.util.memory as memory
+    from grpo_core.trainer import GRPOTrainer
+    from conftest import make_cfg
+
+    path = str(tmp_path / "gate.lock")
+    monkeypatch.setattr(memory, "gate_path", lambda: path)
+    monkeypatch.setattr(memory, "machine_memory", lambda: 1)
+    trainer = GRPOTrainer(make_cfg(max_steps=1, seed=3))
+    events, go = [], threading.Event()
+    real_optimize = GRPOTrainer.optimize
+
+    def optimize(self, *args, **kwargs):
+        events.append("optimize starts")
+        go.set()  # the holder lets go only once the step is about to take the gate
+        out = real_optimize(self, *args, **kwargs)
+        events.append("optimize ends")
+        return out
+
+    monkeypatch.setattr(GRPOTrainer, "optimize", optimize)
+    thread = _hold_then_release(path, events, go, delay_s=1.0)  # a tiny model's step without the gate: ~0.1 s
+    trainer.train_step()
+    thread.join()
+    assert events == ["optimize starts", "released", "optimize ends"]
+
+
 def test_a_line_the_disk_refuses_is_cut_back_and_a_resume_reads_the_folder(tmp_path):
     from grpo_core.run import _MetricsFile, resumed_metrics
     from conftest import make_cfg

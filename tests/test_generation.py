@@ -245,3 +245,37 @@ def test_the_entropy_has_the_gradient_of_the_naive_entropy(temperature):
     only_lp, = torch.autograd.grad((_TokenLogps.apply(logits, ids, temperature, True)[0] * w1).sum(), logits)
     want_lp, = torch.autograd.grad((ref_lp * w1).sum(), logits)
     torch.testing.assert_close(only_lp, want_lp, atol=1e-12, rtol=0)  # an unused entropy adds nothing
+
+
+@pytest.mark.parametrize("path", ["packed", "shared_cache", "plain"])
+def test_grad_forward_size_counts_what_the_forward_runs(path, monkeypatch):
+    # the memory gate's estimate (util/memory.py) rests on these counts: token positions through the
+    # decoder and rows through the lm head, counted here by hooks on the model's real forward
+    G = 4
+    model, ids, mask, comp, comp_mask = _grouped_batch(G)
+    if path == "shared_cache":
+        monkeypatch.setattr(generation, "PACKED_MAX_LENGTH", 0)
+    if path == "plain":  # rows that are not groups of one prompt
+        ids, mask = ids.roll(1, 0), mask.roll(1, 0)
+    assert generation.takes_bool_masks(model)
+    seen = {"positions": 0, "rows": 0}
+    inner = model.get_input_embeddings()
+    head = model.get_output_embeddings()
+    hooks = [inner.register_forward_hook(lambda m, i, o: seen.__setitem__("positions", seen["positions"] + i[0].numel())),
+             head.register_forward_hook(lambda m, i, o: seen.__setitem__("rows", seen["rows"] + o.numel() // o.shape[-1]))]
+    try:
+        completion_logps(model, ids, mask, comp, comp_mask, 0.8, group_size=G)
+    finally:
+        for h in hooks:
+            h.remove()
+    got = generation.grad_forward_size(model, ids, mask, comp_mask, group_size=G)
+    assert got == (seen["positions"], seen["rows"])
+    B, P = mask.shape
+    T = comp.shape[1]
+    by_hand = {"packed": None, "shared_cache": (B // G * P + B * (T - 1), B // G + B * (T - 1)),
+               "plain": (B * (P + T), B * (T + 1))}[path]
+    if by_hand is not None:
+        assert got == by_hand
+    else:  # the packed rows: prompt + the longest group's fed tokens, one row per group
+        length = P + max(int((comp_mask[g * G:(g + 1) * G].sum(1) - 1).clamp(min=0).sum()) for g in range(B // G))
+        assert got == (B // G * length, B // G * (length - P + 1))

@@ -338,7 +338,7 @@ class PackedGroups:
         n, T = B // G, completion_mask.shape[1]
         device = prompt_mask.device
         lengths = completion_mask.sum(dim=1)  # (B,)
-        inputs = (lengths - 1).clamp(min=0).view(n, G)  # tokens each completion feeds in
+        inputs = _fed_tokens(completion_mask, G)
         starts = inputs.cumsum(dim=1) - inputs  # (n, G): where each completion's inputs begin, after the prompt
         ends = starts + inputs
         W = int(inputs.sum(dim=1).max())
@@ -363,6 +363,27 @@ class PackedGroups:
         t = torch.arange(T, device=device)[None, :]  # (1, T)
         row_starts = starts.reshape(B, 1)
         self.predictor = torch.where((t >= 1) & (t < lengths[:, None]), row_starts + t, torch.zeros_like(t))
+
+
+def _fed_tokens(completion_mask: Tensor, group_size: int) -> Tensor:  # (B, T) -> (B/G, G)
+    """The tokens each completion feeds into a packed row: all but its last."""
+    return (completion_mask.sum(dim=1) - 1).clamp(min=0).view(-1, group_size)
+
+
+def grad_forward_size(model, prompt_ids: Tensor, prompt_mask: Tensor, completion_mask: Tensor,
+                      group_size: int = 1) -> tuple[int, int]:
+    """(token positions through the decoder, rows of lm-head logits) of completion_logps on these
+    rows: what its forward, and the backward after it, hold in memory. Takes the path it takes."""
+    B, P = prompt_mask.shape
+    T = completion_mask.shape[1]
+    G = group_size if group_size > 1 and shares_prompts(prompt_ids, prompt_mask, group_size) else 1
+    if G > 1 and takes_bool_masks(model):
+        length = P + int(_fed_tokens(completion_mask, G).sum(dim=1).max())
+        if length <= PACKED_MAX_LENGTH:
+            return B // G * length, B // G * (length - P + 1)
+    if G == 1:
+        return B * (P + T), B * (T + 1)
+    return B // G * P + B * (T - 1), B // G + B * (T - 1)
 
 
 def _packed_group_logps(model, packed: PackedGroups, prompt_ids, completion_ids, completion_mask, temperature,

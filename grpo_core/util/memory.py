@@ -1,6 +1,7 @@
 """Memory that a run cannot have: an address-space limit (`ulimit -v`) too low for torch and the
 tokenizer to start, refused before anything loads; an allocation that fails mid-run, said in one
-line and recorded as the run's failure.
+line and recorded as the run's failure; and the memory gate, which keeps the steps that need a large
+share of the machine's memory from running at once in processes side by side (below).
 
 Under a low `ulimit -v` the tokenizer's Rust allocator aborts the process (exit 134, "memory
 allocation of 16 bytes failed", no word from grpo and no record), and torch's CPU allocator raises
@@ -56,3 +57,81 @@ def memory_failure(exc: BaseException) -> Optional[RunFailure]:
              else "the machine's memory ran out")
     return RunFailure(f"out of memory ({what}); {where}: a smaller batch (prompts_per_step, num_generations, "
                       f"max_completion_length) or more memory")
+
+
+# ---- the memory gate: one step at a time above a share of the machine's memory ------------------
+# Two runs side by side on a 24 GB machine (a sweep's two workers) each hold 2-8 GB, but one step of
+# long completions can need 14-17 GB for its forward and backward (measured 2026-12-01: a step of the
+# C5 spec with room for lengths, 32 completions of up to 192 tokens, peaked at 13.7 GB alone, and the
+# same step beside another run was killed at 16.8 GB); two such steps at once and the kernel's OOM
+# killer ends a run. So a CPU step whose estimated need exceeds a sixth of the
+# machine's memory first takes the host's gate, an exclusive lock on a file every grpo process of this
+# user shares: such steps run one at a time and wait for each other; smaller ones never wait. Waiting
+# changes nothing a run computes (it counts in step_time); the lock goes with a killed process.
+GATE_SHARE = 6  # a step estimated above MemTotal / GATE_SHARE takes the gate
+
+
+def machine_memory() -> Optional[int]:
+    """This machine's memory in bytes (MemTotal of /proc/meminfo), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def gate_path() -> str:
+    """The host's gate: one lock file in the temporary folder per user."""
+    import os
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"grpo-memory-gate-{os.getuid()}.lock")
+
+
+def grad_step_bytes(model_config, positions: int, logit_rows: int) -> int:
+    """Estimated float32 memory of one forward and backward with gradients: `positions` token
+    positions through the decoder, and `logit_rows` rows of the lm head's logits. Per position and
+    layer, 12 hidden-size and 3 MLP-size vectors saved for the backward; per logits row, the logits,
+    the rows picked from them and their gradient (3 vocabulary-size vectors). Fitted to one
+    measurement: step 5 of C5's grpo seed 139 (SmolLM2-135M with LoRA, 32 completions, 7 cut at 192
+    tokens, so no group fits a packed row: about 6,340 positions and 6,116 logits rows) rose 11.9 GB
+    over the process's 1.8 GB before it; this estimate says 12.4 GB. It decides only who waits."""
+    layers = int(getattr(model_config, "num_hidden_layers", 0) or 0)
+    hidden = int(getattr(model_config, "hidden_size", 0) or 0)
+    mlp = int(getattr(model_config, "intermediate_size", 0) or 4 * hidden)
+    vocab = int(getattr(model_config, "vocab_size", 0) or 0)
+    return 4 * (positions * layers * (12 * hidden + 3 * mlp) + logit_rows * 3 * vocab)
+
+
+class memory_gate:
+    """`with memory_gate(estimate):` holds the host's gate while the block runs when `estimate`
+    (bytes) exceeds `total` / GATE_SHARE (total: this machine's memory); else it does nothing.
+    `waited` (seconds) and `held` say what it did."""
+
+    def __init__(self, estimate: int, total: Optional[int] = None, path: Optional[str] = None):
+        total = machine_memory() if total is None else total
+        self.held = total is not None and estimate > total / GATE_SHARE
+        self.path, self.waited, self._file = path or gate_path(), 0.0, None
+
+    def __enter__(self) -> "memory_gate":
+        if self.held:
+            import fcntl
+            import time
+
+            self._file = open(self.path, "a")
+            started = time.perf_counter()
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX)
+            except BaseException:
+                self._file.close()
+                raise
+            self.waited = time.perf_counter() - started
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the file releases the lock
+            self._file = None
