@@ -474,3 +474,42 @@ def test_a_trial_finished_between_the_listing_and_the_write_is_left_as_it_is(tmp
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL]
     assert trials[first.number].user_attrs["error"] == "worker died (the first process)"  # not overwritten
     assert not fail_trial(study, storage, first.number, "again")
+
+
+def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path):
+    # what the OOM killer did to one of C5's two workers: SIGKILL mid-trial. The sweep records the trial as
+    # failed (its point runs again on the next sweep) and starts a new worker, which trains the points left
+    from optuna.trial import TrialState
+
+    path = tmp_path / "replace.yaml"
+    base = {"cache_dir": str(CACHE), "max_steps": 20, "baseline_prompts": 8, "stl_window": 5}
+    path.write_text(yaml.safe_dump({"name": "replace", "base": base, "grid": {"learning_rate": [1e-4, 3e-4]},
+                                    "seeds": [0, 1, 2]}, sort_keys=False))  # 6 points for 2 workers
+    journal = f"journal://{tmp_path}/optuna.log"
+    args = ["sweep", str(path), "--workers", "2", "--storage", journal, "--tracking-uri",
+            f"sqlite:///{tmp_path}/mlflow.db", "--out-root", str(tmp_path / "runs")]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "runs" / "replace" / "trial-0000" / "metrics.jsonl"
+    while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    _, study = _study(journal, "replace", path)
+    owner = int(study.get_trials(deepcopy=False)[0].user_attrs["owner"].rsplit(":", 2)[1])
+    first_workers = set(map(int, subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                text=True).stdout.split()))
+    assert owner in first_workers
+    os.kill(owner, signal.SIGKILL)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err[-3000:]  # one trial failed in this run: the killed one
+    assert f"worker 0 (pid {owner}) was killed by signal 9" in err or f"worker 1 (pid {owner}) was killed by signal 9" in err
+    assert "2 worker(s) (1 replaced after a signal killed it)" in out, out[-2000:]
+    _, study = _study(journal, "replace", path)
+    trials = study.get_trials(deepcopy=False)
+    killed = trials[0]
+    assert killed.state == TrialState.FAIL and "worker died" in killed.user_attrs["error"]
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(done) == 5  # every other point, none twice
+    owners = {int(t.user_attrs["owner"].rsplit(":", 2)[1]) for t in done}
+    assert owners - first_workers, owners  # the new worker trained some of them

@@ -44,6 +44,7 @@ from . import time_limit
 from .storage import (check_distinct, check_storage, claim_lock_path, describe_storage, journal_path,
                       open_storage, repair_journal_tail)
 from .trial_run import WorkerContext, grid_objective, place_extras
+from .worker_pool import WorkerPool
 from .trials import log_importance, trials_table
 
 
@@ -315,7 +316,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     method = _start_method(gpus) if workers > 1 else None
     model_dirs = _prepare_models(spec, in_child=method == "fork", extras=place_extras(spec, tracking_uri))
     started = time.perf_counter()
-    status, procs, stop, parent_run_id = "FINISHED", [], None, None
+    status, procs, stop, parent_run_id, pool = "FINISHED", [], None, None, None
     progress = SweepProgress(spec, study, invocation, workers, start_until=start_until)
     try:
         parent_run_id = parent_run(study, spec, tracking_uri)  # (one stopped as it is made, it has ended)
@@ -332,14 +333,18 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                 _release_connections(storage)
             context = mp.get_context(method)
             stop = context.Event()
-            procs = [context.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}",
-                                   args=(replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None), stop))
-                     for i in range(min(workers, _most_trials(spec)))]
-            for p in procs:
-                p.start()
+            pool = WorkerPool(
+                lambda i: context.Process(target=_worker_entry, name=f"grpo-sweep-worker-{i}", args=(
+                    replace(base_ctx, worker_index=i, gpu=str(i % gpus) if gpus else None), stop)),
+                may_replace=lambda: not stop.is_set() and time_limit.may_start(start_until) and has_work(
+                    study, spec, invocation),
+                before_fork=lambda: (progress.pause(), _release_connections(storage)),
+                after_fork=progress.start_thread)
+            procs = pool.procs
+            for i in range(min(workers, _most_trials(spec))):
+                pool.start(i)
             progress.start_thread()  # after the forks: no thread of this process crosses one
-            for p in procs:
-                p.join()
+            pool.join()
     except KeyboardInterrupt as exc:
         release_frames(exc)  # (with one worker, this process's own store reads; the parent run is ended below)
         status = "KILLED"
@@ -374,8 +379,10 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     # finished by another worker stands done)
     failed = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("invocation") == invocation
               and not (spec.mode == "grid" and point_key(grid_point_of(spec, t)) in done_points)]
-    started_workers = len(procs) or 1
+    replaced = pool.replaced if pool is not None else 0
+    started_workers = len(procs) - replaced or 1
     print(f"sweep {spec.name}: {started_workers} worker(s)"
+          + (f" ({replaced} replaced after a signal killed it)" if replaced else "")
           + (f" (of --workers {workers}: no more trials to share; {base_ctx.num_threads} thread(s) each, as for "
              f"{workers})" if started_workers < workers else "") + f", {wall:.1f}s wall; "
           f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))

@@ -194,6 +194,15 @@ class SweepProgress:
         self._thread.start()
         return self
 
+    def pause(self) -> None:
+        """Stop the thread (if any) without a line; start_thread starts it again (a worker is about to
+        be forked: no thread of this process may cross a fork)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._stop.clear()
+
     def close(self) -> None:
         """Stop the thread (if any) and show the final state."""
         self._stop.set()
