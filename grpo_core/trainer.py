@@ -502,8 +502,10 @@ class GRPOTrainer:
 
     def _memory_gate(self, batch: GenerationBatch, sl: slice, size: int):
         """The host's memory gate for this micro-batch's forward and backward on a CPU (util/memory.py):
-        held, one such step at a time, where the estimate exceeds a sixth of the machine's memory."""
-        if self.device.type != "cpu":
+        held, one such step at a time, where the estimate exceeds a sixth of the machine's memory. Not
+        with data parallel: its processes meet in every backward, so one waiting for another's gate
+        would never let it finish."""
+        if self.device.type != "cpu" or self.num_processes > 1:
             return contextlib.nullcontext()
         positions, rows = grad_forward_size(self.model, batch.prompt_ids[sl], batch.prompt_mask[sl],
                                             batch.completion_mask[sl], self._group_size(size))

@@ -193,6 +193,10 @@ def test_a_step_above_its_share_waits_for_the_host_gate(tmp_path, monkeypatch):
     trainer.train_step()
     thread.join()
     assert events == ["optimize starts", "released", "optimize ends"]
+    batch, rows = trainer.generate_batch(), slice(0, trainer.local_batch)
+    assert trainer._memory_gate(batch, rows, trainer.local_batch).held
+    trainer.num_processes = 2  # data parallel: its processes meet in every backward, so none may queue
+    assert not isinstance(trainer._memory_gate(batch, rows, trainer.local_batch), memory.memory_gate)
 
 
 def test_a_line_the_disk_refuses_is_cut_back_and_a_resume_reads_the_folder(tmp_path):
