@@ -60,11 +60,11 @@ def memory_failure(exc: BaseException) -> Optional[RunFailure]:
 
 
 # ---- the memory gate: one step at a time above a share of the machine's memory ------------------
-# Two runs side by side on a 24 GB machine (a sweep's two workers) each hold 2-8 GB, but one step of
-# long completions can need 14-17 GB for its forward and backward (measured 2026-12-01: a step of the
-# C5 spec with room for lengths, 32 completions of up to 192 tokens, peaked at 13.7 GB alone, and the
-# same step beside another run was killed at 16.8 GB); two such steps at once and the kernel's OOM
-# killer ends a run. So a CPU step whose estimated need exceeds a sixth of the
+# Two runs side by side on a 24 GiB machine (a sweep's two workers) each hold 2-8 GiB, but one step
+# of long completions can need 13-16 GiB for its forward and backward (measured 2026-12-01: a step of
+# the C5 spec with room for lengths, 32 completions of up to 192 tokens, peaked at 13.3 GiB alone,
+# VmHWM 13,984,576 kB, and the same step beside another run was killed at an anon-rss of 16.1 GiB);
+# two such steps at once and the kernel's OOM killer ends a run. So a CPU step whose estimated need exceeds a sixth of the
 # machine's memory first takes the host's gate, an exclusive lock on a file every grpo process of this
 # user shares: such steps run one at a time and wait for each other; smaller ones never wait. Waiting
 # changes nothing a run computes (it counts in step_time); the lock goes with a killed process. The
@@ -98,8 +98,9 @@ def grad_step_bytes(model_config, positions: int, logit_rows: int) -> int:
     layer, 12 hidden-size and 3 MLP-size vectors saved for the backward; per logits row, the logits,
     the rows picked from them and their gradient (3 vocabulary-size vectors). Fitted to one
     measurement: step 5 of C5's grpo seed 139 (SmolLM2-135M with LoRA, 32 completions, 7 cut at 192
-    tokens, so no group fits a packed row: about 6,340 positions and 6,116 logits rows) rose 11.9 GB
-    over the process's 1.8 GB before it; this estimate says 12.4 GB. It decides only who waits."""
+    tokens, so no group fits a packed row: about 6,340 positions and 6,116 logits rows) rose 11.5 GiB
+    (12.4 GB) over the process's 1.8 GiB before it; this estimate says 12.4 GB. It decides only who
+    waits."""
     layers = int(getattr(model_config, "num_hidden_layers", 0) or 0)
     hidden = int(getattr(model_config, "hidden_size", 0) or 0)
     mlp = int(getattr(model_config, "intermediate_size", 0) or 4 * hidden)
