@@ -64,9 +64,10 @@ def memory_failure(exc: BaseException) -> Optional[RunFailure]:
 # of long completions can need 13-16 GiB for its forward and backward (measured 2026-12-01: a step of
 # the C5 spec with room for lengths, 32 completions of up to 192 tokens, peaked at 13.3 GiB alone,
 # VmHWM 13,984,576 kB, and the same step beside another run was killed at an anon-rss of 16.1 GiB);
-# two such steps at once and the kernel's OOM killer ends a run. So a CPU step whose estimated need exceeds a sixth of the
-# machine's memory first takes the host's gate, an exclusive lock on a file every grpo process of this
-# user shares: such steps run one at a time and wait for each other; smaller ones never wait. Waiting
+# two such steps at once and the kernel's OOM killer ends a run. So a CPU step whose estimated need
+# exceeds a sixth of the machine's memory first takes the host's gate, an exclusive lock on a file
+# every grpo process of this user shares: such steps run one at a time and wait for each other;
+# smaller ones never wait. Waiting
 # changes nothing a run computes (it counts in step_time); the lock goes with a killed process. The
 # processes of one data-parallel run never take it: they meet in every backward.
 GATE_SHARE = 6  # a step estimated above MemTotal / GATE_SHARE takes the gate

@@ -382,7 +382,7 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
     replaced = pool.replaced if pool is not None else 0
     started_workers = len(procs) - replaced or 1
     print(f"sweep {spec.name}: {started_workers} worker(s)"
-          + (f" ({replaced} replaced after a signal killed it)" if replaced else "")
+          + (f" ({replaced} replaced after being killed by a signal)" if replaced else "")
           + (f" (of --workers {workers}: no more trials to share; {base_ctx.num_threads} thread(s) each, as for "
              f"{workers})" if started_workers < workers else "") + f", {wall:.1f}s wall; "
           f"{len(failed)} trial(s) failed in this run" + (" (rerun to retry them)" if failed else ""))
