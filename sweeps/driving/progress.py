@@ -205,9 +205,7 @@ class SweepProgress:
 
     def close(self) -> None:
         """Stop the thread (if any) and show the final state."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self.pause()
         self.poll(force=True)
         if self._bar is not None:
             self._bar.close()
