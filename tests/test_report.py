@@ -1013,6 +1013,30 @@ def test_the_timing_line_says_when_the_runs_were_trained_in_parts():
                      "15.0 min, the sum of their wall_time_s)"]
 
 
+def test_a_section_made_on_two_mkl_branches_says_which_runs_were_made_where():
+    """C5 with room for lengths was trained on an Intel Xeon and then on an AMD EPYC: the section
+    counts each CPU's runs per variant, and says why it matters (its own branch reproduces a run);
+    runs of one CPU, or of two CPUs on one branch, say nothing of it."""
+    from sweeps.reporting.report import made_on
+
+    spec = _spec({"loss_type": ["grpo", "dapo"]}, seeds=3)
+    intel = {"device_name": "Intel(R) Xeon(R) Processor", "mkl_branch": "AVX2"}
+    amd = {"device_name": "AMD EPYC", "mkl_branch": "AUTO"}
+    runs = [_run({"loss_type": arm, "seed": seed}, stl=10) for arm in ("grpo", "dapo") for seed in range(3)]
+    for run in runs:
+        run.summary.update(amd if run.point["loss_type"] == "grpo" and run.point["seed"] > 0 else intel)
+    line = made_on(spec, runs)
+    assert line.startswith("AMD EPYC (MKL branch AUTO): 2 runs (loss_type=grpo 2); Intel(R) Xeon(R) Processor "
+                           "(MKL branch AVX2): 4 runs (loss_type=dapo 3, loss_type=grpo 1).")
+    assert "part from step 1" in line
+    for run in runs:
+        run.summary.update(intel)
+    assert made_on(spec, runs) == ""
+    runs[0].summary["device_name"] = "Intel(R) Xeon(R) Gold 6338"  # another Intel model: named, same branch
+    line = made_on(spec, runs)
+    assert "Gold 6338 (MKL branch AVX2): 1 runs" in line and "part from step 1" not in line
+
+
 def test_the_quick_placebo_covers_every_quick_claims_horizon():
     """`grpo reproduce --quick` gates each claim on a placebo of its set-up over at least as many steps:
     a quick placebo shorter than a quick claim left that claim "inconclusive (placebo not passed)" in

@@ -214,6 +214,30 @@ def shared_arms(spec: SweepSpec, runs: list[Run]) -> str:
                      f"are not independent evidence)" for (arm, source), seeds in sources.items())
 
 
+def made_on(spec: SweepSpec, runs: list[Run]) -> str:
+    """'' when every run was made on one CPU with one MKL branch; else the runs per CPU and variant.
+    Runs reproduce bit for bit only on their own MKL branch (AVX2 on Intel CPUs, AUTO on AMD), so a
+    seed's arms made on different branches part from step 1 instead of sharing their first samples."""
+    def cpu(r: Run) -> str:
+        branch = r.summary.get("mkl_branch")
+        return str(r.summary.get("device_name", "not recorded")) + (f" (MKL branch {branch})" if branch else "")
+    cpus = sorted({cpu(r) for r in runs})
+    if len(cpus) < 2:
+        return ""
+    groups = _group(spec, runs)
+    parts = []
+    for name in cpus:
+        counts = {key: sum(cpu(r) == name for r in group) for key, group in groups.items()}
+        parts.append(f"{name}: {sum(counts.values())} runs ("
+                     + ", ".join(f"{_label(key)} {n}" for key, n in counts.items() if n) + ")")
+    branches = {r.summary.get("mkl_branch") for r in runs}
+    why = (" MKL's float32 products differ between these branches in the last bits, so each run reproduces bit for "
+           "bit only on a CPU of its own branch, and where a seed's variants were made on different branches "
+           "they part from step 1 instead of sharing their first samples (docs/results.md#vendor)"
+           if len(branches) > 1 else "")
+    return "; ".join(parts) + "." + why
+
+
 def spec_test_indices(tests: list[dict]) -> list[int]:
     """Per test of report_tests, the index of its test in the spec (a reward-AUC twin: its original's)."""
     out, index = [], -1
@@ -266,6 +290,8 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
         out.append(f"- **Equivalence margins:** {margins_line(spec.path, spec.report['margins'], folder)}")
     for check in spec.report.get("mechanism") or []:
         out.append(f"- **Mechanism check, declared:** {check['what']} ({check['reason']})")
+    if (cpus := made_on(spec, runs)):
+        out.append(f"- **Made on more than one CPU:** {cpus}")
     if (shared := shared_arms(spec, runs)):
         out.append(f"- **Shared arms:** {shared}")
     if lent_to:  # the other side of a shared arm: this sweep trained runs another claim's verdicts rest on too
