@@ -67,9 +67,9 @@ def memory_failure(exc: BaseException) -> Optional[RunFailure]:
 # two such steps at once and the kernel's OOM killer ends a run. So a CPU step whose estimated need
 # exceeds a sixth of the machine's memory first takes the host's gate, an exclusive lock on a file
 # every grpo process of this user shares: such steps run one at a time and wait for each other;
-# smaller ones never wait. Waiting
-# changes nothing a run computes (it counts in step_time); the lock goes with a killed process. The
-# processes of one data-parallel run never take it: they meet in every backward.
+# smaller ones never wait. Waiting changes nothing a run computes (it counts in step_time); the lock
+# goes with a killed process. The processes of one data-parallel run never take it: they meet in
+# every backward.
 GATE_SHARE = 6  # a step estimated above MemTotal / GATE_SHARE takes the gate
 
 
