@@ -1035,6 +1035,10 @@ def test_a_section_made_on_two_mkl_branches_says_which_runs_were_made_where():
     runs[0].summary["device_name"] = "Intel(R) Xeon(R) Gold 6338"  # another Intel model: named, same branch
     line = made_on(spec, runs)
     assert "Gold 6338 (MKL branch AVX2): 1 runs" in line and "part from step 1" not in line
+    del runs[1].summary["mkl_branch"]  # a run from before branches were recorded: unknown, not a second branch
+    line = made_on(spec, runs)
+    assert "Intel(R) Xeon(R) Processor (MKL branch not recorded): 1 runs (loss_type=grpo 1)" in line
+    assert "part from step 1" not in line
 
 
 def test_the_quick_placebo_covers_every_quick_claims_horizon():

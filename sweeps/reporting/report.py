@@ -218,9 +218,9 @@ def made_on(spec: SweepSpec, runs: list[Run]) -> str:
     """'' when every run was made on one CPU with one MKL branch; else the runs per CPU and variant.
     Runs reproduce bit for bit only on their own MKL branch (AVX2 on Intel CPUs, AUTO on AMD), so a
     seed's arms made on different branches part from step 1 instead of sharing their first samples."""
-    def cpu(r: Run) -> str:
-        branch = r.summary.get("mkl_branch")
-        return str(r.summary.get("device_name", "not recorded")) + (f" (MKL branch {branch})" if branch else "")
+    def cpu(r: Run) -> str:  # runs before 2026-11-25 recorded no branch: unknown, not another branch
+        branch = r.summary.get("mkl_branch") or "not recorded"
+        return f"{r.summary.get('device_name', 'not recorded')} (MKL branch {branch})"
     cpus = sorted({cpu(r) for r in runs})
     if len(cpus) < 2:
         return ""
@@ -230,7 +230,7 @@ def made_on(spec: SweepSpec, runs: list[Run]) -> str:
         counts = {key: sum(cpu(r) == name for r in group) for key, group in groups.items()}
         parts.append(f"{name}: {sum(counts.values())} runs ("
                      + ", ".join(f"{_label(key)} {n}" for key, n in counts.items() if n) + ")")
-    branches = {r.summary.get("mkl_branch") for r in runs}
+    branches = {r.summary["mkl_branch"] for r in runs if r.summary.get("mkl_branch")}
     why = (" MKL's float32 products differ between these branches in the last bits, so each run reproduces bit for "
            "bit only on a CPU of its own branch, and where a seed's variants were made on different branches "
            "they part from step 1 instead of sharing their first samples (docs/results.md#vendor)"
