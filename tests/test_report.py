@@ -551,6 +551,29 @@ def test_report_only_without_the_local_runs_leaves_the_committed_report_alone(tm
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["REPORT.md"]  # nothing else written
 
 
+def test_report_only_needs_no_model_folder_but_training_does(tmp_path):
+    # a fresh clone has the real-model specs and their run folders but no results/local/models/:
+    # --report-only trains nothing, so it builds no config and must not ask for the model folder;
+    # a run that trains still stops at once with one line naming it
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    shutil.copy(ROOT / "experiments/real/cpu/r5_loss_normalization_lengths_cpu.yaml", exp)
+    base = yaml.safe_load((exp / "r5_loss_normalization_lengths_cpu.yaml").read_text())["base"]
+    model = base["model"]
+    (tmp_path / base["dataset"]).parent.mkdir(parents=True)  # the data a clone has (relative to its root)
+    shutil.copy(ROOT / base["dataset"], tmp_path / base["dataset"])
+    assert not (tmp_path / model).exists()  # the spec's relative model folder, seen from tmp_path
+    args = ("reproduce", "--experiments", str(exp))
+    res = run_grpo_here(*args, "--out", str(tmp_path / "trained"), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.strip() == \
+        f"grpo: error: model: no such directory {model!r}; allowed: 'tiny', a local model directory, or a hub id (org/name)"
+    assert not (tmp_path / "trained").exists()
+    res = run_grpo_here(*args, "--report-only", "--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    report = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "grpo reproduce --report-only" in report and "64 grid points" in report
+
+
 def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_its_status(tmp_path):
     from sweeps.reporting.report_inputs import collect_runs
 

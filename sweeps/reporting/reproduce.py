@@ -306,8 +306,8 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     check_tracking_uri(tracking_uri or defaults.TRACKING_URI)
     check_storage(storage)
     paths = claim_specs(experiments_dir(experiments, real, real_cpu))
-    for p in paths:  # every spec and its report section is checked before anything runs
-        validate_report(load_spec(p))
+    for p in paths:  # every spec and its report section is checked before anything runs (--report-only builds
+        validate_report(load_spec(p, check_points=not report_only))  # no config: the model need not be here)
     if real or real_cpu:  # the real-model runs are committed: config, metrics and summary of each are small
         committed, quick_dir = (REAL_CPU_RESULTS, Path(defaults.QUICK_REAL) / "cpu") if real_cpu else \
             (REAL_RESULTS, Path(defaults.QUICK_REAL))
@@ -332,7 +332,7 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     paths = [p for p in paths if p not in full_only]
     with tempfile.TemporaryDirectory() as staging:  # derived specs are checked before any is written
         for p in paths:
-            load_spec(derive_spec(p, quick, max_steps, seeds, Path(staging)))
+            load_spec(derive_spec(p, quick, max_steps, seeds, Path(staging)), check_points=not report_only)
     derived = [derive_spec(p, quick, max_steps, seeds, spec_dir) for p in paths]
 
     if storage is None and not report_only:  # the run folders decide what is done: a journal of its own
@@ -364,11 +364,11 @@ def reproduce(quick: bool = False, workers: int = 2, experiments: Optional[str] 
     answers = Answers(testbed)  # the forest plot's and glance tables' rows, real model first, then the CPU testbed's
     if real_cpu:  # claims under a reward that pays for an echo of the question: an appendix
         sections, summary_rows, all_runs = sections_with_echo_appendix(paths, derived, runs_root, fig_dir, report_dir,
-                                                                       command, peer_root=work / "peer",
+                                                                       command, not report_only, work / "peer",
                                                                        answers=answers)
     else:
         sections, summary_rows, all_runs = _sections(paths, derived, runs_root, fig_dir, report_dir, command,
-                                                     answers=answers)
+                                                     not report_only, answers=answers)
     for p in full_only:
         spec = load_spec(p, check_points=False)
         summary_rows += [f"| {spec.text.get('claim', spec.name)} | {t['statement']} | {NEEDS_FULL_RUN} | – | – | – | – | – |"
