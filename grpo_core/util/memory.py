@@ -71,6 +71,15 @@ def memory_failure(exc: BaseException) -> Optional[RunFailure]:
 # goes with a killed process. The processes of one data-parallel run never take it: they meet in
 # every backward.
 GATE_SHARE = 6  # a step estimated above MemTotal / GATE_SHARE takes the gate
+#
+# A step's freed memory must also go back to the machine: glibc keeps the freed chunks of its heap
+# (tensors under its mmap threshold, up to 32 MiB: a layer's activations) for the process to reuse,
+# so a run that had finished its big step went on holding most of it. Measured 2026-12-02: a worker
+# of C5's sweep, generating its next batch, held a resident 7.2 GiB (VmRSS 7,541,576 kB; VmHWM 10.5
+# GiB) and 1.4 GiB (1,480,188 kB) right after `malloc_trim(0)` (called in the live process with gdb);
+# the other worker's step beside it had reached an anon-rss of 16.7 GiB (17,459,916 kB) when the OOM
+# killer ended it. So every gated block ends by handing its freed memory back
+# (release_freed_memory), before the gate lets the next holder in.
 
 
 def machine_memory() -> Optional[int]:
@@ -109,15 +118,35 @@ def grad_step_bytes(model_config, positions: int, logit_rows: int) -> int:
     return 4 * (positions * layers * (12 * hidden + 3 * mlp) + logit_rows * 3 * vocab)
 
 
+def release_freed_memory() -> bool:
+    """Hand the memory this process has freed back to the machine (glibc's `malloc_trim(0)`).
+    True when some was released; False when none could be, or where the C library is not glibc.
+    Changes nothing a run computes: only freed chunks are returned."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to call
+            _malloc_trim = False
+    return bool(_malloc_trim and _malloc_trim(0))
+
+
+_malloc_trim = None  # glibc's malloc_trim, looked up on first use; False where there is none
+
+
 class memory_gate:
     """`with memory_gate(estimate):` holds the host's gate while the block runs when `estimate`
-    (bytes) exceeds `total` / GATE_SHARE (total: this machine's memory); else it does nothing.
-    `waited` (seconds) and `held` say what it did."""
+    (bytes) exceeds `total` / GATE_SHARE (total: this machine's memory), and at the block's end
+    hands the memory the block freed back to the machine, held or not (release_freed_memory).
+    `waited` (seconds), `held` and `released` say what it did."""
 
     def __init__(self, estimate: int, total: Optional[int] = None, path: Optional[str] = None):
         total = machine_memory() if total is None else total
         self.held = total is not None and estimate > total / GATE_SHARE
-        self.path, self.waited, self._file = path or gate_path(), 0.0, None
+        self.path, self.waited, self._file, self.released = path or gate_path(), 0.0, None, False
 
     def __enter__(self) -> "memory_gate":
         if self.held:
@@ -135,6 +164,7 @@ class memory_gate:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.released = release_freed_memory()  # before the next holder's step needs it
         if self._file is not None:
             self._file.close()  # closing the file releases the lock
             self._file = None
