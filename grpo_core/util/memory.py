@@ -78,8 +78,8 @@ GATE_SHARE = 6  # a step estimated above MemTotal / GATE_SHARE takes the gate
 # of C5's sweep, generating its next batch, held a resident 7.2 GiB (VmRSS 7,541,576 kB; VmHWM 10.5
 # GiB) and 1.4 GiB (1,480,188 kB) right after `malloc_trim(0)` (called in the live process with gdb);
 # the other worker's step beside it had reached an anon-rss of 16.7 GiB (17,459,916 kB) when the OOM
-# killer ended it. So every gated block ends by handing its freed memory back
-# (release_freed_memory), before the gate lets the next holder in.
+# killer ended it. So every block of the gate, held or not, ends by handing the process's freed memory
+# back (release_freed_memory), before the gate lets the next holder in.
 
 
 def machine_memory() -> Optional[int]:
@@ -125,10 +125,9 @@ def release_freed_memory() -> bool:
     global _malloc_trim
     if _malloc_trim is None:
         import ctypes
-        import ctypes.util
 
-        try:
-            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        try:  # the C library this process already runs on, whose allocator holds the memory
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
         except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to call
             _malloc_trim = False
     return bool(_malloc_trim and _malloc_trim(0))
