@@ -35,6 +35,7 @@ import torch
 from grpo_core.util import defaults
 from grpo_core.util.errors import UserInputError
 from grpo_core.util.files import staged_folder
+from grpo_core.util.memory import status_kib
 from grpo_core.record.provenance import gpu_driver
 
 SMOLLM2_135M = dict(  # HuggingFaceTB/SmolLM2-135M config.json
@@ -261,10 +262,6 @@ def time_side_by_side(setup: Setup, knobs: Knobs, steps: int, warmup: int, block
 
 
 # ---- peak memory, one child process per trainer ---------------------------------------------
-def _status_kib(field_name: str) -> int:
-    return int(re.search(rf"{field_name}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
-
-
 def probe_memory(which: str, setup: Setup, knobs: Knobs, steps: int) -> int:
     """Run `steps` steps of one trainer in this (fresh) process; return its peak bytes above
     the baseline after imports (CPU: VmHWM − VmRSS; GPU: max_memory_allocated)."""
@@ -274,7 +271,7 @@ def probe_memory(which: str, setup: Setup, knobs: Knobs, steps: int) -> int:
     import gc
 
     gc.collect()
-    baseline = _status_kib("VmRSS")
+    baseline = status_kib("VmRSS")
     if knobs.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     if which == "ours":
@@ -285,7 +282,7 @@ def probe_memory(which: str, setup: Setup, knobs: Knobs, steps: int) -> int:
         build_trl(setup, knobs, path, max_steps=steps).train()
     if knobs.device == "cuda":
         return int(torch.cuda.max_memory_allocated())
-    return (_status_kib("VmHWM") - baseline) * 1024
+    return (status_kib("VmHWM") - baseline) * 1024
 
 
 def measure_memory(setup: Setup, knobs: Knobs, steps: int) -> dict:

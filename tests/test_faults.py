@@ -195,11 +195,9 @@ def test_a_gated_block_hands_its_freed_memory_back_before_the_next_holder_gets_i
 
 _HEAP_PROBE = """
 import torch
-from grpo_core.util.memory import release_freed_memory
+from grpo_core.util.memory import release_freed_memory, status_kib
 def rss():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
+    return status_kib("VmRSS") * 1024
 start = rss()
 held, small = [], []
 for _ in range(200):  # 800 MiB in 4 MiB tensors, each followed by a small live one

@@ -118,6 +118,14 @@ def grad_step_bytes(model_config, positions: int, logit_rows: int) -> int:
     return 4 * (positions * layers * (12 * hidden + 3 * mlp) + logit_rows * 3 * vocab)
 
 
+def status_kib(field_name: str) -> int:
+    """A memory field of this process's /proc/self/status in KiB (VmRSS, VmHWM, ...); Linux only."""
+    import re
+    from pathlib import Path
+
+    return int(re.search(rf"{field_name}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
+
+
 def release_freed_memory() -> bool:
     """Hand the memory this process has freed back to the machine (glibc's `malloc_trim(0)`).
     True when some was released; False when none could be, or where the C library is not glibc.
