@@ -476,9 +476,19 @@ def test_a_trial_finished_between_the_listing_and_the_write_is_left_as_it_is(tmp
     assert not fail_trial(study, storage, first.number, "again")
 
 
+def _holds_open(pid: int, path) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:  # it ended meanwhile, or one of its files closed between the listing and the read
+        return False
+
+
 def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path):
     # what the OOM killer did to one of C5's two workers: SIGKILL mid-trial. The sweep records the trial as
     # failed (its point runs again on the next sweep) and starts a new worker, which trains the points left
+    from pathlib import Path
+
+    from mlflow.tracking import MlflowClient
     from optuna.trial import TrialState
 
     path = tmp_path / "replace.yaml"
@@ -494,15 +504,29 @@ def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path)
     metrics = tmp_path / "runs" / "replace" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
         time.sleep(0.1)
-    assert proc.poll() is None, proc.stderr.read()[-2000:]
-    _, study = _study(journal, "replace", path)
-    victim = next(t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING and "owner" in t.user_attrs)
-    owner = int(victim.user_attrs["owner"].rsplit(":", 2)[1])
+    # trial 0's worker, killed at once: its 40 tiny steps take about a second, less than reading the study
     first_workers = set(map(int, subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                                 text=True).stdout.split()))
-    assert owner in first_workers
+    owner = next(pid for pid in first_workers if _holds_open(pid, metrics))
     os.kill(owner, signal.SIGKILL)
+    assert len(metrics.read_text().splitlines()) < 40  # killed mid-run
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    _, study = _study(journal, "replace", path)
+    victim = study.trials[0]
+    assert victim.user_attrs["owner"].rsplit(":", 2)[1] == str(owner)
+    summary = Path(victim.user_attrs["run_dir"]) / "summary.json"
+    # recorded while the sweep goes on, not by the next claim or sweep: the progress line and the MLflow UI stop
+    # showing the dead run as running (C5's line said "running t52 7/40" for 20 minutes after the OOM kill)
+    while proc.poll() is None and not summary.exists():
+        time.sleep(0.1)
+    seen_running = proc.poll() is None
+    _, study = _study(journal, "replace", path)
     out, err = proc.communicate(timeout=600)
+    assert seen_running, "the sweep ended before it recorded its killed worker's trial"
+    assert json.loads(summary.read_text())["status"] == "killed"
+    assert study.trials[victim.number].state == TrialState.FAIL
+    run = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db").get_run(victim.user_attrs["mlflow_run_id"])
+    assert run.info.status == "KILLED"
     assert proc.returncode == 1, err[-3000:]  # one trial failed in this run: the killed one
     assert f"worker 0 (pid {owner}) was killed by signal 9" in err or f"worker 1 (pid {owner}) was killed by signal 9" in err
     assert "2 worker(s) (1 replaced after being killed by a signal)" in out, out[-2000:]
@@ -514,3 +538,60 @@ def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path)
     assert len(done) == 5  # every other point, none twice
     owners = {int(t.user_attrs["owner"].rsplit(":", 2)[1]) for t in done}
     assert owners - first_workers, owners  # the new worker trained some of them
+
+
+def _kill_self():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _exit_zero():
+    pass
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_the_pool_records_a_killed_worker_at_once_whether_or_not_it_replaces_it(capsys, replace):
+    # under --stop-after (or with no point left) no worker replaces the dead one, and its trial must still be
+    # failed now, not by a claim that will not come
+    import multiprocessing as mp
+
+    from sweeps.driving.worker_pool import WorkerPool
+
+    context, made, deaths, forks = mp.get_context("fork"), [], [], []
+
+    def make(i):
+        made.append(i)
+        return context.Process(target=_kill_self if len(made) == 1 else _exit_zero)
+
+    pool = WorkerPool(make, may_replace=lambda: replace, before_fork=lambda: forks.append("before"),
+                      after_fork=lambda: forks.append("after"), on_death=lambda: deaths.append(len(made)))
+    pool.start(0)
+    pool.join()
+    assert deaths == [1]  # once, for the killed worker, before any replacement started
+    assert [p.exitcode for p in pool.procs] == ([-signal.SIGKILL, 0] if replace else [-signal.SIGKILL])
+    assert made == ([0, 0] if replace else [0]) and pool.replaced == int(replace)
+    assert forks == (["before", "after"] if replace else [])
+    err = capsys.readouterr().err
+    assert "worker 0" in err and "killed by signal 9" in err and "recorded as failed now" in err
+    assert ("a new worker takes its place" in err) == replace
+
+
+def test_a_pool_whose_recording_fails_goes_on(capsys):
+    import multiprocessing as mp
+
+    from sweeps.driving.worker_pool import WorkerPool
+
+    context, made = mp.get_context("fork"), []
+
+    def make(i):
+        made.append(i)
+        return context.Process(target=_kill_self if len(made) == 1 else _exit_zero)
+
+    def broken():
+        raise OSError("database is locked")
+
+    pool = WorkerPool(make, may_replace=lambda: True, before_fork=lambda: None, after_fork=lambda: None,
+                      on_death=broken)
+    pool.start(0)
+    pool.join()
+    assert pool.replaced == 1 and pool.procs[-1].exitcode == 0
+    assert "could not record worker 0's trial as failed yet (database is locked)" in capsys.readouterr().err

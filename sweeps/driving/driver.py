@@ -339,7 +339,8 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
                 may_replace=lambda: not stop.is_set() and time_limit.may_start(start_until) and has_work(
                     study, spec, invocation),
                 before_fork=lambda: (progress.pause(), _release_connections(storage)),
-                after_fork=progress.start_thread)
+                after_fork=progress.start_thread,
+                on_death=lambda: _recover(study, storage, tracking_uri, storage_url))
             procs = pool.procs
             for i in range(min(workers, _most_trials(spec))):
                 pool.start(i)
