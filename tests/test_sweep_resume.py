@@ -104,3 +104,28 @@ def test_a_checkpoint_of_another_config_is_not_taken(tmp_path, monkeypatch):
     assert yaml.safe_load((fresh / "config.yaml").read_text())["resume_from_checkpoint"] is None
     assert json.loads((stopped / "summary.json").read_text())["status"] == "killed"
     assert [p.name for p in stopped.glob("checkpoint-*")] == ["checkpoint-2"]
+
+
+def test_a_held_folder_leaves_the_next_best_checkpoint(tmp_path):
+    """Two stopped runs of the same config: the one with the later checkpoint is held by another process
+    (its run lock), so the point goes on from the other's, not from step 1."""
+    from filelock import FileLock
+
+    from grpo_core.config.checkpoint_compat import CHECKPOINT_STATE
+    from grpo_core.config.schema import GRPOConfig
+    from grpo_core.run import RUN_LOCK
+    from sweeps.driving.resume import resumable_checkpoint
+
+    cfg = GRPOConfig(save_steps=2, cache_dir=str(CACHE))
+    for folder, step in (("trial-0000", 6), ("trial-0001", 4), ("trial-0002", 2)):
+        checkpoint = tmp_path / folder / f"checkpoint-{step}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / CHECKPOINT_STATE).write_bytes(b"state")
+        (checkpoint / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+        (tmp_path / folder / "summary.json").write_text(json.dumps({"status": "killed"}))
+    assert resumable_checkpoint(tmp_path, cfg) == tmp_path / "trial-0000" / "checkpoint-6"
+    with FileLock(tmp_path / "trial-0000" / RUN_LOCK):
+        assert resumable_checkpoint(tmp_path, cfg) == tmp_path / "trial-0001" / "checkpoint-4"
+        with FileLock(tmp_path / "trial-0001" / RUN_LOCK), FileLock(tmp_path / "trial-0002" / RUN_LOCK):
+            assert resumable_checkpoint(tmp_path, cfg) is None
+    assert resumable_checkpoint(tmp_path, cfg) == tmp_path / "trial-0000" / "checkpoint-6"

@@ -66,7 +66,7 @@ def resumable_checkpoint(root: Path, cfg: GRPOConfig) -> Optional[Path]:
     if not cfg.save_steps or not root.is_dir():
         return None
     current = cfg.to_dict()
-    best: Optional[Path] = None
+    found: list[Path] = []
     for folder in [*root.glob("trial-*"), *root.glob("trial-*/seed-*")]:
         if not folder.is_dir() or not _stopped(folder):
             continue
@@ -77,13 +77,14 @@ def resumable_checkpoint(root: Path, cfg: GRPOConfig) -> Optional[Path]:
                 saved = yaml.safe_load((checkpoint / "config.yaml").read_text())
             except (OSError, yaml.YAMLError):
                 continue
-            if not isinstance(saved, dict) or config_mismatch(saved, current) is not None:
-                continue
-            if best is None or step_of(checkpoint) > step_of(best):
-                best = checkpoint
-    if best is not None and _held(best.parent):
-        return None
-    return best
+            if isinstance(saved, dict) and config_mismatch(saved, current) is None:
+                found.append(checkpoint)
+    # the latest of the folders no other process holds: one held (its run resumed by another worker, or
+    # recovered) leaves the next best, where it had left the point to train from step 1
+    for checkpoint in sorted(found, key=step_of, reverse=True):
+        if not _held(checkpoint.parent):
+            return checkpoint
+    return None
 
 
 def drop_checkpoints(folder: Path) -> None:
