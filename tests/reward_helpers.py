@@ -79,3 +79,19 @@ def sleepy(completions, **kwargs):
 
     time.sleep(30)
     return [0.0] * len(completions)
+
+
+def held_exact_match(completions, answer, **kwargs):
+    """exact_match, but each call waits while the file named by GRPO_TEST_HOLD exists (after touching
+    `<that file>.<pid>`, so a test sees which processes wait): a test stops trials mid-run, then kills
+    them, however slowly its machine schedules it."""
+    import os
+    import time
+    from pathlib import Path
+
+    hold = os.environ.get("GRPO_TEST_HOLD")
+    if hold and os.path.exists(hold):
+        Path(f"{hold}.{os.getpid()}").touch()
+        while os.path.exists(hold):
+            time.sleep(0.05)
+    return [1.0 if c.strip() == a.strip() else 0.0 for c, a in zip(completions, answer)]

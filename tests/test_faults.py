@@ -1074,7 +1074,10 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     mid-trial: its workers end with it (after SIGKILL they had run on as orphans, claiming new
     trials beside the resume); the resume retries the killed trials at their points and draws new
     ones for the rest (the seeded sampler had drawn the finished points again), so no parameter
-    point is trained twice and the budget is spent once."""
+    point is trained twice and the budget is spent once. Once a trial has finished, the others are held
+    at their next reward (reward_helpers:held_exact_match) until both workers wait there: the kill lands
+    mid-trial however slowly the machine runs the test (a CI run whose test process was descheduled past
+    a whole 16-step trial had sent it after the budget was spent, and nothing was left to resume)."""
     import datetime
 
     import optuna
@@ -1082,10 +1085,12 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
 
     spec = tmp_path / "search.yaml"
     spec.write_text(yaml.safe_dump({
-        "name": "killed", "base": {"cache_dir": str(CACHE), "max_steps": 16, "stl_window": 2, "baseline_prompts": 8},
-        "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random", "n_trials": 4,
+        "name": "killed", "base": {"cache_dir": str(CACHE), "max_steps": 16, "stl_window": 2, "baseline_prompts": 8,
+                                   "reward_funcs": ["reward_helpers:held_exact_match"]},
+        "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random", "n_trials": 5,
         "seeds": [0]}))
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    hold = tmp_path / "hold"  # while it exists, each reward call waits (and marks its process: hold.<pid>)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     cmd = [sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "2", *_stores(tmp_path)]
     log = open(tmp_path / "first.log", "w")  # what the stopped invocation said (shown if the test fails)
     main = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -1093,19 +1098,24 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 300
-        while True:  # one trial finished, two running: then the kill
+        states: list = []
+        while TrialState.COMPLETE not in states:  # one trial finished: the others are held at their next reward
             try:
-                trials = optuna.load_study(study_name="killed", storage=journal).trials
+                states = [t.state for t in optuna.load_study(study_name="killed", storage=journal).trials]
             except KeyError:  # the sweep has not created its study yet
-                trials = []
-            states = [t.state for t in trials]
-            if states.count(TrialState.COMPLETE) >= 1 and states.count(TrialState.RUNNING) == 2:
-                running = {t.number for t in trials if t.state == TrialState.RUNNING}
-                break
+                pass
             assert main.poll() is None and time.monotonic() < deadline, states
             time.sleep(0.2)
+        hold.touch()
+        while len(held := {p.suffix[1:] for p in tmp_path.glob("hold.*")}) < 2:  # both workers wait mid-trial
+            assert main.poll() is None and time.monotonic() < deadline, (held, states)
+            time.sleep(0.2)
+        trials = optuna.load_study(study_name="killed", storage=journal).trials
+        states = [t.state for t in trials]
+        assert states.count(TrialState.COMPLETE) >= 1 and states.count(TrialState.RUNNING) == 2, states
+        running = {t.number for t in trials if t.state == TrialState.RUNNING}
         workers = [p for p in _children(main.pid) if "python" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
-        assert len(workers) >= 2
+        assert len(workers) >= 2 and {int(p) for p in held} <= set(workers), (held, workers)
         killed_at = datetime.datetime.now()
         main.send_signal(getattr(signal, how))
         main.wait()
@@ -1124,6 +1134,7 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
         # each worker's end says one line: no traceback (a signal during its exit), and its killed trial is
         # recorded as killed, not failed by the store (a read the kill interrupted held SQLite's lock)
         assert "Traceback" not in said and "database is locked" not in said, said[-3000:]
+        hold.unlink()  # the resume trains unheld
         done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
     finally:
@@ -1138,7 +1149,7 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     # (what a failure needs to be read: each trial as the journal holds it, and what both invocations said)
     told = ([(t.number, t.state.name, t.params, t.user_attrs, str(t.datetime_start)) for t in trials],
             (tmp_path / "first.log").read_text()[-2000:], done.stderr[-2000:])
-    assert len(ran) == 4 and len(trials) > before, told  # the budget spent once, by trials that ran
+    assert len(ran) == 5 and len(trials) > before, told  # the budget spent once, by trials that ran
     points = [t.params["learning_rate"] for t in ran]
     assert len(set(points)) == len(points), points  # no point bought twice
     killed = [t for t in trials if t.state == TrialState.FAIL]
