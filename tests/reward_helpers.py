@@ -94,4 +94,6 @@ def held_exact_match(completions, answer, **kwargs):
         Path(f"{hold}.{os.getpid()}").touch()
         while os.path.exists(hold):
             time.sleep(0.05)
-    return [1.0 if c.strip() == a.strip() else 0.0 for c, a in zip(completions, answer)]
+    from grpo_core.tasks.rewards import exact_match
+
+    return exact_match(completions, answer)
