@@ -97,3 +97,19 @@ def held_exact_match(completions, answer, **kwargs):
     from grpo_core.tasks.rewards import exact_match
 
     return exact_match(completions, answer)
+
+
+def hold_at_next_reward(hold, alive, count: int = 1, timeout: float = 120.0) -> set[int]:
+    """Create `hold` (the file GRPO_TEST_HOLD names for held_exact_match), then wait until `count`
+    processes wait at a reward: their pids. `alive()` says whether the command under test still runs;
+    a command that ended, or a wait past `timeout`, fails the test with what was seen."""
+    import time
+    from pathlib import Path
+
+    hold = Path(hold)
+    hold.touch()
+    deadline = time.monotonic() + timeout
+    while len(held := {int(p.suffix[1:]) for p in hold.parent.glob(f"{hold.name}.*")}) < count:
+        assert alive() and time.monotonic() < deadline, f"{len(held)} of {count} process(es) held at a reward"
+        time.sleep(0.1)
+    return held

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import reward_helpers
 import yaml
 
 from conftest import CACHE, ROOT, run_grpo as grpo, run_grpo_here as grpo_here
@@ -328,16 +329,19 @@ def test_recover_leaves_a_resumed_folder_to_the_run_that_resumed_it(tmp_path):
     db = tmp_path / "m.db"
     run = tmp_path / "run"
     args = [*TRAIN, "--set", "max_steps=60", "--set", "save_steps=10", "--set", "stl_window=5",
-            "--set", f"mlflow_tracking_uri=sqlite:///{db}"]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+            "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--set", "reward_funcs=reward_helpers:held_exact_match"]
+    hold = tmp_path / "hold"  # the task's exact_match, held while it exists: killed mid-run however slow the machine
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *args, "--out", str(run)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while proc.poll() is None and not ((run / "checkpoint-10").is_dir()
                                        and len((run / "metrics.jsonl").read_text().splitlines()) >= 12):
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed"
+    reward_helpers.hold_at_next_reward(hold, lambda: proc.poll() is None)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    hold.unlink()
     res = grpo_here("train", *args, "--set", f"resume_from_checkpoint={run / 'checkpoint-10'}")  # to step 60 in run/
     assert res.returncode == 0, res.stderr[-2000:]
     res = grpo_here("recover", "--tracking-uri", f"sqlite:///{db}")
@@ -1106,16 +1110,13 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
                 pass
             assert main.poll() is None and time.monotonic() < deadline, states
             time.sleep(0.2)
-        hold.touch()
-        while len(held := {p.suffix[1:] for p in tmp_path.glob("hold.*")}) < 2:  # both workers wait mid-trial
-            assert main.poll() is None and time.monotonic() < deadline, (held, states)
-            time.sleep(0.2)
+        held = reward_helpers.hold_at_next_reward(hold, lambda: main.poll() is None, count=2)  # both, mid-trial
         trials = optuna.load_study(study_name="killed", storage=journal).trials
         states = [t.state for t in trials]
         assert states.count(TrialState.COMPLETE) >= 1 and states.count(TrialState.RUNNING) == 2, states
         running = {t.number for t in trials if t.state == TrialState.RUNNING}
         workers = [p for p in _children(main.pid) if "python" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
-        assert len(workers) >= 2 and {int(p) for p in held} <= set(workers), (held, workers)
+        assert len(workers) >= 2 and held <= set(workers), (held, workers)
         killed_at = datetime.datetime.now()
         main.send_signal(getattr(signal, how))
         main.wait()

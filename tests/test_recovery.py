@@ -11,14 +11,19 @@ import sys
 import time
 
 import pytest
+import reward_helpers
 import yaml
 
 from conftest import CACHE, ROOT, run_grpo_here as grpo_here
 
 
-def _spec(tmp_path, name, max_steps):
+def _spec(tmp_path, name, max_steps, held=False):
+    """`held`: the task's reward is reward_helpers:held_exact_match, which waits while the file
+    GRPO_TEST_HOLD names exists (a test stops a run mid-way before it signals it)."""
     path = tmp_path / f"{name}.yaml"
     base = {"cache_dir": str(CACHE), "max_steps": max_steps, "baseline_prompts": 8, "stl_window": 5}
+    if held:
+        base["reward_funcs"] = ["reward_helpers:held_exact_match"]
     path.write_text(yaml.safe_dump({"name": name, "base": base, "grid": {"learning_rate": [1e-4, 3e-4]},
                                     "seeds": [0]}, sort_keys=False))
     return path
@@ -41,12 +46,13 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
 
     from sweeps.spec import grid_point_of, point_key
 
-    spec_path = _spec(tmp_path, "killme", max_steps=60)  # killed at step 20 or so: 40 steps of margin
+    spec_path = _spec(tmp_path, "killme", max_steps=60, held=True)  # killed at step 20 or so, held there
     journal = f"journal://{tmp_path}/optuna.log"
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking,
             "--out-root", str(tmp_path / "runs")]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    hold = tmp_path / "hold"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = tmp_path / "runs" / "killme" / "trial-0000" / "metrics.jsonl"
@@ -55,8 +61,10 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
             break
         time.sleep(0.2)
     assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    reward_helpers.hold_at_next_reward(hold, lambda: proc.poll() is None)  # however slowly this test runs
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    hold.unlink()
 
     spec, study = _study(journal, "killme", spec_path)
     killed = study.get_trials(deepcopy=False)[0]
@@ -150,11 +158,12 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
 
     from sweeps.spec import grid_point_of, point_key
 
-    spec_path = _spec(tmp_path, "ctrlc", max_steps=60)  # interrupted at step 20 or so: 40 steps of margin
+    spec_path = _spec(tmp_path, "ctrlc", max_steps=60, held=True)  # interrupted at step 20 or so, held there
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
     args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
             "--out-root", str(tmp_path / "runs")]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    hold = tmp_path / "hold"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     # as in a terminal's foreground job: SIGINT not ignored, even where pytest itself was started in the
     # background of a shell without job control, which ignores it (and children inherit that)
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
@@ -166,8 +175,10 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
             break
         time.sleep(0.2)
     assert proc.poll() is None, "the sweep ended before the signal was sent"
+    reward_helpers.hold_at_next_reward(hold, lambda: proc.poll() is None)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
     proc.wait()
+    hold.unlink()
     assert proc.returncode == 130, proc.stderr.read().decode()[-2000:]
 
     spec, study = _study(journal, "ctrlc", spec_path)
@@ -492,24 +503,36 @@ def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path)
     from optuna.trial import TrialState
 
     path = tmp_path / "replace.yaml"
-    base = {"cache_dir": str(CACHE), "max_steps": 40, "baseline_prompts": 8, "stl_window": 5}
+    # (the task's exact_match, held while the file `hold` exists: trial 0 waits mid-run for its kill, however
+    # slowly the machine runs this test; its 40 tiny steps take about a second)
+    base = {"cache_dir": str(CACHE), "max_steps": 40, "baseline_prompts": 8, "stl_window": 5,
+            "reward_funcs": ["reward_helpers:held_exact_match"]}
     path.write_text(yaml.safe_dump({"name": "replace", "base": base, "grid": {"learning_rate": [1e-4, 3e-4]},
                                     "seeds": [0, 1, 2]}, sort_keys=False))  # 6 points for 2 workers
     journal = f"journal://{tmp_path}/optuna.log"
     args = ["sweep", str(path), "--workers", "2", "--storage", journal, "--tracking-uri",
             f"sqlite:///{tmp_path}/mlflow.db", "--out-root", str(tmp_path / "runs")]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    hold = tmp_path / "hold"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / "runs" / "replace" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
         time.sleep(0.1)
-    # trial 0's worker, killed at once: its 40 tiny steps take about a second, less than reading the study
-    first_workers = set(map(int, subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                                text=True).stdout.split()))
-    owner = next(pid for pid in first_workers if _holds_open(pid, metrics))
+    hold.touch()
+    first_workers: set[int] = set()
+    owner = None
+    deadline = time.monotonic() + 120
+    while owner is None:  # trial 0's worker, waiting at a reward of trial 0
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+        first_workers = set(map(int, subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                    text=True).stdout.split()))
+        owner = next((pid for pid in first_workers if Path(f"{hold}.{pid}").exists() and _holds_open(pid, metrics)),
+                     None)
+        time.sleep(0.1)
     os.kill(owner, signal.SIGKILL)
     assert len(metrics.read_text().splitlines()) < 40  # killed mid-run
+    hold.unlink()  # the other worker and the one that replaces the killed one train on unheld
     assert proc.poll() is None, proc.stderr.read()[-2000:]
     _, study = _study(journal, "replace", path)
     victim = study.trials[0]
