@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import reward_helpers
 
 from conftest import CACHE, ROOT, make_cfg, run_grpo_here as grpo_here
 from grpo_lab.cli import main
@@ -30,13 +31,16 @@ def _summary(path):
 def test_killed_run_resumed_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
     # the killed run in a process of its own, the others in this one: torch's thread count is set
     # (num_threads 1), as MKL's sums depend on it
-    settings = ["--set", "max_steps=120", "--set", "save_steps=40", "--set", "num_threads=1"]
+    # (the task's exact_match, held while the file `hold` exists: the run waits past checkpoint-80 for its kill)
+    settings = ["--set", "max_steps=120", "--set", "save_steps=40", "--set", "num_threads=1",
+                "--set", "reward_funcs=reward_helpers:held_exact_match"]
     ref = tmp_path / "ref"
     assert grpo_here("train", *ARGS, *settings, "--out", str(ref)).returncode == 0
     assert [p.name for p in ref.glob("checkpoint-*")] == ["checkpoint-120"]  # only the latest is kept
 
     run = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    hold = tmp_path / "hold"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *ARGS, *settings, "--out", str(run)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while proc.poll() is None:  # wait for the event, however long this machine takes
@@ -44,8 +48,10 @@ def test_killed_run_resumed_from_checkpoint_matches_an_uninterrupted_run(tmp_pat
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed"
+    reward_helpers.hold_at_next_reward(hold, lambda: proc.poll() is None)
     os.kill(proc.pid, signal.SIGKILL)  # preempted: steps after checkpoint-80 are lost
     proc.wait()
+    hold.unlink()
     killed_at = len(read_metrics(run / "metrics.jsonl"))
     assert 80 < killed_at < 120
 
