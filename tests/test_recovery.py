@@ -519,17 +519,8 @@ def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path)
     metrics = tmp_path / "runs" / "replace" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
         time.sleep(0.1)
-    hold.touch()
-    first_workers: set[int] = set()
-    owner = None
-    deadline = time.monotonic() + 120
-    while owner is None:  # trial 0's worker, waiting at a reward of trial 0
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
-        first_workers = set(map(int, subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                                    text=True).stdout.split()))
-        owner = next((pid for pid in first_workers if Path(f"{hold}.{pid}").exists() and _holds_open(pid, metrics)),
-                     None)
-        time.sleep(0.1)
+    first_workers = reward_helpers.hold_at_next_reward(hold, lambda: proc.poll() is None, count=2)  # both, mid-trial
+    owner = next(pid for pid in first_workers if _holds_open(pid, metrics))  # trial 0's worker
     os.kill(owner, signal.SIGKILL)
     assert len(metrics.read_text().splitlines()) < 40  # killed mid-run
     hold.unlink()  # the other worker and the one that replaces the killed one train on unheld
