@@ -103,3 +103,17 @@ def test_the_long_c2_specs_lr_matched_arm_runs_at_its_ramps_mean_rate():
                for s in range(ramp.max_steps)) / ramp.max_steps
     assert matched.effective_warmup_steps == 0 and matched.learning_rate == pytest.approx(mean, rel=1e-12)
     assert spec.config_for({"arm": "no_warmup", "seed": 20}).learning_rate == ramp.learning_rate
+
+
+def test_the_long_c2_specs_early_matched_arm_runs_at_its_ramps_mean_over_the_first_50_steps():
+    # the arm matched up to learning (issue 105): the ramp's mean rate over the ~50 updates before the
+    # warmup arm learns, so that by then it has delivered what the ramp delivered (40 peak-steps)
+    from grpo_core.algo.schedule import lr_multiplier
+    from sweeps.spec import load_spec
+
+    spec = load_spec(ROOT / "experiments/real/cpu/r2_warmup_long_cpu.yaml", check_points=False)
+    ramp, early = spec.config_for({"arm": "warmup", "seed": 20}), spec.config_for({"arm": "lr_matched_early", "seed": 20})
+    delivered = sum(ramp.learning_rate * lr_multiplier(s, ramp.effective_warmup_steps, ramp.max_steps,
+                                                       ramp.lr_scheduler_type) for s in range(50))
+    assert delivered == pytest.approx(40 * ramp.learning_rate, rel=1e-12)
+    assert early.effective_warmup_steps == 0 and early.learning_rate == pytest.approx(delivered / 50, rel=1e-12)
