@@ -1084,3 +1084,33 @@ def test_the_quick_placebo_covers_every_quick_claims_horizon():
     for steps, tasks, claim in specs:
         if claim != "calibration":
             assert any(tasks & p_tasks and p_steps >= steps for p_steps, p_tasks in placebos), (claim, steps, tasks)
+
+
+def test_an_arm_added_while_training_leaves_the_tests_of_finished_arms_decided(tmp_path, summaries_as_given):
+    # a third level added to a grid after the other two finished (C2's lr_matched_early, issue 105):
+    # the test of the two finished levels keeps its verdict; the test that reads the new level reads
+    # inconclusive with its own count of finished points, not the spec's
+    import sweeps.reporting.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    (exp / "a_claim.yaml").write_text(json.dumps({
+        "name": "claim", "claim": "C2", "grid": {"learning_rate": [1e-4, 4e-4, 2e-4]}, **sets,
+        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
+                              "direction": "lower", "statement": "four times the rate learns sooner"},
+                             {"kind": "paired", "axis": "learning_rate", "treatment": [2e-4], "control": 1e-4,
+                              "direction": "lower", "statement": "twice the rate learns sooner"}]}}))
+    runs = [({**config, "learning_rate": lr, "seed": s},
+             {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4), "learned": 1,
+              "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2)})
+            for s in range(16) for lr in (1e-4, 4e-4, 2e-4)]
+    _write_runs(runs_root, "claim", [r for r in runs if not (r[0]["learning_rate"] == 2e-4 and r[0]["seed"] > 2)])
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    assert _cells(rows[0])[2:] == ["**supported**"] * 2
+    assert _cells(rows[1])[2:] == ["**inconclusive (19 of 32 runs finished)**"] * 2
+    assert "13 of the spec's 32 runs have not finished" in sections[0]
+    assert "**13 of 48 grid points have no finished run**" in sections[0]

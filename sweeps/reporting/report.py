@@ -179,6 +179,22 @@ def _missing_points(spec: SweepSpec, runs: list[Run]) -> list[dict]:
     return [p for p in spec.grid_points() if point_key(p) not in done]
 
 
+def _test_completion(spec: SweepSpec, test: dict, missing: list[dict]) -> Optional[tuple[int, int]]:
+    """(finished, expected) grid points among those a test reads, or None when all of them have a
+    finished run. A paired test on an axis reads only the points at its treatment and control levels
+    (an arm added to a spec after its other arms' runs leaves the tests of those arms decided while
+    it trains); any other test reads every point."""
+    points = spec.grid_points()
+    axis = test.get("axis") if test["kind"] == "paired" else None
+    if axis is not None and test.get("control") is not None:
+        levels = [*test.get("treatment", []), test["control"]]
+
+        def reads(p: dict) -> bool:
+            return p.get(axis) in levels
+        points, missing = [p for p in points if reads(p)], [p for p in missing if reads(p)]
+    return (len(points) - len(missing), len(points)) if missing else None
+
+
 def _left_out_text(spec: SweepSpec, missing: list[dict], left_out: list[str]) -> str:
     """What the section's runs lack: folders left out (named, with why) and grid points with no finished run."""
     text = ""
@@ -313,8 +329,8 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
     if insensitive:
         tested = [(unproven(v, insensitive), found) for v, found in tested]
     if spec.mode == "grid" and missing:
-        total = len(spec.grid_points())
-        tested = [(incomplete(v, total - len(missing), total), found) for v, found in tested]
+        tested = [(incomplete(v, *counts), found) if (counts := _test_completion(spec, test, missing)) else (v, found)
+                  for (v, found), test in zip(tested, tests)]
     results = [v for v, _ in tested]
     for v, test in zip(results, tests):
         out.append(f"**Verdict: {v.verdict}** — {v.statement}. ({v.reason}.)")
