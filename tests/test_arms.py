@@ -106,7 +106,7 @@ def test_the_long_c2_specs_lr_matched_arm_runs_at_its_ramps_mean_rate():
 
 
 def test_the_long_c2_specs_early_matched_arm_runs_at_its_ramps_mean_over_the_first_50_steps():
-    # the arm matched up to learning (issue 105): the ramp's mean rate over the ~50 updates before the
+    # the arm matched up to learning: the ramp's mean rate over the ~50 updates before the
     # warmup arm learns, so that by then it has delivered what the ramp delivered (40 peak-steps)
     from grpo_core.algo.schedule import lr_multiplier
     from sweeps.spec import load_spec

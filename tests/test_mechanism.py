@@ -1,6 +1,7 @@
 """Manipulation checks as gates, equivalence against a declared margin, intervals rounded outward,
 and the placebo's set-up keys: hand-made runs and hand-computed numbers (sweeps/deciding/)."""
 
+import numpy as np
 import pytest
 
 from grpo_core.util.errors import UserInputError
@@ -92,7 +93,7 @@ def test_equivalence_needs_both_sets_90_percent_intervals_inside_the_margin():
         spec = _spec({"tests": [CLIP], "margins": {"steps": margin}})
         steps, auc = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
         assert steps.verdict == word, steps.reason
-        assert "[−1, +1], covering the mean in 9" in steps.reason  # each set's 90% interval, and its coverage
+        assert "[−1, +1], covering the mean in 89% of resamples" in steps.reason  # each set's 90% interval, and its coverage
         assert auc.verdict == "no effect detected"  # no reward_auc margin declared: no equivalence on it
 
 
@@ -103,7 +104,8 @@ def test_equivalence_is_refused_where_the_interval_misses_the_mean():
     d = [0] * 7 + [4]
     assert st.hodges_lehmann(d, 0.90) == (0.0, 0.0, 2.0)
     assert abs(st.hodges_lehmann_coverage(d, 0.90) - (1 - (7 / 8) ** 8)) < 0.03
-    assert st.hodges_lehmann_coverage(d, 0.90, "pseudo-median") == 1.0  # the pseudo-median (0) it always covers
+    assert 0.9999 < st.hodges_lehmann_coverage(d, 0.90, "pseudo-median") < 1.0
+    # the pseudo-median (0) it covers but in the rare resamples made mostly of the outlier (exact: not 1)
     spec = _spec({"tests": [CLIP], "margins": {"steps": 2.5}})
     stl = lambda arm, seed: 20 + (4 if arm == "cispo" and seed in (3, 11) else 0)
     steps, _ = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
@@ -284,3 +286,19 @@ def test_a_check_of_every_arm_is_not_read_while_an_arm_has_no_finished_run():
     assert check.passed is True and check.values_text() == "loss_type=cispo: 0; loss_type=dapo: 0.025"
     check, = mechanism_checks(spec, [])
     assert check.passed is None and check.values_text() == "no runs"
+
+
+def test_the_equivalence_coverage_is_the_same_on_every_random_stream():
+    # C5's dapo "equivalent within ±5" passed on the report's stream only (coverage 0.875
+    # on average over 20 streams of 2,000 draws against the 0.88 rule). The coverage is now computed
+    # over every distinct resample, so the seed of the stream cannot move it
+    rng = np.random.default_rng(3)
+    for d in ([0] * 7 + [4], list(rng.integers(-6, 7, 8)), list(rng.normal(0, 3, 10).round(1))):
+        got = {st.hodges_lehmann_coverage(d, 0.90, seed=seed, draws=500) for seed in range(5)}
+        assert len(got) == 1
+        # and it is the bootstrap's coverage: a long Monte-Carlo run agrees within its error
+        n = len(d)
+        x = np.asarray(d, float)[np.random.default_rng(0).integers(0, n, size=(100_000, n))]
+        lo, hi = zip(*(st.hodges_lehmann(row, 0.90)[1:] for row in x[:4000]))
+        mc = np.mean((np.array(lo) <= np.mean(d) + 1e-12) & (np.mean(d) - 1e-12 <= np.array(hi)))
+        assert abs(got.pop() - mc) < 4 * np.sqrt(0.25 / 4000)

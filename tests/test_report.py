@@ -1087,7 +1087,7 @@ def test_the_quick_placebo_covers_every_quick_claims_horizon():
 
 
 def test_an_arm_added_while_training_leaves_the_tests_of_finished_arms_decided(tmp_path, summaries_as_given):
-    # a third level added to a grid after the other two finished (C2's lr_matched_early, issue 105):
+    # a third level added to a grid after the other two finished (C2's lr_matched_early):
     # the test of the two finished levels keeps its verdict; the test that reads the new level reads
     # inconclusive with its own count of finished points, not the spec's
     import sweeps.reporting.reproduce as reproduce
