@@ -25,6 +25,7 @@ STEP_SELECTIONS = "all, off_policy, from:N or first:N (N ≥ 1)"
 MARGIN_UNITS = ("steps", "reward_auc")
 
 
+COMPLETION_METRICS = ("final_length_correct", "final_length_wrong")  # from completions.jsonl (sweeps/deciding/runs.py)
 SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_learn", "learned", "final_reward",
                    "reward_auc", "baseline_reward", "completions_generated", "median_step_time_s", "train_time_s",
                    "wall_time_s")  # the summary.json keys a test can compare
@@ -104,10 +105,10 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
         if not isinstance(axis, str) or axis not in spec.grid:
             raise UserInputError(f"{where}.tests[{i}].axis: {axis!r} is not a grid axis ({', '.join(spec.grid)})")
         metric = compared_metric(test)
-        if not (isinstance(metric, str) and (metric in SUMMARY_METRICS
+        if not (isinstance(metric, str) and (metric in SUMMARY_METRICS or metric in COMPLETION_METRICS
                                              or (metric.startswith("final:") and len(metric) > len("final:")))):
-            raise UserInputError(f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, or "
-                                 f"final:<a per-step key of metrics.jsonl>")
+            raise UserInputError(f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, "
+                                 f"{', '.join(COMPLETION_METRICS)}, or final:<a per-step key of metrics.jsonl>")
         if kind == "paired":
             values = spec.grid[axis]
             treatment = test.get("treatment", [])

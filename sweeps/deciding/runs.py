@@ -11,6 +11,7 @@ from typing import Optional
 from grpo_core.record.run_metrics import CENSORED
 
 from . import statistics as st
+from ..report_spec import COMPLETION_METRICS
 
 
 def _label(pairs) -> str:
@@ -27,8 +28,11 @@ class Run:
     folder: Optional[Path] = None  # its run folder, where the report reads completions.jsonl
 
     def value(self, metric: str) -> float:
-        """A run's value of `metric`: a summary key (censored ones: None -> inf) or
-        `final:<per-step key>`, the mean over the last stl_window steps."""
+        """A run's value of `metric`: a summary key (censored ones: None -> inf),
+        `final:<per-step key>`, the mean over the last stl_window steps, or one of
+        COMPLETION_METRICS, read from the completions it logged."""
+        if metric in COMPLETION_METRICS:
+            return final_length_by_correctness(self)[metric == "final_length_correct"]
         if metric.startswith("final:"):
             key = metric[len("final:"):]
             tail = [m[key] for m in self.metrics[-self.config["stl_window"]:] if m.get(key) is not None]
@@ -37,3 +41,30 @@ class Run:
         if v is None:
             return st.INF if metric in CENSORED else math.nan
         return float(v)
+
+
+# [Claim C5] COMPLETION_METRICS: the final completion length within right replies and within wrong
+# ones: a loss normalization that changes accuracy changes the overall length through the mix of
+# right and wrong replies alone (their lengths differ), so a length effect is read within each too
+
+
+def final_length_by_correctness(run: Run) -> tuple[float, float]:
+    """(wrong, right): the mean length in tokens of the completions the run logged
+    (completions.jsonl, a sample of each step's) over its last stl_window steps whose reward is
+    below 1 / at least 1 (every built-in reward pays 1 for a right reply); nan where it logged
+    none of that kind there."""
+    import json
+
+    if run.folder is None or not (run.folder / "completions.jsonl").is_file():
+        return math.nan, math.nan
+    last = len(run.metrics) - run.config["stl_window"]
+    lengths: tuple[list, list] = ([], [])
+    for line in (run.folder / "completions.jsonl").read_text().splitlines():
+        try:
+            row = json.loads(line)
+            step, reward, length = int(row["step"]), float(row["reward"]), float(row["length"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if step > last:
+            lengths[reward >= 1].append(length)
+    return tuple(sum(x) / len(x) if x else math.nan for x in lengths)  # type: ignore[return-value]

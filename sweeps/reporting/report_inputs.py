@@ -15,6 +15,7 @@ import yaml
 from grpo_core.util.errors import UserInputError, short_value
 from grpo_core.util.files import read_metrics
 
+from ..deciding.baselines import REGISTER, read_register, with_setup_baselines
 from ..deciding.runs import Run, _label
 from ..report_spec import SUMMARY_METRICS
 from ..spec import IGNORED, SweepSpec, config_difference, point_key
@@ -80,11 +81,13 @@ def data_fault(summary: dict, metrics: list[dict], config: dict) -> Optional[str
     return None
 
 
-def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]]:
+def collect_runs(runs_root: Path, spec: SweepSpec, setup_baselines: bool = True) -> tuple[list[Run], list[str]]:
     """Finished runs of a sweep, and the trial folders left out, each named with why: not finished
     (killed, failed, still running), damaged (a file missing, cut or unreadable), not this spec's
     (a point outside its grid, or a config that differs from its base), or a second finished run
-    of one point (the later folder is kept, as a resumed sweep does)."""
+    of one point (the later folder is kept, as a resumed sweep does). `setup_baselines`: each run
+    measured against its set-up's baseline where the testbed's register (`baselines.json` beside
+    `runs_root`) has one (sweeps/deciding/baselines.py), not the one its own machine measured."""
     from grpo_core.config.values import coerce_value
 
     wanted = {point_key(p) for p in spec.grid_points()}
@@ -158,7 +161,10 @@ def collect_runs(runs_root: Path, spec: SweepSpec) -> tuple[list[Run], list[str]
         if key in unique:
             left_out.append(f"{unique[key].folder.name} (a second finished run of its point: {r.folder.name} is used)")
         unique[key] = r
-    return list(unique.values()), left_out
+    kept = list(unique.values())
+    if setup_baselines:
+        kept = with_setup_baselines(kept, read_register(Path(runs_root).parent / REGISTER))
+    return kept, left_out
 
 
 def _why(exc: BaseException) -> str:
