@@ -580,10 +580,22 @@ class GRPOTrainer:
             what = "loss" if not math.isfinite(metrics["loss"]) else "gradient norm"
             raise RunFailure(f"non-finite {what} at step {self.step + 1} "
                              f"(loss={metrics['loss']}, grad_norm={metrics['grad_norm']})")
-        self.optimizer.step()
+        metrics["update_norm"] = self._stepped_norm()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return metrics
+
+    def _stepped_norm(self) -> float:
+        """The optimizer's step, and the norm of the change it made to the trainable weights: what
+        Adam did with the gradient (claim C4: a constant scale of the gradient barely moves Adam's
+        update, m/√v; a binding clip does). Holds one copy of the trainable weights (with LoRA, the
+        adapters) while it steps."""
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        before = [p.detach().clone() for p in params]
+        self.optimizer.step()
+        with torch.no_grad():
+            torch._foreach_sub_(before, [p.detach() for p in params])
+            return float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(before)))) if before else 0.0
 
     # ---- the run ------------------------------------------------------------------------
     def train_step(self) -> dict:

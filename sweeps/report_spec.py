@@ -17,7 +17,7 @@ TEST_KINDS = ("paired", "differ", "zero_loss_step1", "placebo")
 FIGURE_KINDS = ("reward", "early_loss", "completion_length")
 NOTE_KINDS = ("noise_loss_floor", "zero_std_share")  # a test's `note`: computed by sweeps/deciding/verdicts.py (NOTES)
 # a manipulation check (sweeps/deciding/mechanism.py): its keys, how a run's steps reduce to one number
-MECHANISM_KEYS = ("what", "reason", "metric", "steps", "per_run", "arms", "at_least", "at_most", "tests")
+MECHANISM_KEYS = ("what", "reason", "metric", "steps", "per_run", "arms", "ratio_to", "at_least", "at_most", "tests")
 PER_RUN = ("mean", "max", "min", "share_clipped")
 STEP_SELECTIONS = "all, off_policy, from:N or first:N (N ≥ 1)"
 # equivalence margins, declared before the runs: ± this much counts as no effect (steps: every step
@@ -25,7 +25,9 @@ STEP_SELECTIONS = "all, off_policy, from:N or first:N (N ≥ 1)"
 MARGIN_UNITS = ("steps", "reward_auc")
 
 
-COMPLETION_METRICS = ("final_length_correct", "final_length_wrong")  # from completions.jsonl (sweeps/deciding/runs.py)
+# computed by the report from a run's folder (sweeps/deciding/runs.py): the final length within right and
+# within wrong replies (completions.jsonl), and the learning rate given before learning (metrics.jsonl)
+DERIVED_METRICS = ("final_length_correct", "final_length_wrong", "lr_to_learn")
 SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_learn", "learned", "final_reward",
                    "reward_auc", "baseline_reward", "completions_generated", "median_step_time_s", "train_time_s",
                    "wall_time_s")  # the summary.json keys a test can compare
@@ -105,10 +107,10 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
         if not isinstance(axis, str) or axis not in spec.grid:
             raise UserInputError(f"{where}.tests[{i}].axis: {axis!r} is not a grid axis ({', '.join(spec.grid)})")
         metric = compared_metric(test)
-        if not (isinstance(metric, str) and (metric in SUMMARY_METRICS or metric in COMPLETION_METRICS
+        if not (isinstance(metric, str) and (metric in SUMMARY_METRICS or metric in DERIVED_METRICS
                                              or (metric.startswith("final:") and len(metric) > len("final:")))):
             raise UserInputError(f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, "
-                                 f"{', '.join(COMPLETION_METRICS)}, or final:<a per-step key of metrics.jsonl>")
+                                 f"{', '.join(DERIVED_METRICS)}, or final:<a per-step key of metrics.jsonl>")
         if kind == "paired":
             values = spec.grid[axis]
             treatment = test.get("treatment", [])
@@ -167,6 +169,13 @@ def _check_mechanism(spec: SweepSpec, where: str, tests: list) -> None:
                     or any(v not in spec.grid[axis] for v in values):
                 raise UserInputError(f"{at}.arms.{axis}: {short_value(values)}; allowed: a grid axis "
                                      f"({', '.join(spec.grid)}) and a list of its values")
+        ratio_to = c.get("ratio_to")
+        if ratio_to is not None and not (isinstance(ratio_to, dict) and len(ratio_to) == 1 and
+                                         (axis := next(iter(ratio_to))) in spec.grid and
+                                         ratio_to[axis] in spec.grid[axis] and axis in arms):
+            raise UserInputError(f"{at}.ratio_to: {short_value(ratio_to)}; allowed: one grid axis that `arms` names "
+                                 f"and a value of it, e.g. {{advantage_scale: 1.0}}: each run's value divided by "
+                                 f"that of the run of the same seed at that value")
         bounds = [k for k in ("at_least", "at_most") if k in c]
         if len(bounds) != 1 or isinstance(c[bounds[0]], bool) or not isinstance(c[bounds[0]], (int, float)):
             raise UserInputError(f"{at}: {short_value({k: c.get(k) for k in ('at_least', 'at_most')})}; allowed: "

@@ -73,8 +73,11 @@ def _train_here(tmp: str) -> int:
 
 
 def first_difference(got: list[dict], want: list[dict]) -> str:
-    """'' when equal, else where the two runs part: the first step and the keys that differ there."""
+    """'' when equal, else where the two runs part: the first step and the keys that differ there.
+    Every key the reference logged is compared; a key logged since it was made is not (a new
+    metric reads what the run computed, it does not change it)."""
     for mine, ref in zip(got, want):
+        mine = {k: v for k, v in mine.items() if k in ref}
         if mine != ref:
             keys = sorted(k for k in set(mine) | set(ref) if mine.get(k) != ref.get(k))
             return f"step {ref.get('step')}: " + ", ".join(f"{k} {mine.get(k)!r} vs {ref.get(k)!r}" for k in keys[:4])

@@ -1,5 +1,4 @@
-"""One baseline per set-up (sweeps/deciding/baselines.py), and the final length within right and
-wrong replies (sweeps/deciding/runs.py): hand-computed cases."""
+"""One baseline per set-up (sweeps/deciding/baselines.py): hand-computed cases."""
 
 import json
 
@@ -54,14 +53,3 @@ def test_another_set_up_gets_its_own_entry(tmp_path):
     register = read_register(path)
     assert len(register) == 2 and setup_key(other)["max_completion_length"] == 16
     assert with_setup_baselines([other], register)[0].summary["baseline_reward"] == 0.2
-
-
-def test_the_final_length_is_read_within_right_and_within_wrong_replies(tmp_path):
-    run = _run(0, 0.1, "AMD EPYC")
-    run.folder = tmp_path
-    rows = [(8, 1.0, 10), (9, 0.0, 30), (9, 1.0, 14), (10, 0.0, 50), (12, 1.0, 12), (12, 0.0, 40),
-            (7, 1.0, 99)]  # step 7 is before the last stl_window (4) steps of 12: not read
-    (tmp_path / "completions.jsonl").write_text("".join(json.dumps(
-        {"step": s, "reward": r, "length": n, "prompt": "p", "completion": "c"}) + "\n" for s, r, n in rows))
-    assert run.value("final_length_correct") == pytest.approx((14 + 12) / 2)
-    assert run.value("final_length_wrong") == pytest.approx((30 + 50 + 40) / 3)

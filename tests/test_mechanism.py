@@ -1,6 +1,8 @@
 """Manipulation checks as gates, equivalence against a declared margin, intervals rounded outward,
 and the placebo's set-up keys: hand-made runs and hand-computed numbers (sweeps/deciding/)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -302,3 +304,38 @@ def test_the_equivalence_coverage_is_the_same_on_every_random_stream():
         lo, hi = zip(*(st.hodges_lehmann(row, 0.90)[1:] for row in x[:4000]))
         mc = np.mean((np.array(lo) <= np.mean(d) + 1e-12) & (np.mean(d) - 1e-12 <= np.array(hi)))
         assert abs(got.pop() - mc) < 4 * np.sqrt(0.25 / 4000)
+
+
+@pytest.mark.parametrize("name, engaged", [("r4_advantage_scale_unclipped_room_cpu", True),
+                                           ("r4_advantage_scale_beta004_room_cpu", False),
+                                           ("r4_advantage_scale_beta0_room_cpu", False)])
+def test_c4s_check_reads_the_scale_reaching_the_optimizer_and_fails_on_the_clipped_arms(name, engaged):
+    # the committed runs: without clipping the ×10 arm's step-1 gradient reaches Adam ×10 (the same
+    # seed's ×1 run as reference); with max_grad_norm 1.0 the clip brings the ratio to about 3
+    from pathlib import Path
+
+    from sweeps.deciding.mechanism import mechanism_checks
+    from sweeps.reporting.report_inputs import collect_runs
+    from sweeps.spec import load_spec
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / f"experiments/real/cpu/{name}.yaml", check_points=False)
+    runs, _ = collect_runs(root / "results/real/cpu/runs", spec)
+    check = next(c for c in mechanism_checks(spec, runs) if "reaches the optimizer" in c.what)
+    assert check.passed is engaged
+    assert all((v == pytest.approx(10.0, rel=1e-3)) is engaged and (v < 4) is not engaged for _, v in check.values)
+
+
+def test_a_ratio_check_divides_each_run_by_the_same_seeds_reference():
+    from sweeps.deciding.mechanism import TO_OPTIMIZER, ratio_value
+
+    def run(scale, seed, norm, limit):
+        return Run({"advantage_scale": scale, "seed": seed}, {"max_grad_norm": limit, "stl_window": 1},
+                   {}, [{"step": 1, "grad_norm": norm}, {"step": 2, "grad_norm": 99.0}])
+
+    check = {"metric": TO_OPTIMIZER, "steps": "first:1", "per_run": "max", "ratio_to": {"advantage_scale": 1.0}}
+    unclipped = [run(1.0, 0, 0.3, 0.0), run(10.0, 0, 3.0, 0.0)]
+    assert ratio_value(unclipped[1], unclipped, check) == pytest.approx(10.0)
+    clipped = [run(1.0, 0, 0.3, 1.0), run(10.0, 0, 3.0, 1.0)]  # the optimizer gets min(3.0, 1.0)
+    assert ratio_value(clipped[1], clipped, check) == pytest.approx(1.0 / 0.3)
+    assert math.isnan(ratio_value(run(10.0, 5, 3.0, 0.0), unclipped, check))  # no run of seed 5 at ×1

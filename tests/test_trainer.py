@@ -245,3 +245,23 @@ def test_the_baseline_uses_the_reward_weights():
     plain = GRPOTrainer(make_cfg(seed=1, reward_funcs=funcs)).baseline_reward()["baseline_reward"]
     weighted = GRPOTrainer(make_cfg(seed=1, reward_funcs=funcs, reward_weights=[1.0, 0.5])).baseline_reward()
     assert weighted["baseline_reward"] == pytest.approx(plain - 0.5, abs=1e-9)
+
+
+def test_update_norm_is_the_change_the_step_made_and_adam_leaves_a_scaled_gradient_at_its_size():
+    # claim C4's mechanism, measured: ×10 advantages give a ×10 gradient (grad_norm, before any
+    # clip) but Adam's first step is m/√v = g/|g| per weight, so the update is the same size (eps
+    # aside); the update_norm logged is the norm of the weights' change, computed here independently
+    steps = {}
+    for scale in (1.0, 10.0):
+        trainer = GRPOTrainer(make_cfg(seed=3, max_grad_norm=0.0, advantage_scale=scale, beta=0.0, max_steps=2))
+        before = [p.detach().clone() for p in trainer.model.parameters() if p.requires_grad]
+        steps[scale] = trainer.train_step()
+        after = [p.detach() for p in trainer.model.parameters() if p.requires_grad]
+        moved = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(a - b) for a, b in zip(after, before)]))
+        assert steps[scale]["update_norm"] == pytest.approx(float(moved), rel=1e-6) and moved > 0
+    assert steps[10.0]["grad_norm"] / steps[1.0]["grad_norm"] == pytest.approx(10.0, rel=1e-4)
+    # (1.01 measured: eps 1e-8 weighs on the weights whose gradient is near it, less so at ×10)
+    assert steps[10.0]["update_norm"] / steps[1.0]["update_norm"] == pytest.approx(1.0, rel=0.03)
+    # a clip that binds leaves the ×10 gradient at the clip (after it), which the C4 check reads
+    clipped = GRPOTrainer(make_cfg(seed=3, max_grad_norm=1e-3, advantage_scale=10.0, beta=0.0, max_steps=2)).train_step()
+    assert clipped["grad_norm"] == pytest.approx(steps[10.0]["grad_norm"], rel=1e-6) and clipped["grad_norm"] > 1e-3

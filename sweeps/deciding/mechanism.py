@@ -11,7 +11,12 @@ over its runs of one number per run:
 - a per-step key of metrics.jsonl over the steps `steps` selects (all; off_policy, the steps that
   reuse a generation batch; from:N; first:N), reduced by `per_run`: mean, max, min, or
   share_clipped (the share of those steps whose grad_norm exceeded a max_grad_norm > 0: clipping
-  bound).
+  bound); `grad_norm_to_optimizer` is the gradient's norm as the optimizer received it, after
+  clipping (grad_norm, logged before clipping, capped at the run's max_grad_norm > 0).
+
+With `ratio_to: {axis: value}` a run's number is divided by that of the run of the same seed (and
+the same other axes) at that value: "the ×10 arm's step-1 gradient reaches the optimizer ×10" is
+a ratio to the ×1 arm's, which a clip that binds brings down (claim C4).
 
 A check passes when every arm it names meets its threshold (at_least / at_most); while an arm it
 names has no finished run (a spec still in training) it is not read. A null verdict of a
@@ -77,6 +82,16 @@ def _steps(run: Run, which: str) -> list[dict]:
     return [m for m in rows if (m["step"] >= int(n) if kind == "from" else m["step"] <= int(n))]
 
 
+TO_OPTIMIZER = "grad_norm_to_optimizer"  # grad_norm after clipping: what the optimizer was given
+
+
+def _step_value(run: Run, row: dict, metric: str):
+    if metric == TO_OPTIMIZER:
+        norm, limit = row.get("grad_norm"), run.config.get("max_grad_norm") or 0
+        return None if not isinstance(norm, (int, float)) else (min(norm, limit) if limit > 0 else norm)
+    return row.get(metric)
+
+
 def run_value(run: Run, check: dict) -> float:
     """One run's number for a check: its summary value, or its selected steps reduced."""
     metric = check["metric"]
@@ -87,10 +102,22 @@ def run_value(run: Run, check: dict) -> float:
     if reduce == "share_clipped":
         limit = run.config.get("max_grad_norm") or 0
         return sum(limit > 0 and m["grad_norm"] > limit for m in rows) / len(rows) if rows else math.nan
-    values = [m[metric] for m in rows if isinstance(m.get(metric), (int, float))]
+    values = [v for m in rows if isinstance(v := _step_value(run, m, metric), (int, float))]
     if not values:
         return math.nan
     return {"mean": sum(values) / len(values), "max": max(values), "min": min(values)}[reduce]
+
+
+def ratio_value(run: Run, runs: list[Run], check: dict) -> float:
+    """A run's number divided by that of its reference run (check["ratio_to"]: the run with the
+    same point but that axis at that value); nan where there is none or it is 0."""
+    (axis, level), = check["ratio_to"].items()
+    want = {**run.point, axis: level}
+    ref = next((r for r in runs if r.point == want), None)
+    if ref is None:
+        return math.nan
+    base = run_value(ref, check)
+    return run_value(run, check) / base if base else math.nan
 
 
 def _in_arms(point: dict, arms: dict) -> bool:
@@ -112,8 +139,8 @@ def mechanism_checks(spec: SweepSpec, runs: list[Run]) -> list[MechanismResult]:
         chosen = [r for r in runs if _in_arms(r.point, check.get("arms") or {})]
         # an arm the check names with no finished run yet is not read (–), not left out
         groups = _group(spec, chosen, every=_arms_named(spec, check) if chosen else ())
-        values = [(_label(key), st.median([run_value(r, check) for r in group]) if group else math.nan)
-                  for key, group in groups.items()]
+        one = (lambda r: ratio_value(r, runs, check)) if check.get("ratio_to") else (lambda r: run_value(r, check))
+        values = [(_label(key), st.median([x for r in group if not math.isnan(x := one(r))])) for key, group in groups.items()]
         if "at_least" in check:
             bound, threshold = float(check["at_least"]), f"≥ {check['at_least']:g}"
             meets = [v >= bound for _, v in values]

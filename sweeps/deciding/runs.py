@@ -11,7 +11,7 @@ from typing import Optional
 from grpo_core.record.run_metrics import CENSORED
 
 from . import statistics as st
-from ..report_spec import COMPLETION_METRICS
+from ..report_spec import DERIVED_METRICS
 
 
 def _label(pairs) -> str:
@@ -30,8 +30,10 @@ class Run:
     def value(self, metric: str) -> float:
         """A run's value of `metric`: a summary key (censored ones: None -> inf),
         `final:<per-step key>`, the mean over the last stl_window steps, or one of
-        COMPLETION_METRICS, read from the completions it logged."""
-        if metric in COMPLETION_METRICS:
+        DERIVED_METRICS, computed from what its folder holds."""
+        if metric == "lr_to_learn":
+            return lr_to_learn(self)
+        if metric in DERIVED_METRICS:
             return final_length_by_correctness(self)[metric == "final_length_correct"]
         if metric.startswith("final:"):
             key = metric[len("final:"):]
@@ -43,7 +45,21 @@ class Run:
         return float(v)
 
 
-# [Claim C5] COMPLETION_METRICS: the final completion length within right replies and within wrong
+LR_UNIT = 1e-5  # lr_to_learn counts the learning rate given in steps at this rate
+
+
+def lr_to_learn(run: Run) -> float:
+    """[Claim C2] The learning rate the run was given before it learned: the sum of the rates of
+    the updates before steps_to_learn (metrics.jsonl's learning_rate, the rate of each step's
+    update), in steps at LR_UNIT. A ramp withholds rate early; a test on this asks whether the
+    ramp delays learning beyond the rate it withholds. inf where the run never learned."""
+    stl = run.summary.get("steps_to_learn")
+    if stl is None:
+        return st.INF
+    return sum(m.get("learning_rate", math.nan) for m in run.metrics[:stl - 1]) / LR_UNIT
+
+
+# [Claim C5] final_length_correct and final_length_wrong: the final completion length within right replies and within wrong
 # ones: a loss normalization that changes accuracy changes the overall length through the mix of
 # right and wrong replies alone (their lengths differ), so a length effect is read within each too
 

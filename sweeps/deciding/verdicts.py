@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Optional
 
 from . import statistics as st
 from .statistics import ALPHA
-from grpo_core.record.run_metrics import CENSORED, first_crossing_step
+from grpo_core.record.run_metrics import CENSORED as RUN_CENSORED, first_crossing_step
 
-from .runs import Run, _label
+from .runs import LR_UNIT, Run, _label
 from ..report_spec import NOTE_KINDS, compared_metric, report_tests
 
 if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the verdicts read its data
@@ -112,18 +112,30 @@ def _paired(spec: SweepSpec, group: list[Run], axis: str, level, control, metric
     return [b[0] for b in blocks], [b[1] for b in blocks]
 
 
+# the censored metrics the verdicts read: a run's own, and the learning rate it was given before it
+# learned (claim C2: the ramp withholds rate; runs.py: lr_to_learn)
+CENSORED = (*RUN_CENSORED, "lr_to_learn")
+
+
 def _horizon(runs: list[Run], metric: str) -> float:
     """Where a censored metric is capped: max_steps for the step metrics; for completions_to_learn
     (claim C6: dynamic sampling generates more per step) the fewest completions any of these runs
     generated, the count every one of them was observed for."""
     if metric == "completions_to_learn":
         return min((r.summary.get("completions_generated", math.inf) for r in runs), default=0)
+    if metric == "lr_to_learn":  # likewise: the least learning rate any of these runs was given in all
+        return min((sum(m.get("learning_rate", 0.0) for m in r.metrics) / LR_UNIT for r in runs), default=0)
     return runs[0].config["max_steps"] if runs else 0
+
+
+_HORIZON_TEXT = {"completions_to_learn": "the fewest generated", "lr_to_learn": "the least given in all"}
 
 
 def _unit(metric: str) -> str:
     if metric == "completions_to_learn":
         return "completions"
+    if metric == "lr_to_learn":
+        return f"steps at {LR_UNIT:g}"
     return "steps" if metric in CENSORED else metric
 
 
@@ -187,7 +199,7 @@ def _allowed(comparisons: list[Comparison], direction: Optional[str], metric: st
         if metric not in CENSORED:
             return f"{v:.3g}"
         unit = _unit(metric)
-        return f"{v:.3g} {unit[:-1] if f'{v:.3g}' == '1' else unit}"
+        return f"{v:.3g} {unit[:-1] if f'{v:.3g}' == '1' and unit.endswith('s') else unit}"
 
     def which(worst: Comparison) -> str:
         return f" (largest allowed: {worst.label})" if len(comparisons) > 1 else ""
@@ -349,7 +361,7 @@ def check_paired(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     extra, claimed_cells = _claimed(test, comparisons)
     note = NOTES[test["note"]](runs, test) if test.get("note") else ""
     unit = (f"{_unit(metric)}, never-learned runs at "
-            f"{'the fewest generated' if metric == 'completions_to_learn' else 'max_steps'}" if metric in CENSORED
+            f"{_HORIZON_TEXT.get(metric, 'max_steps')}" if metric in CENSORED
             else metric)
     head = (f"| comparison | pairs | median {metric} | control ({axis}={test['control']}) | paired difference "
             f"[95% CI] ({unit}) | p | Holm p | outcome |" + (" claimed magnitude |" if extra else ""))
