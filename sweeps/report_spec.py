@@ -111,6 +111,10 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
                                              or (metric.startswith("final:") and len(metric) > len("final:")))):
             raise UserInputError(f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, "
                                  f"{', '.join(DERIVED_METRICS)}, or final:<a per-step key of metrics.jsonl>")
+        if "known_effect" in test and (kind != "paired" or test["known_effect"] is not True):
+            raise UserInputError(f"{where}.tests[{i}].known_effect: {short_value(test['known_effect'])}; allowed: true, "
+                                 f"on a paired test (an effect its runs show, declared as its regime's evidence of "
+                                 f"sensitivity)")
         if kind == "paired":
             values = spec.grid[axis]
             treatment = test.get("treatment", [])

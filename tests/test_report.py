@@ -1114,3 +1114,76 @@ def test_an_arm_added_while_training_leaves_the_tests_of_finished_arms_decided(t
     assert _cells(rows[1])[2:] == ["**inconclusive (19 of 32 runs finished)**"] * 2
     assert "13 of the spec's 32 runs have not finished" in sections[0]
     assert "**13 of 48 grid points have no finished run**" in sections[0]
+
+
+def _a_control(exp, runs_root, sets, config, gap=20):
+    """A positive control whose ×4 learning rate learns `gap` steps sooner (0: the same ± 1)."""
+    (exp / "b_positive.yaml").write_text(json.dumps({
+        "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
+        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
+                              "direction": "lower", "statement": "a larger learning rate learns sooner"}]}}))
+    _write_runs(runs_root, "positive", [({**config, "learning_rate": lr, "seed": s},
+                                         {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1e-4),
+                                          "learned": 1, "reward_auc": 0.5 + 0.01 * gap * (lr > 1e-4)
+                                          + 0.001 * ((s + (lr > 1e-4)) % 2)})
+                                        for s in range(16) for lr in (1e-4, 4e-4)])
+
+
+@pytest.mark.parametrize("other", ["max_completion_length", "max_steps"])
+def test_a_null_of_another_set_up_than_the_positive_controls_reads_inconclusive(tmp_path, other, summaries_as_given):
+    # the control passed, but on another set-up: a longer completion cap, or fewer steps than the
+    # claim's runs (a 100-step regime is not the 40-step control's): it says nothing about what this
+    # claim's runs can detect
+    import sweeps.reporting.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    _a_null_claim(exp, runs_root, sets, config)
+    changed = {"max_completion_length": 64} if other == "max_completion_length" else {"max_steps": 60}
+    _a_control(exp, runs_root, {**sets, "base": {"max_steps": 100, **changed}}, {**config, **changed})
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    assert _cells(rows[0])[2:] == ["**supported**"] * 2
+    assert _cells(rows[-1])[2:] == ["**inconclusive (no positive control of this set-up)**"] * 2
+    assert "no known effect has finished runs of this set-up" in sections[-1]
+    assert "the runs alone read no effect detected" in sections[-1]
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_a_declared_known_effect_gates_the_nulls_of_its_own_set_up(tmp_path, shown, summaries_as_given):
+    # no positive-control spec covers the claim's set-up, but the claim spec declares one of its own
+    # tests its regime's known effect (C2's ×1.11 in the long regime): where that test reads
+    # supported on steps and AUC, the spec's null stands; where it does not, the null is withheld
+    import sweeps.reporting.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    _a_control(exp, runs_root, {**sets, "base": {"max_steps": 60}}, {**config, "max_steps": 60})
+    (exp / "c_claim.yaml").write_text(json.dumps({
+        "name": "claim", "claim": "C2", "grid": {"learning_rate": [1e-4, 1.1e-4, 2e-4]}, **sets,
+        "report": {"tests": [
+            {"kind": "paired", "axis": "learning_rate", "treatment": [1.1e-4], "control": 1e-4, "direction": "lower",
+             "statement": "a tenth more rate learns sooner"},
+            {"kind": "paired", "axis": "learning_rate", "treatment": [2e-4], "control": 1e-4, "direction": "lower",
+             "statement": "twice the rate learns sooner", "known_effect": True}]}}))
+    gap = 20 if shown else 0
+    _write_runs(runs_root, "claim", [({**config, "learning_rate": lr, "seed": s},
+                                      {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1.5e-4),
+                                       "learned": 1, "reward_auc": 0.5 + 0.01 * gap * (lr > 1.5e-4)
+                                       + 0.001 * ((s + (lr > 1e-4)) % 2)})
+                                     for s in range(16) for lr in (1e-4, 1.1e-4, 2e-4)])
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    null, known = _cells(rows[-2]), _cells(rows[-1])
+    if shown:
+        assert known[2:] == ["**supported**"] * 2 and null[2:] == ["**no effect detected**"] * 2
+        assert "*Known effect:* declared as this set-up's evidence" in sections[-1]
+    else:
+        assert null[2:] == ["**inconclusive (positive control not passed)**"] * 2
+        assert "the known effect of this set-up (twice the rate learns sooner) reads no effect detected" in sections[-1]

@@ -103,6 +103,50 @@ def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str
 
 POSITIVE_CONTROL = "positive_control"  # a spec's `claim` for the testbed's positive control
 NO_POSITIVE_CONTROL = "this testbed has no positive control"
+NO_SETUP_CONTROL = "no positive control of this set-up"
+
+
+@dataclass
+class PositiveRecord:
+    """A known effect that gates the nulls of its set-up: a positive-control spec, or a claim spec's
+    test declared `known_effect` (an effect its own runs showed, declared as its regime's evidence
+    of sensitivity)."""
+    name: str  # the spec's file stem (and the test, for a known_effect test)
+    horizons: dict  # set-up (setup_of) → the most steps its finished runs ran
+    reason: Optional[str]  # why it does not open the gate (None: it does)
+    complete: bool = True  # every grid point it reads has a finished run
+
+
+def positive_record(name: str, runs: list[Run], reason: Optional[str], complete: bool = True) -> PositiveRecord:
+    horizons: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
+    return PositiveRecord(name, horizons, reason, complete)
+
+
+def sensitivity_gate(controls: list[PositiveRecord], runs: list[Run]) -> Optional[str]:
+    """Why a null read on `runs` is not trusted (None: it is): every set-up the runs use must be
+    covered by a known effect with finished runs of that set-up (model, data, reward, completion
+    length, batch, temperature, window, δ, μ; as the placebo's) over at least as many steps, and
+    the last such control with all its runs in must have passed. A control of another set-up says
+    nothing about what this one can detect."""
+    needed: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        needed[key] = max(needed.get(key, 0), r.config["max_steps"])
+    for key, steps in needed.items():
+        covering = [c for c in controls if c.horizons.get(key, -1) >= steps]
+        if not covering:
+            what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
+            return (f"{NO_SETUP_CONTROL}: no known effect has finished runs of this set-up ({what}) over {steps} "
+                    f"steps or more, so it has not shown it could detect an effect")
+        settled = [c for c in covering if c.complete]
+        if not settled:
+            return covering[-1].reason or f"the positive control of this set-up ({covering[-1].name}) has not finished all its runs"
+        if settled[-1].reason is not None:
+            return settled[-1].reason
+    return None
 
 
 def unproven(v: Verdict, insensitive: str) -> Verdict:
@@ -111,6 +155,7 @@ def unproven(v: Verdict, insensitive: str) -> Verdict:
     yet. Inconclusive, with what the runs alone read kept in its reason."""
     if not is_null(v.verdict):
         return v
-    why = "no positive control" if insensitive.startswith(NO_POSITIVE_CONTROL) else "positive control not passed"
+    why = ("no positive control" if insensitive.startswith(NO_POSITIVE_CONTROL) else NO_SETUP_CONTROL
+           if insensitive.startswith(NO_SETUP_CONTROL) else "positive control not passed")
     return replace(v, verdict=f"{INCONCLUSIVE} ({why})",
                    reason=f"a null result is not trusted here: {insensitive}; the runs alone read {v.verdict}: {v.reason}")

@@ -38,8 +38,9 @@ def gate_text(name: str, results: list, tests: list[dict], reason: Optional[str]
     if reason is not None:
         return (f"\n- **Gate:** closed: {reason}, so every later *no effect detected* reads inconclusive "
                 f"(positive control not passed).\n")
-    lines = [f"\n- **Gate:** open: every *no effect detected* below rests on this control (`{name}`). What it "
-             f"detects, as paired differences against its control on each seed set:"]
+    lines = [f"\n- **Gate:** open: every *no effect detected* below whose runs are of this control's set-up, over "
+             f"as many steps or fewer, rests on this control (`{name}`). What it detects, as paired differences "
+             f"against its control on each seed set:"]
     for _, v, twin, metric in with_twins(tests, results):
         said = f"{metric} **{v.verdict}** ({effect_text(v, metric)})"
         if twin is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import statistics as pystats
-from typing import Optional
+from typing import Callable, Optional, Union
 from pathlib import Path
 
 from sweeps.deciding import statistics as st
@@ -16,13 +16,13 @@ from grpo_core.record.run_metrics import CENSORED, trailing_average
 from ..deciding.power import MOST_SEEDS, TARGET_TEXT
 from .. import arms
 from ..spec import SweepSpec, point_key
-from ..deciding.gates import incomplete, rests_on_steps_to_learn, unproven, withheld
+from ..deciding.gates import PositiveRecord, incomplete, positive_record, rests_on_steps_to_learn, unproven, withheld
 from ..deciding.mechanism import gated, gates_test, mechanism_checks
 from .declared import margins_line
 from ..deciding.runs import Run, _label
 from ..report_spec import report_tests
 from ..deciding.replication import _seed_list, replicated_verdicts, seed_sets
-from ..deciding.verdicts import Verdict, _fmt_steps, _group, _unit, fmt_value
+from ..deciding.verdicts import Verdict, _fmt_steps, _group, _unit, fmt_value, is_supported
 
 
 def variant_table(spec: SweepSpec, runs: list[Run]) -> str:
@@ -179,20 +179,42 @@ def _missing_points(spec: SweepSpec, runs: list[Run]) -> list[dict]:
     return [p for p in spec.grid_points() if point_key(p) not in done]
 
 
+def _reads(test: dict) -> Callable[[dict], bool]:
+    """Whether a test reads a grid point: a paired test on an axis reads only the points at its
+    treatment and control levels; any other test reads every point."""
+    axis = test.get("axis") if test["kind"] == "paired" else None
+    if axis is None or test.get("control") is None:
+        return lambda point: True
+    levels = [*test.get("treatment", []), test["control"]]
+    return lambda point: point.get(axis) in levels
+
+
 def _test_completion(spec: SweepSpec, test: dict, missing: list[dict]) -> Optional[tuple[int, int]]:
     """(finished, expected) grid points among those a test reads, or None when all of them have a
-    finished run. A paired test on an axis reads only the points at its treatment and control levels
-    (an arm added to a spec after its other arms' runs leaves the tests of those arms decided while
-    it trains); any other test reads every point."""
-    points = spec.grid_points()
-    axis = test.get("axis") if test["kind"] == "paired" else None
-    if axis is not None and test.get("control") is not None:
-        levels = [*test.get("treatment", []), test["control"]]
-
-        def reads(p: dict) -> bool:
-            return p.get(axis) in levels
-        points, missing = [p for p in points if reads(p)], [p for p in missing if reads(p)]
+    finished run (an arm added to a spec after its other arms' runs leaves the tests of those arms
+    decided while it trains)."""
+    reads = _reads(test)
+    points, missing = [p for p in spec.grid_points() if reads(p)], [p for p in missing if reads(p)]
     return (len(points) - len(missing), len(points)) if missing else None
+
+
+def known_effects(spec: SweepSpec, runs: list[Run], tests: list[dict], results: list[Verdict],
+                  missing: list[dict]) -> list[PositiveRecord]:
+    """The spec's tests declared `known_effect` (an effect its own runs show, declared as the
+    evidence of what its regime's tests can detect), as gates of the nulls of their set-up: open
+    when the test and its reward-AUC twin read supported."""
+    out = []
+    for i, (test, v) in enumerate(zip(tests, results)):
+        if not test.get("known_effect") or "twin_of" in test:
+            continue
+        twin = results[i + 1] if i + 1 < len(tests) and tests[i + 1].get("twin_of") == spec_test_indices(tests)[i] else None
+        pair = [v] + ([twin] if twin is not None else [])
+        failed = [w for w in pair if not is_supported(w.verdict)]
+        reason = None if not failed else f"the known effect of this set-up ({v.statement}) reads {failed[0].verdict}"
+        reads = _reads(test)
+        out.append(positive_record(f"{Path(spec.path).stem}: {v.statement}", [r for r in runs if reads(r.point)],
+                                   reason, _test_completion(spec, test, missing) is None))
+    return out
 
 
 def _left_out_text(spec: SweepSpec, missing: list[dict], left_out: list[str]) -> str:
@@ -277,13 +299,19 @@ def borrowers(runs_root: Path, names: list[str]) -> dict[str, list[str]]:
     return out
 
 
+Sensitivity = Union[str, Callable[[list, list[Run]], Optional[str]], None]
+
+
 def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_dir: Path, report_dir: Path,
                   command: str, untrusted: Optional[str] = None,
-                  insensitive: Optional[str] = None, lent_to: Optional[list[str]] = None) -> tuple[str, list[Verdict]]:
+                  insensitive: Sensitivity = None, lent_to: Optional[list[str]] = None,
+                  known: Optional[list] = None) -> tuple[str, list[Verdict]]:
     """The section of one claim spec and its verdicts. `untrusted`: why the placebo that calibrates
     steps_to_learn for these runs did not pass; the verdicts that rest on it are then withheld.
-    `insensitive`: why the testbed's positive control did not pass; its "no effect detected" verdicts
-    are then withheld (unproven)."""
+    `insensitive`: why the testbed's positive control did not pass (its "no effect detected"
+    verdicts are then withheld: unproven), or, per test, a function of this spec's known effects and
+    the runs the test reads that says why no known effect of their set-up gates it open
+    (gates.sensitivity_gate). `known`: this spec's known effects are appended to it."""
     claim = spec.text.get("claim", spec.name)
     out = [f"## {claim} — {spec.path and Path(spec.path).stem}", ""]
     for key in ("source", "hypothesis", "expected", "notes"):
@@ -326,7 +354,13 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
     if untrusted:
         tested = [(withheld(v, untrusted) if rests_on_steps_to_learn(test) else v, found)
                   for (v, found), test in zip(tested, tests)]
-    if insensitive:
+    own = known_effects(spec, runs, tests, [v for v, _ in tested], missing) if spec.mode == "grid" else []
+    if known is not None:
+        known.extend(own)
+    if callable(insensitive):
+        tested = [(unproven(v, why) if (why := insensitive(own, [r for r in runs if _reads(test)(r.point)])) else v,
+                   found) for (v, found), test in zip(tested, tests)]
+    elif insensitive:
         tested = [(unproven(v, insensitive), found) for v, found in tested]
     if spec.mode == "grid" and missing:
         tested = [(incomplete(v, *counts), found) if (counts := _test_completion(spec, test, missing)) else (v, found)
@@ -338,6 +372,9 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
             out.append(f"*What it could detect:* {facts}.")
         for check in v.checks:
             out.append(f"*Mechanism check:* {check.text()}.")
+        if test.get("known_effect"):
+            out.append("*Known effect:* declared as this set-up's evidence of what its tests can detect; the *no "
+                       "effect detected* verdicts of its set-up (over as many steps or fewer) rest on it.")
         out.append("")
     for statement in spec.report.get("needs_full_run", []):  # --quick: tests these runs cannot decide
         out += [f"**Not decided here: needs the full run** (`grpo reproduce`) — {statement}.", ""]

@@ -32,7 +32,8 @@ from ..driving.driver import run_sweep
 from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
-from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL
+from ..deciding.gates import (NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL, positive_record,
+                               sensitivity_gate)
 from .report import _missing_points, bases_table, borrowers, claim_section
 from .summary import SUMMARY_HEAD, _wall_time, cpu_math_line, summary_row, timing_lines, versions_warning
 from .forest import forest_png, forest_rows
@@ -136,9 +137,11 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     the placebos of its runs' set-up passed (report.placebo_gate: a placebo of another reward, length
     or batch, or one that has not run yet, says nothing about it; one still in training neither
     opens the gate nor closes it unless one of its runs learned). The positive control comes next
-    (positive_gate): unless it reads supported, every later "no effect detected" is withheld
-    (report.unproven), as it is on a testbed without one. A second positive control (a graded one)
-    takes over the gate once every grid point of it has a finished run. `peer_root`: where TRL's runs of a spec's arm are
+    (positive_gate), and a claim spec's test may declare itself its regime's `known_effect`: a
+    "no effect detected" is withheld (report.unproven) unless a known effect of its runs' set-up
+    (gates.sensitivity_gate: the placebo's set-up keys, over at least as many steps) passed, as it is
+    on a testbed without one. A second positive control of a set-up (a graded one) takes over the
+    gate once every grid point of it has a finished run. `peer_root`: where TRL's runs of a spec's arm are
     (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py).
     `answers`: each verdict's forest-plot and glance rows are appended to its lists."""
     sections, rows, all_runs, placebos = [], [], [], []
@@ -147,8 +150,14 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                    f"{NO_POSITIVE_CONTROL} (an intervention known to speed learning, `claim: {POSITIVE_CONTROL}`), "
                    f"so it has not shown it could detect an effect")
     lent = borrowers(runs_root, [read_yaml_mapping(p).get("name", Path(p).stem) for p in derived])
-    gated_by = None  # the positive control whose verdicts gate the nulls after it
+    gated_by = None  # the positive control whose section says it gates the nulls after it
     gates = {}  # each positive control that took the gate: its section's index, verdicts, tests, why closed
+    controls: list = []  # every known effect so far (positive-control specs, known_effect tests), by set-up
+
+    def of_setup(own: list, test_runs: list) -> Optional[str]:
+        """Why a test's null is not trusted: no known effect of its runs' set-up gates it open."""
+        return sensitivity_gate(controls + own, test_runs)
+    sensitivity = insensitive if insensitive is not None else of_setup
     for original, p in zip(paths, derived):
         spec = load_spec(p, check_points=check_points)
         spec.path = str(original)
@@ -156,8 +165,10 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         all_runs += runs
         claim = spec.text.get("claim", spec.name)
         untrusted = placebo_gate(placebos, runs) if "calibration" in claims and claim != "calibration" else None
+        known: list = []
         text, results = claim_section(spec, runs, unfinished, fig_dir, report_dir, command, untrusted,
-                                      None if claim == POSITIVE_CONTROL else insensitive, lent.get(spec.name))
+                                      None if claim == POSITIVE_CONTROL else sensitivity, lent.get(spec.name), known)
+        controls += known
         if peer_root is not None and (peer_root / spec.name).is_dir():
             peer_text, outcome = peer_section(spec, runs, peer_root / spec.name)
             text += ("\n" + peer_text) if peer_text else ""
@@ -169,13 +180,15 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             placebos.append(placebo_record(Path(original).stem, runs, results, not _missing_points(spec, runs)))
         tests = report_tests(spec)
         if claim == POSITIVE_CONTROL:
+            controls.append(positive_record(Path(original).stem, runs, positive_gate(Path(original).stem, results, tests),
+                                            not _missing_points(spec, runs)))
             if gated_by is None or not _missing_points(spec, runs):
                 if gated_by is not None:
                     at, *_ = gates[gated_by]
                     sections[at] = with_gate(sections[at], gate_text(gated_by, [], [], None,
                                                                       replaced_by=Path(original).stem))
-                insensitive, gated_by = positive_gate(Path(original).stem, results, tests), Path(original).stem
-                gates[gated_by] = (len(sections) - 1, results, tests, insensitive)
+                gated_by = Path(original).stem
+                gates[gated_by] = (len(sections) - 1, results, tests, positive_gate(gated_by, results, tests))
             else:  # a later positive control gates once all its runs are in; until then the earlier one does
                 sections[-1] += (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
                                  f"`{gated_by}`'s until every grid point here has a finished run.\n")
