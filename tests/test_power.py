@@ -178,3 +178,40 @@ def test_the_old_command_name_runs_the_whole_plan(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("4 pairs;") and "effect 2:" in proc.stdout
+
+
+def test_the_verdicts_power_in_whole_steps_by_hand():
+    # eight tied pairs: an effect of 1 step moves every pair by 1 (p = 2/2^8 on each set: always
+    # significant); an effect of 0.5 moves each pair by 1 with probability 1/2, and a set is
+    # significant when 6 or more of its 8 pairs moved (p = 2/2^6 = 0.031; 5 give 0.0625):
+    # P = (28 + 8 + 1)/256 = 0.145 per set, its square for the verdict (both sets)
+    from sweeps.deciding import power
+
+    tied = [[0] * 8, [0] * 8]
+    assert power.verdict_power(tied, 1.0) == 1.0
+    assert power.verdict_power(tied, 0.5) == pytest.approx(((28 + 8 + 1) / 256) ** 2, abs=0.006)
+    assert power.verdict_power(tied, 0.5, direction="higher") == pytest.approx(((28 + 8 + 1) / 256) ** 2, abs=0.006)
+
+
+def test_the_tied_model_reads_the_graded_controls_as_they_came_out():
+    # calibration on the committed known effects: ×1.25 (−1.7 steps on average) was detected on
+    # neither seed set, and the tied model gives its verdict little power at that size; ×1.5 (−3.4)
+    # was detected on both, with most of the power; the shift model's "1.37 steps detectable with 80%
+    # power" (each set) had called ×1.25 easy
+    from pathlib import Path
+
+    from sweeps.deciding import power
+    from sweeps.deciding.replication import replicated_verdicts
+    from sweeps.reporting.report_inputs import collect_runs
+    from sweeps.spec import load_spec
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / "experiments/real/cpu/r0_positive_control_room_graded_cpu.yaml", check_points=False)
+    runs, _ = collect_runs(root / "results/real/cpu/runs", spec)
+    steps = [(v, found) for v, found in replicated_verdicts(spec, runs) if "AUC" not in v.statement]
+    got = {}
+    for v, found in steps:
+        sets = [f.verdict.comparisons[0].diffs for f in found]
+        effect = -sum(map(sum, sets)) / sum(map(len, sets))
+        got[v.verdict] = power.verdict_power(sets, effect)
+    assert got["no effect detected"] < 0.3 < 0.5 < got["supported"]

@@ -106,6 +106,12 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
         needs = [needed_for(noise, target) for noise in noises if noise.size]
         if needs:  # without differences no seed count can be told
             facts.update(target=target, needed=None if None in needs else max(needs))
+    if not levels:  # the verdict's own power at the effect that matters: the target in steps, or the margin
+        effect = facts.get("target") if metric in STEP_METRICS else margin_of(spec, metric, STEP_METRICS)
+        if effect is not None and all(len(c.diffs) for cs in by_label.values() for c in cs):
+            facts.update(power_at=effect, verdict_power=min(
+                power.verdict_power([c.diffs for c in cs], effect, m, direction, whole_steps=metric in STEP_METRICS)
+                for cs in by_label.values()))
     return facts
 
 

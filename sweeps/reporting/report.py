@@ -100,7 +100,19 @@ def facts_text(v: Verdict) -> str:
                 f"{f['moved']:.0%} of the pairs, as many as differ here, and leaves the rest tied (the tied model)")
     return (f"n per set {' and '.join(map(str, f['n_per_set']))}; smallest effect each set alone detects with 80% "
             f"power: {det_text} if it moves every pair alike (the shift model, simulated with this test from these "
-            f"runs' paired differences){tied}; control arm: {control}{target}")
+            f"runs' paired differences){tied}; control arm: {control}{target}{verdict_power_text(f)}")
+
+
+def verdict_power_text(f: dict) -> str:
+    """The verdict's own power (both seed sets significant on the claimed side) at the effect that
+    matters, from the tied model (power.verdict_power), as a clause; '' where it was not computed."""
+    if "verdict_power" not in f:
+        return ""
+    at = (f"{f['power_at']:.3g} steps (the target)" if f["metric"] in CENSORED and _unit(f["metric"]) == "steps"
+          else f"{f['power_at']:g} (the declared margin)")
+    return (f"; power of this verdict, supported on both seed sets, at an effect of {at}: {f['verdict_power']:.0%} "
+            f"(the tied model: whole-step moves, its ties kept; calibrated on the known effects in "
+            f"docs/concepts/verdicts.md)")
 
 
 

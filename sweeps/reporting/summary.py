@@ -10,7 +10,7 @@ from grpo_core.record.provenance import versions
 from grpo_core.record.run_metrics import CENSORED
 from grpo_core.util.cpu_math import describe
 
-from ..deciding.verdicts import Verdict, fmt_value
+from ..deciding.verdicts import Verdict, fmt_value, is_supported
 from .report import detectable_text
 
 
@@ -76,7 +76,7 @@ def timing_lines(timing: dict, run_time: float, workers: int, quick: bool, commi
     return lines
 
 
-SUMMARY_HEAD = ["| claim | question | verdict | on reward AUC | n per set | detectable with 80% power | control: median "
+SUMMARY_HEAD = ["| claim | question | verdict | on reward AUC | n per set | detectable with 80% power (power of a null at the target) | control: median "
                 "(censored) | mechanism check |", "|---|---|---|---|---|---|---|---|"]
 
 
@@ -87,7 +87,14 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
 
     f = v.facts
     n = " and ".join(map(str, f["n_per_set"])) if f else "–"
-    det = detectable(v) + (f"; AUC {detectable(twin)}" if twin is not None and twin.facts else "")
+    def power(x: Optional[Verdict], what: str) -> str:  # the verdict's own power, beside a null or an undecided one
+        if x is None or not x.facts or "verdict_power" not in x.facts or is_supported(x.verdict) \
+                or x.verdict.startswith("contradicted"):
+            return ""
+        return f"; {what}power {x.facts['verdict_power']:.0%} at {x.facts['power_at']:.3g}"
+
+    det = (detectable(v) + power(v, "")
+           + (f"; AUC {detectable(twin)}{power(twin, 'AUC ')}" if twin is not None and twin.facts else ""))
     first = f.get("levels_of", "")  # a test across several levels: its first level stands as the control
     control = "; ".join(f"{', '.join(filter(None, (label, first))) + ': ' if label or first else ''}"
                         f"{fmt_value(med, f['metric'])}"
