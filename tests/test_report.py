@@ -1170,7 +1170,7 @@ def test_a_declared_known_effect_gates_the_nulls_of_its_own_set_up(tmp_path, sho
             {"kind": "paired", "axis": "learning_rate", "treatment": [1.1e-4], "control": 1e-4, "direction": "lower",
              "statement": "a tenth more rate learns sooner"},
             {"kind": "paired", "axis": "learning_rate", "treatment": [2e-4], "control": 1e-4, "direction": "lower",
-             "statement": "twice the rate learns sooner", "known_effect": True}]}}))
+             "statement": "twice the rate learns sooner", "known_effect": True}], "margins": {"steps": 2}}}))
     gap = 20 if shown else 0
     _write_runs(runs_root, "claim", [({**config, "learning_rate": lr, "seed": s},
                                       {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1.5e-4),
@@ -1182,8 +1182,12 @@ def test_a_declared_known_effect_gates_the_nulls_of_its_own_set_up(tmp_path, sho
                                             check_points=False)
     null, known = _cells(rows[-2]), _cells(rows[-1])
     if shown:
-        assert known[2:] == ["**supported**"] * 2 and null[2:] == ["**no effect detected**"] * 2
+        assert known[2:] == ["**supported**"] * 2
+        assert null[2:] == ["**equivalent within ±2 steps**", "**no effect detected**"]
         assert "*Known effect:* declared as this set-up's evidence" in sections[-1]
+        # the margin is printed beside what the known effect moved, so "within ±2" reads in context
+        assert ("; beside the known effect of this set-up: twice the rate learns sooner: steps_to_learn -20 and -20, "
+                "reward AUC +0.2 and +0.2 (`c_claim: twice the rate learns sooner`)") in sections[-1]
     else:
         assert null[2:] == ["**inconclusive (positive control not passed)**"] * 2
-        assert "the known effect of this set-up (twice the rate learns sooner) reads no effect detected" in sections[-1]
+        assert "the known effect of this set-up (twice the rate learns sooner) reads equivalent within ±2 steps" in sections[-1]

@@ -115,14 +115,31 @@ class PositiveRecord:
     horizons: dict  # set-up (setup_of) → the most steps its finished runs ran
     reason: Optional[str]  # why it does not open the gate (None: it does)
     complete: bool = True  # every grid point it reads has a finished run
+    effects: str = ""  # what it moved, per seed set, in words (printed beside the margins of its set-up)
 
 
-def positive_record(name: str, runs: list[Run], reason: Optional[str], complete: bool = True) -> PositiveRecord:
+def positive_record(name: str, runs: list[Run], reason: Optional[str], complete: bool = True,
+                    effects: str = "") -> PositiveRecord:
     horizons: dict = {}
     for r in runs:
         key = setup_of(r.config)
         horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
-    return PositiveRecord(name, horizons, reason, complete)
+    return PositiveRecord(name, horizons, reason, complete, effects)
+
+
+def covering_effects(controls: list[PositiveRecord], runs: list[Run]) -> list[PositiveRecord]:
+    """The known effects that gate these runs (the last finished one per set-up, as sensitivity_gate
+    reads them), once each."""
+    out: list = []
+    needed: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        needed[key] = max(needed.get(key, 0), r.config["max_steps"])
+    for key, steps in needed.items():
+        settled = [c for c in controls if c.horizons.get(key, -1) >= steps and c.complete]
+        if settled and settled[-1] not in out:
+            out.append(settled[-1])
+    return out
 
 
 def sensitivity_gate(controls: list[PositiveRecord], runs: list[Run]) -> Optional[str]:

@@ -53,3 +53,18 @@ def with_gate(section: str, line: str) -> str:
     """The section with its gate line among its header lines, before its first verdict."""
     at = section.find("\n**Verdict")
     return section + line if at < 0 else section[:at] + line.lstrip("\n") + section[at:]
+
+
+def effects_brief(results: list, tests: list[dict]) -> str:
+    """What a known effect moved, in few words: each of its tests' paired differences per seed set
+    (Hodges-Lehmann estimates), on its metric and on the reward-AUC twin."""
+    def per_set(v) -> str:
+        return " and ".join(f"{c[0].estimate:+.3g}" for _, c in v.sets if c) if v.sets else "–"
+
+    parts = []
+    for _, v, twin, metric in with_twins(tests, results):
+        text = f"{v.statement}: {metric} {per_set(v)}"
+        if twin is not None:
+            text += f", reward AUC {per_set(twin)}"
+        parts.append(text)
+    return "; ".join(parts)

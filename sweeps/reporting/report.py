@@ -19,6 +19,7 @@ from ..spec import SweepSpec, point_key
 from ..deciding.gates import PositiveRecord, incomplete, positive_record, rests_on_steps_to_learn, unproven, withheld
 from ..deciding.mechanism import gated, gates_test, mechanism_checks
 from .declared import margins_line
+from .positive_gate import effects_brief
 from ..deciding.runs import Run, _label
 from ..report_spec import report_tests
 from ..deciding.replication import _seed_list, replicated_verdicts, seed_sets
@@ -225,7 +226,8 @@ def known_effects(spec: SweepSpec, runs: list[Run], tests: list[dict], results: 
         reason = None if not failed else f"the known effect of this set-up ({v.statement}) reads {failed[0].verdict}"
         reads = _reads(test)
         out.append(positive_record(f"{Path(spec.path).stem}: {v.statement}", [r for r in runs if reads(r.point)],
-                                   reason, _test_completion(spec, test, missing) is None))
+                                   reason, _test_completion(spec, test, missing) is None,
+                                   effects_brief(pair, tests[i:i + len(pair)])))
     return out
 
 
@@ -341,8 +343,10 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
                if (imprecise := sum(r.summary.get("baseline_reward_se", 0) > r.config["stl_delta"] / 4 for r in runs))
                else ""),
             f"- **Command:** `{command}` (sweep `{spec.name}`, MLflow experiment `{spec.experiment}`)"]
+    margins_at = None
     if spec.report.get("margins"):
         folder = runs[0].folder.parent if runs and runs[0].folder is not None else None
+        margins_at = len(out)
         out.append(f"- **Equivalence margins:** {margins_line(spec.path, spec.report['margins'], folder)}")
     for check in spec.report.get("mechanism") or []:
         out.append(f"- **Mechanism check, declared:** {check['what']} ({check['reason']})")
@@ -369,6 +373,11 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
     own = known_effects(spec, runs, tests, [v for v, _ in tested], missing) if spec.mode == "grid" else []
     if known is not None:
         known.extend(own)
+    if margins_at is not None and hasattr(insensitive, "known"):  # what "equivalent within ±m" allows, in context
+        beside = insensitive.known(own, runs)
+        out[margins_at] += ("; beside the known effect of this set-up: " + "; ".join(f"{c.effects} (`{c.name}`)"
+                                                                               for c in beside)
+                            if beside else "; no known effect of this set-up to read them beside")
     if callable(insensitive):
         tested = [(unproven(v, why) if (why := insensitive(own, [r for r in runs if _reads(test)(r.point)])) else v,
                    found) for (v, found), test in zip(tested, tests)]

@@ -33,12 +33,12 @@ from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMEN
 from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
 from ..deciding.gates import (NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL, positive_record,
-                               sensitivity_gate)
+                               covering_effects, sensitivity_gate)
 from .report import _missing_points, bases_table, borrowers, claim_section
 from .summary import SUMMARY_HEAD, _wall_time, cpu_math_line, summary_row, timing_lines, versions_warning
 from .forest import forest_png, forest_rows
 from .glance import Answers, glance_rows, write_verdicts
-from .positive_gate import gate_text, positive_gate, with_gate
+from .positive_gate import effects_brief, gate_text, positive_gate, with_gate
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report, with_twins
 from ..spec import load_spec
@@ -153,11 +153,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     gated_by = None  # the positive control whose section says it gates the nulls after it
     gates = {}  # each positive control that took the gate: its section's index, verdicts, tests, why closed
     controls: list = []  # every known effect so far (positive-control specs, known_effect tests), by set-up
-
-    def of_setup(own: list, test_runs: list) -> Optional[str]:
-        """Why a test's null is not trusted: no known effect of its runs' set-up gates it open."""
-        return sensitivity_gate(controls + own, test_runs)
-    sensitivity = insensitive if insensitive is not None else of_setup
+    sensitivity = insensitive if insensitive is not None else SetupSensitivity(controls)
     for original, p in zip(paths, derived):
         spec = load_spec(p, check_points=check_points)
         spec.path = str(original)
@@ -181,7 +177,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         tests = report_tests(spec)
         if claim == POSITIVE_CONTROL:
             controls.append(positive_record(Path(original).stem, runs, positive_gate(Path(original).stem, results, tests),
-                                            not _missing_points(spec, runs)))
+                                            not _missing_points(spec, runs), effects_brief(results, tests)))
             if gated_by is None or not _missing_points(spec, runs):
                 if gated_by is not None:
                     at, *_ = gates[gated_by]
@@ -206,6 +202,22 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
         at, results, tests, reason = gates[gated_by]
         sections[at] = with_gate(sections[at], gate_text(gated_by, results, tests, reason))
     return sections, rows, all_runs
+
+
+class SetupSensitivity:
+    """The gate of a null: the known effects so far (positive-control specs, then the known_effect
+    tests of the claim specs read before), with a claim spec's own known effects added. Called, it
+    says why a test's null is not trusted (gates.sensitivity_gate); `known` names the effects that
+    gate the runs, printed beside the spec's equivalence margins."""
+
+    def __init__(self, controls: list):
+        self.controls = controls  # appended to as the sections are read
+
+    def __call__(self, own: list, test_runs: list) -> Optional[str]:
+        return sensitivity_gate(self.controls + own, test_runs)
+
+    def known(self, own: list, runs: list) -> list:
+        return covering_effects(self.controls + own, runs)
 
 
 def _real_sections(fig_dir: Path, report_dir: Path, answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
