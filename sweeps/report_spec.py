@@ -132,6 +132,7 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
                 raise UserInputError(f"{where}.tests[{i}].claimed_effect: allowed: a number (the paired "
                                      f"difference treatment − control the source claims)")
     _check_mechanism(spec, where, tests)
+    _check_no_mechanism(spec, where)
     _check_margins(spec, where, tests)
     superseded = spec.report.get("superseded_by")
     if superseded is not None and not (isinstance(superseded, str) and superseded.strip()):
@@ -189,6 +190,18 @@ def _check_mechanism(spec: SweepSpec, where: str, tests: list) -> None:
                 isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(tests) for k in gated)):
             raise UserInputError(f"{at}.tests: {short_value(gated)}; allowed: a list of indices of report.tests "
                                  f"(0 to {len(tests) - 1}), the tests it gates; leave it out to gate them all")
+
+
+def _check_no_mechanism(spec: SweepSpec, where: str) -> None:
+    """`report.mechanism_none`: why no manipulation check applies (text), never beside checks."""
+    why = spec.report.get("mechanism_none")
+    if why is None:
+        return
+    if not isinstance(why, str) or not why.strip():
+        raise UserInputError(f"{where}.mechanism_none: {short_value(why)}; allowed: text saying why no manipulation "
+                             f"check applies (e.g. the test measures the mechanism itself)")
+    if spec.report.get("mechanism"):
+        raise UserInputError(f"{where}.mechanism_none: beside report.mechanism; allowed: one of them")
 
 
 def _check_margins(spec: SweepSpec, where: str, tests: list) -> None:

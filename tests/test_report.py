@@ -3,6 +3,7 @@
 
 
 import json
+import re
 import shutil
 
 import pytest
@@ -106,8 +107,10 @@ def test_each_steps_test_says_what_its_target_effect_needs():
     assert v.facts["target"] == 3.0 and power.target_effect(10) == 2.0 and power.target_effect(float("inf")) == 2.0
     noise = power.centered([c.diffs for f in found for c in f.verdict.comparisons])
     assert v.facts["needed"] == power.seeds_needed(noise, 3.0) is not None
-    assert facts_text(v).endswith(f"whichever is larger (3 steps), these differences need {v.facts['needed']} pairs "
-                                  "per set")
+    assert (f"whichever is larger (3 steps), these differences need {v.facts['needed']} pairs per set; power of this "
+            f"verdict, supported on both seed sets, at an effect of 3 steps (the target): "
+            f"{v.facts['verdict_power']:.0%}") in facts_text(v)
+    assert v.facts["verdict_power"] == power.verdict_power([f.verdict.comparisons[0].diffs for f in found], 3.0)
     (auc, _) = replicated_verdicts(spec, runs)[1]  # the reward-AUC twin: no target in steps
     assert "target" not in auc.facts and "target" not in facts_text(auc)
 
@@ -1191,3 +1194,42 @@ def test_a_declared_known_effect_gates_the_nulls_of_its_own_set_up(tmp_path, sho
     else:
         assert null[2:] == ["**inconclusive (positive control not passed)**"] * 2
         assert "the known effect of this set-up (twice the rate learns sooner) reads equivalent within ±2 steps" in sections[-1]
+
+
+def test_a_superseded_regime_comes_after_the_current_ones_with_its_own_table(tmp_path, summaries_as_given):
+    import sweeps.reporting.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
+    config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    _a_control(exp, runs_root, sets, config)
+    _a_null_claim(exp, runs_root, sets, config)  # a_claim.yaml: C4, read first
+    spec = json.loads((exp / "a_claim.yaml").read_text())
+    spec["report"].update(superseded_by="b_positive", mechanism_none="the test reads the mechanism itself")
+    (exp / "a_claim.yaml").write_text(json.dumps(spec))
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    assert [_cells(r)[0] for r in rows] == ["positive_control"]  # the first table: current regimes only
+    assert sections[-2].startswith("## Superseded regimes") and "| C4 | scaling learns sooner |" in sections[-2]
+    assert sections[-1].startswith("## C4 — a_claim\n\n*Superseded by `b_positive`: kept for the record")
+    assert "- **Mechanism check:** none applies: the test reads the mechanism itself" in sections[-1]
+
+
+def test_mechanism_none_is_text_and_never_beside_a_check(tmp_path):
+    from grpo_core.util.errors import UserInputError
+    from sweeps.report_spec import validate_report
+    from sweeps.spec import load_spec
+
+    base = {"name": "x", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, "seeds": [0, 1],
+            "replication_seeds": [2, 3], "report": {"tests": [{"kind": "paired", "axis": "advantage_scale",
+                                                               "treatment": [2.0], "control": 1.0,
+                                                               "direction": "lower", "statement": "s"}]}}
+    check = {"what": "w", "reason": "r", "metric": "grad_norm", "at_least": 0}
+    for extra, needle in (({"mechanism_none": ""}, "mechanism_none: ''; allowed: text"),
+                          ({"mechanism_none": "why", "mechanism": [check]}, "beside report.mechanism")):
+        path = tmp_path / "s.yaml"
+        path.write_text(json.dumps({**base, "report": {**base["report"], **extra}}))
+        with pytest.raises(UserInputError, match=re.escape(needle)):
+            validate_report(load_spec(path, check_points=False))

@@ -350,6 +350,8 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
         out.append(f"- **Equivalence margins:** {margins_line(spec.path, spec.report['margins'], folder)}")
     for check in spec.report.get("mechanism") or []:
         out.append(f"- **Mechanism check, declared:** {check['what']} ({check['reason']})")
+    if spec.report.get("mechanism_none"):
+        out.append(f"- **Mechanism check:** none applies: {spec.report['mechanism_none']}")
     if (cpus := made_on(spec, runs)):
         out.append(f"- **Made on more than one CPU:** {cpus}")
     if (shared := shared_arms(spec, runs)):

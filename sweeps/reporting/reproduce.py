@@ -153,6 +153,8 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     gated_by = None  # the positive control whose section says it gates the nulls after it
     gates = {}  # each positive control that took the gate: its section's index, verdicts, tests, why closed
     controls: list = []  # every known effect so far (positive-control specs, known_effect tests), by set-up
+    superseded: list = []  # (section index, the spec that superseded it)
+    old_rows: list = []  # their summary rows
     sensitivity = insensitive if insensitive is not None else SetupSensitivity(controls)
     for original, p in zip(paths, derived):
         spec = load_spec(p, check_points=check_points)
@@ -192,6 +194,10 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             if claim != "calibration" and not spec.report.get("superseded_by"):  # the figure: current regimes
                 answers.forest.extend(forest_rows(answers.testbed, claim, spec, tests, results))
             answers.glance.extend(glance_rows(answers.testbed, claim, spec, tests, results))
+        if spec.report.get("superseded_by"):  # kept for the record, after the current regimes (below)
+            superseded.append((len(sections) - 1, spec.report["superseded_by"]))
+            old_rows += [summary_row(claim, v, twin) for _, v, twin, _ in with_twins(tests, results)]
+            continue
         rows += [summary_row(claim, v, twin) for _, v, twin, _ in with_twins(tests, results)]
         if not results and not spec.report.get("needs_full_run"):  # a spec none of whose runs finished yet
             rows += [f"| {claim} | {t.get('statement', '–')} | **no finished runs yet** | – | – | – | – | – |"
@@ -201,6 +207,16 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     if gated_by is not None:
         at, results, tests, reason = gates[gated_by]
         sections[at] = with_gate(sections[at], gate_text(gated_by, results, tests, reason))
+    if superseded:  # the superseded regimes after the current ones, with their own table
+        old = [at for at, _ in superseded]
+        names = ", ".join(sorted({f"`{by}`" for _, by in superseded}))
+        part = "\n".join(["## Superseded regimes", "",
+                          f"Regimes a later spec replaced ({names}): their sections follow, marked superseded, kept "
+                          f"for the record; their rows are not in the first table.", "",
+                          *SUMMARY_HEAD, *old_rows, ""])
+        sections = [t for i, t in enumerate(sections) if i not in old] + [part] + [
+            t.replace("\n\n", f"\n\n*Superseded by `{by}`: kept for the record, out of the first table.*\n\n", 1)
+            for at, by in superseded for t in [sections[at]]]
     return sections, rows, all_runs
 
 
