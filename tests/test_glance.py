@@ -91,3 +91,21 @@ def test_a_page_without_its_markers_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(glance, "REPO", tmp_path)
     assert main([]) == 2 and "has no block answers" in capsys.readouterr().err
     assert (tmp_path / "README.md").read_text() == "no markers here\n"  # nothing half-written
+
+
+def test_every_real_model_row_has_one_answer_wherever_it_is_printed():
+    # the full reproduction's report (results/REPORT.md, rebuilt only by a full run) once printed the
+    # real model's rows as they stood a week before results/real/cpu/REPORT.md answered them: a row
+    # of the real model printed in both must read the same verdict, and the full report points to the
+    # real model's report instead of copying it
+    real = (ROOT / "results/real/cpu/REPORT.md").read_text()
+    full = (ROOT / "results/REPORT.md").read_text()
+    answers = {_cells(line)[1]: _cells(line)[2] for line in real.splitlines()
+               if line.startswith("| ") and len(_cells(line)) >= 4 and _cells(line)[2].startswith("**")}
+    copied = [_cells(line) for line in full.splitlines() if line.startswith("| real model, CPU · ")]
+    assert all(answers.get(cells[1]) == cells[2] for cells in copied), [c[:3] for c in copied if answers.get(c[1]) != c[2]]
+    real_rows = {r["question"]: r["verdict"] for r in json.loads((ROOT / "results/real/cpu" / VERDICTS).read_text())}
+    stale = [r["question"] for r in json.loads((ROOT / "results" / VERDICTS).read_text())
+             if r["testbed"] == "real model, CPU" and real_rows.get(r["question"]) != r["verdict"]]
+    assert not stale, stale
+    assert "## Real model on a CPU: in results/real/cpu/REPORT.md" in full

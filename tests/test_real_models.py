@@ -291,15 +291,14 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     # without the model: the sections come back from the run folders
     quick = _quick_specs(exp, tmp_path / "rebuilt")
     (tmp_path / model).unlink()
-    monkeypatch.setattr(reproduce, "REAL_CPU_EXPERIMENTS", quick)
-    monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", out)
-    sections, rows, runs = reproduce._real_cpu_sections(tmp_path / "figures", tmp_path)
+    paths = reproduce.claim_specs(quick)
+    sections, rows, runs = reproduce.sections_with_echo_appendix(paths, paths, out / "runs", tmp_path / "figures",
+                                                                 tmp_path, "cmd", check_points=False)
     # both rest on last_number (no appendix of math_answer's echo): a section each, its rows in the table
     assert len(runs) == 5
-    assert [s.split("\n", 1)[0] for s in sections] == [
-        "## C3 on a CPU (float32) — r3_advantage_noise_long_cpu",
-        "## C6 on a CPU (float32) — r6_zero_variance_groups_room_cpu"]
-    assert {r.split(" | ")[0] for r in rows} == {"| real model, CPU · C3", "| real model, CPU · C6"}
+    assert [s.split("\n", 1)[0] for s in sections] == ["## C3 — r3_advantage_noise_long_cpu",
+                                                       "## C6 — r6_zero_variance_groups_room_cpu"]
+    assert {r.split(" | ")[0] for r in rows} == {"| C3", "| C6"}
     assert rows and all("inconclusive (too few seeds)" in r for r in rows), rows
 
 

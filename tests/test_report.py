@@ -320,7 +320,7 @@ def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
     assert check_zero_loss_step1(spec, silent, {"statement": "s", "step1_only": True}).verdict == "inconclusive"
 
 
-def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_path, monkeypatch, summaries_as_given):
+def test_the_full_report_points_to_the_real_models_cpu_report_whose_check_has_its_appendix(tmp_path, monkeypatch, summaries_as_given):
     import shutil
 
     import sweeps.reporting.reproduce as reproduce
@@ -348,7 +348,13 @@ def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_pat
     monkeypatch.setattr(reproduce, "REAL_RESULTS", tmp_path / "results" / "real")
     monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", tmp_path / "results" / "real" / "cpu")
     sections, rows, found = reproduce._real_sections(tmp_path / "figures", tmp_path)
-    assert len(found) == 10 and "not run yet on a GPU" in sections[0]
+    # the full report: the GPU specs (not run), then a pointer to the CPU report, which alone prints its rows
+    assert found == [] and "not run yet on a GPU" in sections[0] and sections[-1] == reproduce.REAL_CPU_ELSEWHERE
+    gpu_rows = rows
+    paths = reproduce.claim_specs(experiments / "cpu")
+    sections, rows, found = reproduce.sections_with_echo_appendix(paths, paths, runs.parent, tmp_path / "figures",
+                                                                  tmp_path, "cmd", check_points=False)
+    assert len(found) == 10
     # r1 rewards with math_answer, which pays for an echo of the question: its section is in the appendix
     text = "\n".join(sections)
     assert text.index("## Appendix: the real model on a CPU under a reward that pays for echoing") < text.index("### C1 — r1")
@@ -360,7 +366,7 @@ def test_the_real_models_cpu_check_is_its_own_section_after_the_gpu_ones(tmp_pat
     assert _cells(appendix_row)[2:4] == ["**supported**", "–"]  # a step-1 check: no reward-AUC twin
     gpu_specs = len(list((ROOT / "experiments" / "real").glob("*.yaml")))  # the placebo and r1–r3
     assert not any("C1 | the step-1" in r for r in rows)  # not in the headline table
-    assert sum("not run yet (needs a GPU)" in r for r in rows) == gpu_specs == 4
+    assert sum("not run yet (needs a GPU)" in r for r in gpu_rows) == gpu_specs == 4
 
 
 @pytest.fixture

@@ -150,8 +150,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                    f"{NO_POSITIVE_CONTROL} (an intervention known to speed learning, `claim: {POSITIVE_CONTROL}`), "
                    f"so it has not shown it could detect an effect")
     lent = borrowers(runs_root, [read_yaml_mapping(p).get("name", Path(p).stem) for p in derived])
-    gated_by = None  # the positive control whose section says it gates the nulls after it
-    gates = {}  # each positive control that took the gate: its section's index, verdicts, tests, why closed
+    gates = {}  # each positive control: its section's index, verdicts, tests, record
     controls: list = []  # every known effect so far (positive-control specs, known_effect tests), by set-up
     superseded: list = []  # (section index, the spec that superseded it)
     old_rows: list = []  # their summary rows
@@ -178,18 +177,11 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             placebos.append(placebo_record(Path(original).stem, runs, results, not _missing_points(spec, runs)))
         tests = report_tests(spec)
         if claim == POSITIVE_CONTROL:
-            controls.append(positive_record(Path(original).stem, runs, positive_gate(Path(original).stem, results, tests),
-                                            not _missing_points(spec, runs), effects_brief(results, tests)))
-            if gated_by is None or not _missing_points(spec, runs):
-                if gated_by is not None:
-                    at, *_ = gates[gated_by]
-                    sections[at] = with_gate(sections[at], gate_text(gated_by, [], [], None,
-                                                                      replaced_by=Path(original).stem))
-                gated_by = Path(original).stem
-                gates[gated_by] = (len(sections) - 1, results, tests, positive_gate(gated_by, results, tests))
-            else:  # a later positive control gates once all its runs are in; until then the earlier one does
-                sections[-1] += (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
-                                 f"`{gated_by}`'s until every grid point here has a finished run.\n")
+            stem = Path(original).stem
+            record = positive_record(stem, runs, positive_gate(stem, results, tests), not _missing_points(spec, runs),
+                                     effects_brief(results, tests))
+            controls.append(record)
+            gates[stem] = (len(sections) - 1, results, tests, record)
         if answers is not None:
             if claim != "calibration" and not spec.report.get("superseded_by"):  # the figure: current regimes
                 answers.forest.extend(forest_rows(answers.testbed, claim, spec, tests, results))
@@ -204,9 +196,19 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                      for t in spec.report["tests"]]
         rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} | – | – | – | – | – |"
                  for statement in spec.report.get("needs_full_run", [])]
-    if gated_by is not None:
-        at, results, tests, reason = gates[gated_by]
-        sections[at] = with_gate(sections[at], gate_text(gated_by, results, tests, reason))
+    for stem, (at, results, tests, record) in gates.items():  # each positive control's gate line, per set-up
+        later = [c for c in controls[controls.index(record) + 1:] if c.name in gates and c.complete
+                 and _same_setups(c, record)]
+        earlier = [c for c in controls[:controls.index(record)] if c.name in gates and c.complete
+                   and _same_setups(c, record)]
+        if later:
+            line = gate_text(stem, [], [], None, replaced_by=later[-1].name)
+        elif not record.complete and earlier:  # a later control gates once all its runs are in
+            line = (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
+                    f"`{earlier[-1].name}`'s until every grid point here has a finished run.\n")
+        else:
+            line = gate_text(stem, results, tests, record.reason)
+        sections[at] = with_gate(sections[at], line) if later or record.complete or not earlier else sections[at] + line
     if superseded:  # the superseded regimes after the current ones, with their own table
         old = [at for at, _ in superseded]
         names = ", ".join(sorted({f"`{by}`" for _, by in superseded}))
@@ -218,6 +220,11 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             t.replace("\n\n", f"\n\n*Superseded by `{by}`: kept for the record, out of the first table.*\n\n", 1)
             for at, by in superseded for t in [sections[at]]]
     return sections, rows, all_runs
+
+
+def _same_setups(a, b) -> bool:
+    """Whether two known effects cover the same set-ups (a later one of the same set-ups takes over)."""
+    return set(a.horizons) == set(b.horizons)
 
 
 class SetupSensitivity:
@@ -236,9 +243,18 @@ class SetupSensitivity:
         return covering_effects(self.controls + own, runs)
 
 
+REAL_CPU_ELSEWHERE = (
+    "## Real model on a CPU: in results/real/cpu/REPORT.md\n\n"
+    "The real model's verdicts on a CPU (SmolLM2-135M-Instruct with LoRA, `experiments/real/cpu/`) are printed in "
+    "one place, `results/real/cpu/REPORT.md`, rebuilt from their committed run folders whenever a run lands "
+    "(`grpo reproduce --real-cpu --report-only`). This report is rebuilt only by a full reproduction (its tiny-model "
+    "runs are not committed), so it does not repeat them: a copy here would go on printing answers that later runs "
+    "have replaced.\n")
+
+
 def _real_sections(fig_dir: Path, report_dir: Path, answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
-    """The real-model sections, rebuilt from the committed run folders (no GPU needed); the checks
-    made on a CPU (experiments/real/cpu/) after them, labelled as such."""
+    """The real-model sections, rebuilt from the committed run folders (no GPU needed); after them
+    a pointer to the real model's CPU report (REAL_CPU_ELSEWHERE), whose rows are printed there only."""
     if not REAL_EXPERIMENTS.is_dir():
         return [], [], []
     paths = claim_specs(REAL_EXPERIMENTS)
@@ -255,24 +271,7 @@ def _real_sections(fig_dir: Path, report_dir: Path, answers: Optional[Answers] =
         command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
         sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)
         rows = [r.replace("| ", "| real model · ", 1) for r in rows]
-    cpu_sections, cpu_rows, cpu_runs = _real_cpu_sections(fig_dir, report_dir, answers)
-    return sections + cpu_sections, rows + cpu_rows, runs + cpu_runs
-
-
-def _real_cpu_sections(fig_dir: Path, report_dir: Path, answers: Optional[Answers] = None) -> tuple[list[str], list[str], list]:
-    """The real model's checks on a CPU (float32; C1's step 1), from their committed run folders:
-    `grpo sweep experiments/real/cpu/<spec> --out-root results/real/cpu/runs` made them."""
-    runs_root = REAL_CPU_RESULTS / "runs"
-    if not (REAL_CPU_EXPERIMENTS.is_dir() and runs_root.is_dir()):
-        return [], [], []
-    paths = [p for p in claim_specs(REAL_CPU_EXPERIMENTS) if (runs_root / read_yaml_mapping(p)["name"]).is_dir()]
-    command = f"grpo sweep experiments/real/cpu/<spec> --out-root {runs_root} (on a CPU; rebuilt from its run folders)"
-    sections, rows, runs = sections_with_echo_appendix(paths, paths, runs_root, fig_dir, report_dir, command,
-                                                       check_points=False, peer_root=REAL_CPU_RESULTS / "peer",
-                                                       answers=answers)
-    sections = [text.replace(" — ", " on a CPU (float32) — ", 1) if text.startswith("## ") and "Appendix" not in
-                text[:40] else text for text in sections]
-    return sections, [r.replace("| ", "| real model, CPU · ", 1) for r in rows], runs
+    return sections + [REAL_CPU_ELSEWHERE], rows, runs
 
 
 def sections_with_echo_appendix(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: Path,
