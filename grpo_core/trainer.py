@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import math
 import random
 import time
@@ -246,10 +247,23 @@ class GRPOTrainer:
 
     # ---- prompts and sampling -----------------------------------------------------------
     def _format(self, prompt: str) -> str:
+        """The prompt as the model reads it: through its chat template where it has one; else as
+        plain text, led by the BOS token where the tokenizer itself puts one before every text
+        (Gemma 3's base model: without it the model writes markup from the first token; the tiny
+        model's and SmolLM2's tokenizers put none, so their prompts are unchanged)."""
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-        return prompt
+        return self._leading_bos + prompt
+
+    @functools.cached_property
+    def _leading_bos(self) -> str:
+        """The BOS token's text where tokenizing a text with the tokenizer's special tokens adds
+        exactly a leading BOS (and nothing else), else ''."""
+        tok, probe = self.tokenizer, "1 + 1 ="
+        bos = tok.bos_token_id
+        plain = tok(probe, add_special_tokens=False).input_ids
+        return tok.bos_token if bos is not None and tok(probe).input_ids == [bos, *plain] else ""
 
     def _encode(self, prompts: list[str], repeat: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and mask (B·repeat, P): each prompt tokenized once, its row repeated."""

