@@ -219,7 +219,7 @@ class GRPOTrainer:
         limit = getattr(model.config, "max_position_embeddings", None)
         if not limit:
             return
-        key = (path, self.cfg.dataset or self.cfg.task, self.cfg.prompt_column)
+        key = (path, self.cfg.dataset or self.cfg.task, self.cfg.prompt_column, self.cfg.prompt_template)
         if key not in _LONGEST_PROMPT:  # tokenizing every prompt: once per process (a sweep worker runs many)
             prompts = [*self.train_set[:]["prompt"], *self.eval_set[:]["prompt"]]  # columns read whole
             _LONGEST_PROMPT[key] = max(len(ids) for ids in self.tokenizer([self._format(p) for p in prompts],
@@ -247,10 +247,13 @@ class GRPOTrainer:
 
     # ---- prompts and sampling -----------------------------------------------------------
     def _format(self, prompt: str) -> str:
-        """The prompt as the model reads it: through its chat template where it has one; else as
+        """The prompt as the model reads it: in `prompt_template` where one is set, then through its
+        chat template where it has one; else as
         plain text, led by the BOS token where the tokenizer itself puts one before every text
         (Gemma 3's base model: without it the model writes markup from the first token; the tiny
         model's and SmolLM2's tokenizers put none, so their prompts are unchanged)."""
+        if self.cfg.prompt_template:
+            prompt = self.cfg.prompt_template.replace("{prompt}", prompt)
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)

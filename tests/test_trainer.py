@@ -265,3 +265,24 @@ def test_update_norm_is_the_change_the_step_made_and_adam_leaves_a_scaled_gradie
     # a clip that binds leaves the ×10 gradient at the clip (after it), which the C4 check reads
     clipped = GRPOTrainer(make_cfg(seed=3, max_grad_norm=1e-3, advantage_scale=10.0, beta=0.0, max_steps=2)).train_step()
     assert clipped["grad_norm"] == pytest.approx(steps[10.0]["grad_norm"], rel=1e-6) and clipped["grad_norm"] > 1e-3
+
+
+def test_a_prompt_template_puts_the_prompt_where_it_says_and_a_bad_one_is_refused(tmp_path):
+    # a base model's worked examples before the question: the template is the config's, applied to
+    # every prompt (sampling, the baseline, the positions check), and written to the run's config
+    from grpo_core.util.errors import ConfigError
+
+    template = "1+1=2, 2+2=4, {prompt}"  # (the tiny tokenizer's characters)
+    trainer = GRPOTrainer(make_cfg(prompt_template=template, max_steps=1))
+    assert trainer._format("3+4=") == "1+1=2, 2+2=4, 3+4="
+    ids, mask = trainer._encode(["3+4="])
+    assert trainer.tokenizer.decode(ids[0][mask[0].bool()]).replace(" ", "") == "1+1=2,2+2=4,3+4="
+    assert GRPOTrainer(make_cfg(max_steps=1))._format("3+4=") == "3+4="  # "" : the prompt alone
+    summary = run_training(make_cfg(prompt_template=template, max_steps=2), tmp_path, progress=False)
+    assert summary["status"] == "finished"
+    import yaml
+
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["prompt_template"] == template
+    for bad in ("no placeholder", "{prompt} and {prompt}"):
+        with pytest.raises(ConfigError, match=r"prompt_template: .*allowed: text holding \{prompt\} once"):
+            make_cfg(prompt_template=bad)

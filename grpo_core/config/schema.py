@@ -58,6 +58,11 @@ class GRPOConfig:
     `datasets` hub name (where a hub is reachable). Needs `prompt_column` and `answer_column`."""
     prompt_column: str = "prompt"
     """The dataset column holding the prompt (plain text; the chat template is applied)."""
+    prompt_template: str = ""
+    """How a prompt is put to the model, `{prompt}` standing for it, e.g. worked examples before it
+    for a base model: `"Q: What is 2 + 3?\\nA: 5\\n\\nQ: {prompt}\\nA:"`. Applied before the
+    chat template (where the tokenizer has one; else the text is read as it is, led by BOS where
+    the tokenizer puts one). "" = the prompt alone."""
     answer_column: str = "answer"
     """The dataset column holding the reference answer (passed to rewards as `answer`)."""
     reward_funcs: list = field(default_factory=list)

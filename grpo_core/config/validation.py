@@ -77,6 +77,9 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
         if not (Path(cfg.model).expanduser() / cfg.gguf_file).is_file():
             raise ConfigError("gguf_file", f"no file {cfg.gguf_file!r} in {cfg.model}; allowed: a .gguf file "
                                            f"in that directory")
+    require(isinstance(cfg.prompt_template, str) and (cfg.prompt_template == "" or
+                                                      cfg.prompt_template.count("{prompt}") == 1),
+            "prompt_template", 'text holding {prompt} once (where the prompt goes), or "" for the prompt alone')
     if cfg.dataset is not None:
         check_dataset_source(cfg.dataset)
     require(cfg.max_num_gen_batches >= 1, "max_num_gen_batches", "an integer ≥ 1 (generation rounds per step)")

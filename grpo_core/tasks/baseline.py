@@ -75,6 +75,8 @@ def cache_path(trainer) -> Optional[Path]:
                                            "top_k", "baseline_prompts", "stl_delta", "dtype")}}
     if data is not None:  # (only for data files: the built-in tasks' cached baselines stay valid)
         key.update(data=data, prompt_column=cfg.prompt_column, answer_column=cfg.answer_column)
+    if cfg.prompt_template:  # (likewise)
+        key["prompt_template"] = cfg.prompt_template
     if cfg.reward_weights:  # (only when set: the baselines cached before the key existed stay valid)
         key["reward_weights"] = [[n, w] for n, w in zip(trainer.reward_funcs, cfg.reward_weights)]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]

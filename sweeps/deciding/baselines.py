@@ -36,11 +36,15 @@ REGISTER = "baselines.json"  # beside a testbed's runs/ folder
 BASELINE_KEYS = ("model", "task", "dataset", "prompt_column", "answer_column", "reward_funcs", "reward_weights",
                  "num_generations", "max_completion_length", "temperature", "top_p", "top_k", "baseline_prompts",
                  "stl_delta", "dtype", "device")
+PROMPT_TEMPLATE = "prompt_template"  # in the key only where set: a key without it is the prompt alone
 
 
 def setup_key(run: Run) -> dict:
-    """The baseline's set-up of a run: its config's BASELINE_KEYS and the weights it loaded."""
+    """The baseline's set-up of a run: its config's BASELINE_KEYS (and its prompt_template where one
+    is set) and the weights it loaded."""
     key = {k: run.config.get(k) for k in BASELINE_KEYS}
+    if run.config.get(PROMPT_TEMPLATE):
+        key[PROMPT_TEMPLATE] = run.config[PROMPT_TEMPLATE]
     key["base_model_sha256"] = run.summary.get("base_model_sha256")
     return key
 

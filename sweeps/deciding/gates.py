@@ -43,11 +43,13 @@ def incomplete(v: Verdict, done: int, expected: int) -> Verdict:
 # generation batch's reward is logged at several steps, so its noise crosses a threshold in runs of
 # steps); the placebo must also have run at least as many steps (more steps, more chances to cross)
 SETUP_KEYS = ("model", "task", "dataset", "reward_funcs", "max_completion_length", "prompts_per_step",
-              "num_generations", "temperature", "stl_window", "stl_delta", "num_iterations", "steps_per_generation")
+              "num_generations", "temperature", "stl_window", "stl_delta", "num_iterations", "steps_per_generation",
+              "prompt_template")
+ADDED_LATER = {"prompt_template": ""}  # keys runs made before them do not record, read as their default
 
 
 def setup_of(config: dict) -> tuple:
-    return tuple((k, str(config.get(k))) for k in SETUP_KEYS)
+    return tuple((k, str(config.get(k, ADDED_LATER.get(k)))) for k in SETUP_KEYS)
 
 
 @dataclass
