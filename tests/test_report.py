@@ -819,17 +819,8 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
     _a_null_claim(exp, runs_root, sets, config)
-    if control != "absent":
-        (exp / "b_positive.yaml").write_text(json.dumps({
-            "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
-            "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
-                                  "direction": "lower", "statement": "a larger learning rate learns sooner"}]}}))
-        gap = 20 if control == "passes" else 0  # 16 of 16 pairs 20 steps sooner, or the same ± 1
-        _write_runs(runs_root, "positive", [({**config, "learning_rate": lr, "seed": s},
-                                             {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1e-4),
-                                              "learned": 1, "reward_auc": 0.5 + 0.01 * gap * (lr > 1e-4)
-                                              + 0.001 * ((s + (lr > 1e-4)) % 2)})
-                                            for s in range(16) for lr in (1e-4, 4e-4)])
+    if control != "absent":  # 16 of 16 pairs 20 steps sooner, or the same ± 1
+        _a_control(exp, runs_root, sets, config, gap=20 if control == "passes" else 0)
     paths = reproduce.claim_specs(exp)
     sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
                                             check_points=False)

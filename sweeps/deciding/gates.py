@@ -52,6 +52,15 @@ def setup_of(config: dict) -> tuple:
     return tuple((k, str(config.get(k, ADDED_LATER.get(k)))) for k in SETUP_KEYS)
 
 
+def horizons_of(runs: list[Run]) -> dict:
+    """Each set-up the runs use → the most steps any of them ran in it."""
+    out: dict = {}
+    for r in runs:
+        key = setup_of(r.config)
+        out[key] = max(out.get(key, 0), r.config["max_steps"])
+    return out
+
+
 @dataclass
 class PlaceboRecord:
     name: str  # the placebo spec's file stem
@@ -63,10 +72,7 @@ class PlaceboRecord:
 
 
 def placebo_record(name: str, runs: list[Run], results: list[Verdict], complete: bool = True) -> PlaceboRecord:
-    horizons: dict = {}
-    for r in runs:
-        key = setup_of(r.config)
-        horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
+    horizons = horizons_of(runs)
     passed = bool(results) and all(v.verdict == SUPPORTED for v in results)  # an incomplete one reads inconclusive
     false_positives = sum(r.summary.get("learned", 0) for r in runs)  # as verdicts.check_placebo counts them
     return PlaceboRecord(name, horizons, passed, results[0].verdict if results else "no finished runs",
@@ -81,11 +87,7 @@ def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str
     and, until one of its runs learns, closes none that a finished placebo opened (a longer placebo
     of the same set-up arriving run by run leaves the shorter one's verdict standing). A placebo spec
     none of whose runs finished covers nothing."""
-    needed: dict = {}
-    for r in runs:
-        key = setup_of(r.config)
-        needed[key] = max(needed.get(key, 0), r.config["max_steps"])
-    for key, steps in needed.items():
+    for key, steps in horizons_of(runs).items():
         covering = [p for p in placebos if p.horizons.get(key, -1) >= steps]
         if not covering:
             what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
@@ -122,22 +124,14 @@ class PositiveRecord:
 
 def positive_record(name: str, runs: list[Run], reason: Optional[str], complete: bool = True,
                     effects: str = "") -> PositiveRecord:
-    horizons: dict = {}
-    for r in runs:
-        key = setup_of(r.config)
-        horizons[key] = max(horizons.get(key, 0), r.config["max_steps"])
-    return PositiveRecord(name, horizons, reason, complete, effects)
+    return PositiveRecord(name, horizons_of(runs), reason, complete, effects)
 
 
 def covering_effects(controls: list[PositiveRecord], runs: list[Run]) -> list[PositiveRecord]:
     """The known effects that gate these runs (the last finished one per set-up, as sensitivity_gate
     reads them), once each."""
     out: list = []
-    needed: dict = {}
-    for r in runs:
-        key = setup_of(r.config)
-        needed[key] = max(needed.get(key, 0), r.config["max_steps"])
-    for key, steps in needed.items():
+    for key, steps in horizons_of(runs).items():
         settled = [c for c in controls if c.horizons.get(key, -1) >= steps and c.complete]
         if settled and settled[-1] not in out:
             out.append(settled[-1])
@@ -150,11 +144,7 @@ def sensitivity_gate(controls: list[PositiveRecord], runs: list[Run]) -> Optiona
     length, batch, temperature, window, δ, μ; as the placebo's) over at least as many steps, and
     the last such control with all its runs in must have passed. A control of another set-up says
     nothing about what this one can detect."""
-    needed: dict = {}
-    for r in runs:
-        key = setup_of(r.config)
-        needed[key] = max(needed.get(key, 0), r.config["max_steps"])
-    for key, steps in needed.items():
+    for key, steps in horizons_of(runs).items():
         covering = [c for c in controls if c.horizons.get(key, -1) >= steps]
         if not covering:
             what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
