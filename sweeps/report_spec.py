@@ -5,6 +5,7 @@ the reports walk each test with its twin's verdict (with_twins)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from grpo_core.util.errors import UserInputError, short_value
@@ -98,6 +99,10 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
         kind = test.get("kind")
         if not isinstance(kind, str) or kind not in TEST_KINDS:
             raise UserInputError(f"{where}.tests[{i}].kind: {kind!r}; allowed: {', '.join(TEST_KINDS)}")
+        if isinstance(test.get("statement"), str) and ("|" in test["statement"] or "\n" in test["statement"].strip()
+                                                        or "\r" in test["statement"]):
+            raise UserInputError(f"{where}.tests[{i}].statement: {short_value(test['statement'])}; allowed: one line "
+                                 f"without '|' (it is a cell of the report's tables)")
         if not isinstance(test.get("statement"), str) or not test["statement"].strip():
             raise UserInputError(f"{where}.tests[{i}].statement: {short_value(test.get('statement'))}; allowed: the "
                                  f"question the test answers, as text (the report's verdict row reads it)")
@@ -182,9 +187,10 @@ def _check_mechanism(spec: SweepSpec, where: str, tests: list) -> None:
                                  f"and a value of it, e.g. {{advantage_scale: 1.0}}: each run's value divided by "
                                  f"that of the run of the same seed at that value")
         bounds = [k for k in ("at_least", "at_most") if k in c]
-        if len(bounds) != 1 or isinstance(c[bounds[0]], bool) or not isinstance(c[bounds[0]], (int, float)):
+        if len(bounds) != 1 or isinstance(c[bounds[0]], bool) or not isinstance(c[bounds[0]], (int, float)) \
+                or not math.isfinite(c[bounds[0]]):
             raise UserInputError(f"{at}: {short_value({k: c.get(k) for k in ('at_least', 'at_most')})}; allowed: "
-                                 f"exactly one of at_least, at_most, a number")
+                                 f"exactly one of at_least, at_most, a finite number")
         gated = c.get("tests")
         if gated is not None and (not isinstance(gated, list) or not gated or any(
                 isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(tests) for k in gated)):
@@ -215,8 +221,8 @@ def _check_margins(spec: SweepSpec, where: str, tests: list) -> None:
     for key, value in margins.items():
         if key not in allowed:
             raise UserInputError(f"{where}.margins.{key}: unknown; allowed: {', '.join(allowed)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise UserInputError(f"{where}.margins.{key}: {short_value(value)}; allowed: a number > 0 (± this much "
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise UserInputError(f"{where}.margins.{key}: {short_value(value)}; allowed: a finite number > 0 (± this much "
                                  f"counts as no effect)")
 
 

@@ -1230,3 +1230,31 @@ def test_mechanism_none_is_text_and_never_beside_a_check(tmp_path):
         path.write_text(json.dumps({**base, "report": {**base["report"], **extra}}))
         with pytest.raises(UserInputError, match=re.escape(needle)):
             validate_report(load_spec(path, check_points=False))
+
+
+@pytest.mark.parametrize("report, needle", [
+    ({"margins": {"steps": float("inf")}}, "margins.steps: inf; allowed: a finite number > 0"),
+    ({"margins": {"reward_auc": float("nan")}}, "margins.reward_auc: nan; allowed: a finite number > 0"),
+    ({"mechanism": [{"what": "w", "reason": "r", "metric": "grad_norm", "at_least": float("nan")}]},
+     "allowed: exactly one of at_least, at_most, a finite number"),
+    ({"mechanism": [{"what": "w", "reason": "r", "metric": "grad_norm", "at_most": float("inf")}]},
+     "allowed: exactly one of at_least, at_most, a finite number"),
+    ({"statement": "scaling | learns sooner"}, "allowed: one line without '|'"),
+    ({"statement": "scaling\nlearns sooner"}, "allowed: one line without '|'"),
+])
+def test_declarations_that_are_not_finite_or_break_a_table_are_refused_in_one_line(tmp_path, report, needle):
+    # an infinite margin printed "equivalent within ±inf steps"; a NaN threshold was accepted; a '|' or
+    # a newline in a statement broke the summary row and the results' tables
+    from grpo_core.util.errors import UserInputError
+    from sweeps.report_spec import validate_report
+    from sweeps.spec import load_spec
+
+    test = {"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0, "direction": "lower",
+            "statement": report.pop("statement", "scaling learns sooner")}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]},
+                                    "seeds": [0, 1], "replication_seeds": [2, 3],
+                                    "report": {"tests": [test], **report}}))  # .inf and .nan as YAML writes them
+    with pytest.raises(UserInputError, match=re.escape(needle)) as caught:
+        validate_report(load_spec(path, check_points=False))
+    assert "\n" not in str(caught.value)
