@@ -1359,3 +1359,16 @@ def test_an_interrupt_raised_inside_a_finalizer_is_raised_again_after_it_not_los
     else:
         assert res.stdout.strip() == f"interrupted by {raised}", res.stderr
         assert res.stderr == ""
+
+
+def test_a_sweep_folder_that_is_a_link_is_refused_before_anything_is_written(tmp_path):
+    # its trial folders would have been written through the link, outside --out-root
+    spec = _spec(tmp_path, "linked", {"loss_type": ["grpo"]})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "linked").symlink_to(outside)
+    res = grpo_here("sweep", str(spec), *_stores(tmp_path), cwd=tmp_path)
+    assert res.returncode == 2
+    assert "the sweep folder linked is a symbolic link" in _one_line(res)
+    assert not any(outside.iterdir()) and not (tmp_path / "journal.log").exists()

@@ -275,6 +275,10 @@ def run_sweep(spec_path: str, workers: int = 1, storage_url: Optional[str] = Non
         raise UserInputError(f"--heartbeat-interval: got {heartbeat_interval}; allowed: an integer ≥ 1 (seconds)")
     spec = load_spec(spec_path)
     validate_report(spec, claim=False)
+    if (Path(out_root) / spec.name).is_symlink():  # its trial folders would be written outside --out-root
+        sweep_folder = Path(out_root) / spec.name
+        raise UserInputError(f"--out-root {out_root}: the sweep folder {spec.name} is a symbolic link (to "
+                             f"{os.readlink(sweep_folder)}); a sweep writes only inside --out-root; allowed: a folder")
     check_process(spec.config_for({}).cpu_math)  # the workers compute with this process's CPU math
     tracking_uri = tracking_uri or defaults.TRACKING_URI
     # MLflow's documented setting: no pooled SQL connections in this process, so none is open when
