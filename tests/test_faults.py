@@ -1372,3 +1372,21 @@ def test_a_sweep_folder_that_is_a_link_is_refused_before_anything_is_written(tmp
     assert res.returncode == 2
     assert "the sweep folder linked is a symbolic link" in _one_line(res)
     assert not any(outside.iterdir()) and not (tmp_path / "journal.log").exists()
+
+
+def test_a_checkpoint_whose_config_was_edited_is_refused_by_the_digest_it_was_written_with(tmp_path, checkpointed_run):
+    # the edited config.yaml agrees with the resuming config (learning rate 0.003 in both), but the
+    # checkpoint's steps were trained at the run's own rate: resumed, the run would be recorded at
+    # 0.003; the digest written with the checkpoint says the file is not what it trained with
+    import shutil
+
+    run = Path(shutil.copytree(checkpointed_run, tmp_path / "run"))
+    config = yaml.safe_load((run / "checkpoint-2" / "config.yaml").read_text())
+    assert config["learning_rate"] != 0.003
+    config["learning_rate"] = 0.003
+    (run / "checkpoint-2" / "config.yaml").write_text(yaml.safe_dump(config))
+    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=2", "--set", "save_steps=2", "--set",
+                    "stl_window=1", "--set", "learning_rate=0.003",
+                    "--set", f"resume_from_checkpoint={run / 'checkpoint-2'}", "--out", str(run))
+    assert res.returncode == 2
+    assert "is not the config the checkpoint was trained with" in _one_line(res)

@@ -3,6 +3,8 @@ with is the run's config (but the keys a resumed run may change). No torch: vali
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 from grpo_core.config.schema import GRPOConfig
@@ -38,3 +40,16 @@ def config_mismatch(saved: dict, current: dict):
     resumed run may change; None when it can resume that run."""
     return next((key for key, value in saved.items()
                  if key not in _RESUME_MAY_DIFFER and key in current and current[key] != value), None)
+
+
+def config_digest(config: dict, keys: list[str]) -> str:
+    """SHA-256 of a run's config over `keys` (a checkpoint writes it with the keys of its run's
+    config but the ones a resumed run may change): a resume compares it with its own config, so a
+    checkpoint whose config.yaml was edited after it was written is refused, where the two files'
+    agreement alone would pass it."""
+    values = {k: config.get(k) for k in sorted(keys)}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def digest_keys(config: dict) -> list[str]:
+    return sorted(k for k in config if k not in _RESUME_MAY_DIFFER)

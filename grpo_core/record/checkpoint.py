@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from grpo_core.sampling.batch import GenerationBatch
-from grpo_core.config.checkpoint_compat import CHECKPOINT_STATE
+from grpo_core.config.checkpoint_compat import CHECKPOINT_STATE, config_digest, digest_keys
 from grpo_core.config.schema import save_config
 from grpo_core.util.errors import UserInputError
 from grpo_core.util.files import staged_folder
@@ -90,6 +90,9 @@ def save_checkpoint(trainer, run_dir: Path, history: dict) -> Optional[Path]:
     }
     if per_process is not None:
         state["per_process"] = per_process
+    config = trainer.cfg.to_dict()  # what the run was trained with, which a resume must equal (config_digest)
+    state["config_keys"] = digest_keys(config)
+    state["config_digest"] = config_digest(config, state["config_keys"])
     target = run_dir / f"checkpoint-{trainer.step}"
     with staged_folder(target) as tmp:  # a full disk leaves no half-written checkpoint to keep it full
         torch.save(state, tmp / CHECKPOINT_STATE)
@@ -110,6 +113,10 @@ def load_checkpoint(trainer, folder: str | Path) -> dict:
         saved = state.get("per_process") or [{"sample": state["rng"]["sample"], "batch": state["batch"]}]
     except Exception as exc:  # unpickling refused, a truncated file
         raise _restore_error(path, exc) from None
+    if "config_digest" in state and config_digest(trainer.cfg.to_dict(), state["config_keys"]) != state["config_digest"]:
+        raise UserInputError(f"resume_from_checkpoint: {Path(folder) / 'config.yaml'} is not the config the checkpoint "
+                             f"was trained with (its digest, written with the checkpoint, differs: the file was edited); "
+                             f"allowed: the checkpoint as it was written")
     if len(saved) != trainer.num_processes:
         raise UserInputError(f"resume_from_checkpoint: {path} was written by a run on {len(saved)} process(es), "
                              f"this one has {trainer.num_processes}; allowed: resume it on {len(saved)}")
