@@ -215,7 +215,7 @@ def test_a_bad_mechanism_check_is_one_line_before_anything_runs(check, fault):
 
 
 def test_a_bad_margin_is_one_line():
-    with pytest.raises(UserInputError, match=r"margins.steps: -1; allowed: a number > 0"):
+    with pytest.raises(UserInputError, match=r"margins.steps: -1; allowed: a finite number > 0"):
         validate_report(_spec({"tests": [CLIP], "margins": {"steps": -1}}))
     with pytest.raises(UserInputError, match=r"margins.stepz: unknown; allowed: reward_auc, steps, steps_to_learn"):
         validate_report(_spec({"tests": [CLIP], "margins": {"stepz": 1}}))
@@ -339,3 +339,15 @@ def test_a_ratio_check_divides_each_run_by_the_same_seeds_reference():
     clipped = [run(1.0, 0, 0.3, 1.0), run(10.0, 0, 3.0, 1.0)]  # the optimizer gets min(3.0, 1.0)
     assert ratio_value(clipped[1], clipped, check) == pytest.approx(1.0 / 0.3)
     assert math.isnan(ratio_value(run(10.0, 5, 3.0, 0.0), unclipped, check))  # no run of seed 5 at ×1
+
+
+def test_a_check_that_cannot_be_computed_on_finished_runs_fails_and_says_so():
+    # a metric no run logs (a typo) had read "not read", the state of a spec still training, and so
+    # never closed the gate it declares
+    spec = _spec({"tests": [CLIP], "mechanism": [{"what": "w", "reason": "r", "metric": "clip_ratoi",
+                                                  "arms": {"loss_type": ["dapo"]}, "at_least": 0.02}]})
+    (result,) = mechanism_checks(spec, _runs(0.05))
+    assert result.passed is False and result.state() == "not engaged"
+    assert "cannot be computed on the finished runs of loss_type=dapo" in result.text()
+    (fine,) = mechanism_checks(spec, [])  # no finished run at all: not read, as before
+    assert fine.passed is None

@@ -19,7 +19,8 @@ the same other axes) at that value: "the ×10 arm's step-1 gradient reaches the 
 a ratio to the ×1 arm's, which a clip that binds brings down (claim C4).
 
 A check passes when every arm it names meets its threshold (at_least / at_most); while an arm it
-names has no finished run (a spec still in training) it is not read. A null verdict of a
+names has no finished run (a spec still in training) it is not read; an arm whose finished runs
+give no number for it (a metric no run logs, steps no run reaches) fails it, said in its row. A null verdict of a
 test it gates whose check fails reads "mechanism not engaged" (gated); every verdict shows the
 check's values."""
 
@@ -141,13 +142,19 @@ def mechanism_checks(spec: SweepSpec, runs: list[Run]) -> list[MechanismResult]:
         groups = _group(spec, chosen, every=_arms_named(spec, check) if chosen else ())
         one = (lambda r: ratio_value(r, runs, check)) if check.get("ratio_to") else (lambda r: run_value(r, check))
         values = [(_label(key), st.median([x for r in group if not math.isnan(x := one(r))])) for key, group in groups.items()]
+        # an arm with finished runs whose number cannot be computed (a metric no run logs, a key that
+        # holds no numbers, steps no run reaches) fails the check; only an arm with no finished run is not read
+        uncomputable = [label for (label, v), group in zip(values, groups.values()) if group and math.isnan(v)]
         if "at_least" in check:
             bound, threshold = float(check["at_least"]), f"≥ {check['at_least']:g}"
             meets = [v >= bound for _, v in values]
         else:
             bound, threshold = float(check["at_most"]), f"≤ {check['at_most']:g}"
             meets = [v <= bound for _, v in values]
-        passed = None if not values or any(math.isnan(v) for _, v in values) else all(meets)
+        passed = (False if uncomputable else None if not values or any(math.isnan(v) for _, v in values)
+                  else all(meets))
+        if uncomputable:
+            threshold += f"; cannot be computed on the finished runs of {', '.join(l or 'every arm' for l in uncomputable)}"
         out.append(MechanismResult(check["what"], passed, values, threshold, check.get("tests")))
     return out
 
