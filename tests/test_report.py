@@ -1258,3 +1258,38 @@ def test_declarations_that_are_not_finite_or_break_a_table_are_refused_in_one_li
     with pytest.raises(UserInputError, match=re.escape(needle)) as caught:
         validate_report(load_spec(path, check_points=False))
     assert "\n" not in str(caught.value)
+
+
+def test_a_null_is_read_beside_the_known_effect_of_its_own_horizon_not_a_longer_regimes(tmp_path, summaries_as_given):
+    # a 60-step control that failed and a 100-step known effect of the same set-up that passed: the
+    # 60-step claim's null rests on the 60-step control (the closest regime at or above its steps),
+    # so it is withheld; a longer regime's success does not vouch for it
+    import sweeps.reporting.reproduce as reproduce
+
+    exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
+    exp.mkdir()
+    sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16))}
+    config = {"max_steps": 60, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
+    _a_control(exp, runs_root, {**sets, "base": {"max_steps": 60}}, config, gap=0)
+    (exp / "c_long.yaml").write_text(json.dumps({
+        "name": "long", "claim": "C2", "grid": {"learning_rate": [1e-4, 2e-4]}, **sets, "base": {"max_steps": 100},
+        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [2e-4], "control": 1e-4,
+                              "direction": "lower", "statement": "twice the rate learns sooner", "known_effect": True}]}}))
+    _write_runs(runs_root, "long", [({**config, "max_steps": 100, "learning_rate": lr, "seed": s},
+                                     {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4), "learned": 1,
+                                      "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2)})
+                                    for s in range(16) for lr in (1e-4, 2e-4)])
+    (exp / "d_claim.yaml").write_text(json.dumps({
+        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets, "base": {"max_steps": 60},
+        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
+                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
+    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
+                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
+                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
+                                     for s in range(16) for a in (1.0, 2.0)])
+    paths = reproduce.claim_specs(exp)
+    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
+                                            check_points=False)
+    assert _cells(rows[1])[2:] == ["**supported**"] * 2  # the 100-step known effect
+    assert _cells(rows[-1])[2:] == ["**inconclusive (positive control not passed)**"] * 2
+    assert "the positive control (b_positive) reads no effect detected" in sections[-1]

@@ -132,20 +132,29 @@ def covering_effects(controls: list[PositiveRecord], runs: list[Run]) -> list[Po
     reads them), once each."""
     out: list = []
     for key, steps in horizons_of(runs).items():
-        settled = [c for c in controls if c.horizons.get(key, -1) >= steps and c.complete]
+        settled = [c for c in _closest(controls, key, steps) if c.complete]
         if settled and settled[-1] not in out:
             out.append(settled[-1])
     return out
 
 
+def _closest(controls: list[PositiveRecord], key: tuple, steps: int) -> list[PositiveRecord]:
+    """The known effects of set-up `key` over the fewest steps at or above `steps` (the regime
+    closest to the claim's: a 40-step claim is read beside the 40-step control, not beside a
+    100-step regime's known effect of the same set-up), in the order they came."""
+    horizons = [c.horizons[key] for c in controls if c.horizons.get(key, -1) >= steps]
+    return [c for c in controls if horizons and c.horizons.get(key) == min(horizons)]
+
+
 def sensitivity_gate(controls: list[PositiveRecord], runs: list[Run]) -> Optional[str]:
     """Why a null read on `runs` is not trusted (None: it is): every set-up the runs use must be
     covered by a known effect with finished runs of that set-up (model, data, reward, completion
-    length, batch, temperature, window, δ, μ; as the placebo's) over at least as many steps, and
-    the last such control with all its runs in must have passed. A control of another set-up says
+    length, batch, temperature, window, δ, μ; as the placebo's) over at least as many steps (those
+    over the fewest such steps: _closest), and the last such control with all its runs in must
+    have passed. A control of another set-up says
     nothing about what this one can detect."""
     for key, steps in horizons_of(runs).items():
-        covering = [c for c in controls if c.horizons.get(key, -1) >= steps]
+        covering = _closest(controls, key, steps)
         if not covering:
             what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
             return (f"{NO_SETUP_CONTROL}: no known effect has finished runs of this set-up ({what}) over {steps} "
