@@ -109,3 +109,15 @@ def test_every_real_model_row_has_one_answer_wherever_it_is_printed():
              if r["testbed"] == "real model, CPU" and real_rows.get(r["question"]) != r["verdict"]]
     assert not stale, stale
     assert "## Real model on a CPU: in results/real/cpu/REPORT.md" in full
+
+
+def test_the_readme_table_leaves_out_specs_without_a_finished_run():
+    # a spec declared before its runs has no answer yet: docs/results.md lists it, the README's
+    # table of answers does not
+    from sweeps.reporting.glance import GlanceRow, readme_table
+
+    row = dict(testbed=REPORTS[0][0], claim="C7", auc="–", effect="–", margin="–", check="–", n="–", section="C7 — x")
+    rows = [GlanceRow(question="answered", verdict="supported", **row),
+            GlanceRow(question="declared, not run", verdict="no finished runs yet", **row)]
+    table = readme_table(rows)
+    assert len(table) == 3 and "answered" in table[2]

@@ -29,6 +29,7 @@ VERDICTS = "verdicts.json"  # beside REPORT.md
 REPORTS = (("real model, CPU", "results/real/cpu"), ("tiny models", "results"))  # testbed, report folder in the repo
 MAX_WORDS = 30  # per README cell
 SETS = {"discovery": "disc.", "replication": "repl.", "all seeds": "all"}
+NO_RUNS = "no finished runs yet"  # the verdict of a spec none of whose runs finished
 
 
 @dataclass
@@ -77,7 +78,7 @@ def glance_rows(testbed: str, claim: str, spec, tests: list[dict], results: list
     heading = f"{claim} — {Path(spec.path).stem if spec.path else spec.name}"
     superseded = str(spec.report.get("superseded_by") or "")
     if not results:  # a spec none of whose runs finished yet
-        return [GlanceRow(testbed, claim, t.get("statement", "–"), "no finished runs yet", "–", "–", "–", "–", "–",
+        return [GlanceRow(testbed, claim, t.get("statement", "–"), NO_RUNS, "–", "–", "–", "–", "–",
                           heading, superseded) for t in tests if "twin_of" not in t]
     rows = []
     for test, v, twin, metric in with_twins(tests, results):
@@ -172,10 +173,11 @@ README_HEAD = ["| claim | question | verdict | effect, 95% CI | mechanism check 
 
 
 def readme_table(rows: list[GlanceRow]) -> list[str]:
-    """The README's smaller table: the real model's current claims (no placebos, nothing superseded)."""
+    """The README's smaller table: the real model's current claims with runs (no placebos, nothing
+    superseded, no spec still without a finished run: docs/results.md lists those)."""
     out = list(README_HEAD)
     for r in rows:
-        if r.testbed != REPORTS[0][0] or r.claim == "calibration" or r.superseded_by:
+        if r.testbed != REPORTS[0][0] or r.claim == "calibration" or r.superseded_by or r.verdict == NO_RUNS:
             continue
         link = f"[{r.section}]({_report_path(r.testbed)}#{anchor(r.section)})"
         out.append("| " + " | ".join(_cell(c) for c in (r.claim, r.question, f"**{r.verdict}**", r.effect, r.check,
