@@ -5,6 +5,8 @@ import json
 import math
 import re
 
+import pytest
+
 from conftest import ROOT
 from sweeps.deciding.verdicts import Comparison, Verdict
 from sweeps.reporting.glance import REPORTS, VERDICTS, anchor, blocks, glance_rows, main, markers, sentences
@@ -85,11 +87,16 @@ def test_a_row_holds_the_effect_margin_check_and_seeds_of_its_verdict():
 def test_a_page_without_its_markers_is_refused(tmp_path, monkeypatch, capsys):
     import sweeps.reporting.glance as glance
 
+    import shutil
+
     (tmp_path / "docs").mkdir()
     for name in blocks():
         (tmp_path / name).write_text("no markers here\n")
+    for _, folder in REPORTS:  # the reports are whole: only the pages lack their blocks
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / folder / VERDICTS, tmp_path / folder / VERDICTS)
     monkeypatch.setattr(glance, "REPO", tmp_path)
-    assert main([]) == 2 and "has no block answers" in capsys.readouterr().err
+    assert main([]) == 2 and "has not exactly one block answers" in capsys.readouterr().err
     assert (tmp_path / "README.md").read_text() == "no markers here\n"  # nothing half-written
 
 
@@ -121,3 +128,41 @@ def test_the_readme_table_leaves_out_specs_without_a_finished_run():
             GlanceRow(question="declared, not run", verdict="no finished runs yet", **row)]
     table = readme_table(rows)
     assert len(table) == 3 and "answered" in table[2]
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("missing", "results/real/cpu/verdicts.json is missing"),
+    ("empty", "holds no row of the real model, CPU"),
+    ("cut", "results/real/cpu/verdicts.json is not whole"),
+    ("two blocks", "README.md has not exactly one block answers"),
+])
+def test_glance_writes_nothing_unless_every_report_is_whole_and_each_block_is_there_once(tmp_path, monkeypatch,
+                                                                                     capsys, damage, needle):
+    # a missing or empty verdicts file had rewritten README.md and docs/results.md without its rows,
+    # exit 0; a cut one gave a traceback; a second copy of a block stayed stale and --check passed
+    import shutil
+
+    import sweeps.reporting.glance as glance
+
+    for name in ("README.md", "docs/results.md", "results/verdicts.json", "results/real/cpu/verdicts.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    verdicts = tmp_path / "results/real/cpu/verdicts.json"
+    if damage == "missing":
+        verdicts.unlink()
+    elif damage == "empty":
+        verdicts.write_text("[]\n")
+    elif damage == "cut":
+        verdicts.write_text(verdicts.read_text()[:500])
+    else:
+        readme = (tmp_path / "README.md").read_text()
+        start, end = markers("answers")
+        block = readme[readme.index(start):readme.index(end) + len(end)]
+        (tmp_path / "README.md").write_text(readme + "\n" + block.replace("| C2 |", "| C2 (old) |") + "\n")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*.md")}
+    monkeypatch.setattr(glance, "REPO", tmp_path)
+    for argv in ([], ["--check"]):
+        assert glance.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and "\n" not in err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*.md")} == before

@@ -185,10 +185,32 @@ def readme_table(rows: list[GlanceRow]) -> list[str]:
     return out
 
 
+def whole_verdicts(testbed: str, report_dir: Path) -> list[GlanceRow]:
+    """The rows of one testbed from its committed report's verdicts.json, refused in one line
+    (UserInputError) unless the file is there, whole JSON, a list of rows, and holds some of this
+    testbed's: the pages are written from every report or from none."""
+    from grpo_core.util.errors import UserInputError
+
+    path = report_dir / VERDICTS
+    try:
+        data = json.loads(path.read_text())
+        rows = [GlanceRow(**r) for r in data if r["testbed"] == testbed]
+    except FileNotFoundError:
+        raise UserInputError(f"glance: {path} is missing; allowed: the verdicts.json `grpo reproduce` writes beside "
+                             f"REPORT.md") from None
+    except (ValueError, TypeError, KeyError) as exc:  # cut, not JSON, or not rows
+        raise UserInputError(f"glance: {path} is not whole ({type(exc).__name__}); allowed: the verdicts.json "
+                             f"`grpo reproduce` writes, as it wrote it") from None
+    if not rows:
+        raise UserInputError(f"glance: {path} holds no row of the {testbed}; allowed: a report's verdicts.json with "
+                             f"its rows")
+    return rows
+
+
 def blocks() -> dict[str, dict[str, list[str]]]:
     """The generated blocks by file and name: docs/results.md's table with its sentences and its
     table of superseded regimes, README.md's smaller table."""
-    rows = [r for testbed, d in REPORTS for r in read_verdicts(testbed, REPO / d)]
+    rows = [r for testbed, d in REPORTS for r in whole_verdicts(testbed, REPO / d)]
     current = [r for r in rows if not r.superseded_by]
     return {"docs/results.md": {"answers": table(current, None) + [""] + sentences(current),
                                 "superseded": superseded_table(rows)},
@@ -201,10 +223,11 @@ def markers(name: str) -> tuple[str, str]:
 
 
 def replace_block(text: str, name: str, lines: list[str]) -> Optional[str]:
-    """`text` with block `name` replaced by `lines` (None without its markers)."""
+    """`text` with block `name` replaced by `lines` (None without its markers, or with them more
+    than once: a second copy would stay stale)."""
     start_marker, end_marker = markers(name)
     start, end = text.find(start_marker), text.find(end_marker)
-    if start < 0 or end < start:
+    if start < 0 or end < start or text.count(start_marker) != 1 or text.count(end_marker) != 1:
         return None
     return text[:start] + start_marker + "\n" + "\n".join(lines) + "\n" + text[end:]
 
@@ -213,20 +236,29 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweeps.reporting.glance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 where a block is not the reports'")
     args = parser.parse_args(argv)
-    stale, generated = [], blocks()
-    for name, named in generated.items():
+    from grpo_core.util.errors import UserInputError
+
+    try:
+        generated = blocks()
+    except UserInputError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    stale, written = [], {}
+    for name, named in generated.items():  # every page is made before any is written
         path = REPO / name
         text = new = path.read_text()
         for block, lines in named.items():
             new = replace_block(new, block, lines)
             if new is None:
-                print(f"glance: {name} has no block {block} (its markers: {markers(block)[0]} … {markers(block)[1]})",
-                      file=sys.stderr)
+                print(f"glance: {name} has not exactly one block {block} (its markers: {markers(block)[0]} … "
+                      f"{markers(block)[1]}); allowed: one each", file=sys.stderr)
                 return 2
         if new != text:
             stale.append(name)
-            if not args.check:
-                path.write_text(new)
+            written[path] = new
+    if not args.check:
+        for path, new in written.items():
+            path.write_text(new)
     if args.check and stale:
         print(f"glance: {', '.join(stale)} differ from the reports' verdicts; run python -m sweeps.reporting.glance",
               file=sys.stderr)
