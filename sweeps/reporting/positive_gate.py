@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..deciding.gates import covering_effects, sensitivity_gate
 from ..deciding.verdicts import CONTRADICTED, is_supported
 from ..report_spec import with_twins
 from .glance import effect_text
@@ -68,3 +69,45 @@ def effects_brief(results: list, tests: list[dict]) -> str:
             text += f", reward AUC {per_set(twin)}"
         parts.append(text)
     return "; ".join(parts)
+
+
+class SetupSensitivity:
+    """The gate of a null: the known effects so far (positive-control specs, then the known_effect
+    tests of the claim specs read before), with a claim spec's own known effects added. Called, it
+    says why a test's null is not trusted (gates.sensitivity_gate); `known` names the effects that
+    gate the runs, printed beside the spec's equivalence margins."""
+
+    def __init__(self, controls: list):
+        self.controls = controls  # appended to as the sections are read
+
+    def __call__(self, own: list, test_runs: list) -> Optional[str]:
+        return sensitivity_gate(self.controls + own, test_runs)
+
+    def known(self, own: list, runs: list) -> list:
+        return covering_effects(self.controls + own, runs)
+
+
+def _same_setups(a, b) -> bool:
+    """Whether two known effects cover the same set-ups (a later one of the same set-ups takes over)."""
+    return set(a.horizons) == set(b.horizons)
+
+
+def with_gate_lines(sections: list[str], gates: dict, controls: list) -> list[str]:
+    """Each positive control's section with its gate line (`gates`: stem → (section index, verdicts,
+    tests, record)): handed to a later control of the same set-ups with every run in; not yet its
+    own while some of its runs are missing and an earlier one of its set-ups gates; else open or
+    closed, with what it detected."""
+    sections = list(sections)
+    for stem, (at, results, tests, record) in gates.items():
+        same = [c for c in controls if c.name in gates and c.complete and _same_setups(c, record)]
+        later = [c for c in same if controls.index(c) > controls.index(record)]
+        earlier = [c for c in same if controls.index(c) < controls.index(record)]
+        if later:
+            line = gate_text(stem, [], [], None, replaced_by=later[-1].name)
+        elif not record.complete and earlier:  # a later control gates once all its runs are in
+            line = (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
+                    f"`{earlier[-1].name}`'s until every grid point here has a finished run.\n")
+        else:
+            line = gate_text(stem, results, tests, record.reason)
+        sections[at] = with_gate(sections[at], line) if later or record.complete or not earlier else sections[at] + line
+    return sections

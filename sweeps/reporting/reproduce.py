@@ -32,13 +32,12 @@ from ..driving.driver import run_sweep
 from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
-from ..deciding.gates import (NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL, positive_record,
-                               covering_effects, sensitivity_gate)
+from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL, positive_record
 from .report import _missing_points, bases_table, borrowers, claim_section
 from .summary import SUMMARY_HEAD, _wall_time, cpu_math_line, summary_row, timing_lines, versions_warning
 from .forest import forest_png, forest_rows
 from .glance import Answers, glance_rows, write_verdicts
-from .positive_gate import effects_brief, gate_text, positive_gate, with_gate
+from .positive_gate import SetupSensitivity, effects_brief, positive_gate, with_gate_lines
 from .report_inputs import collect_runs
 from ..report_spec import report_tests, validate_report, with_twins
 from ..spec import load_spec
@@ -196,19 +195,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
                      for t in spec.report["tests"]]
         rows += [f"| {claim} | {statement} | {NEEDS_FULL_RUN} | – | – | – | – | – |"
                  for statement in spec.report.get("needs_full_run", [])]
-    for stem, (at, results, tests, record) in gates.items():  # each positive control's gate line, per set-up
-        later = [c for c in controls[controls.index(record) + 1:] if c.name in gates and c.complete
-                 and _same_setups(c, record)]
-        earlier = [c for c in controls[:controls.index(record)] if c.name in gates and c.complete
-                   and _same_setups(c, record)]
-        if later:
-            line = gate_text(stem, [], [], None, replaced_by=later[-1].name)
-        elif not record.complete and earlier:  # a later control gates once all its runs are in
-            line = (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
-                    f"`{earlier[-1].name}`'s until every grid point here has a finished run.\n")
-        else:
-            line = gate_text(stem, results, tests, record.reason)
-        sections[at] = with_gate(sections[at], line) if later or record.complete or not earlier else sections[at] + line
+    sections = with_gate_lines(sections, gates, controls)  # each positive control's, per set-up
     if superseded:  # the superseded regimes after the current ones, with their own table
         old = [at for at, _ in superseded]
         names = ", ".join(sorted({f"`{by}`" for _, by in superseded}))
@@ -220,27 +207,6 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
             t.replace("\n\n", f"\n\n*Superseded by `{by}`: kept for the record, out of the first table.*\n\n", 1)
             for at, by in superseded for t in [sections[at]]]
     return sections, rows, all_runs
-
-
-def _same_setups(a, b) -> bool:
-    """Whether two known effects cover the same set-ups (a later one of the same set-ups takes over)."""
-    return set(a.horizons) == set(b.horizons)
-
-
-class SetupSensitivity:
-    """The gate of a null: the known effects so far (positive-control specs, then the known_effect
-    tests of the claim specs read before), with a claim spec's own known effects added. Called, it
-    says why a test's null is not trusted (gates.sensitivity_gate); `known` names the effects that
-    gate the runs, printed beside the spec's equivalence margins."""
-
-    def __init__(self, controls: list):
-        self.controls = controls  # appended to as the sections are read
-
-    def __call__(self, own: list, test_runs: list) -> Optional[str]:
-        return sensitivity_gate(self.controls + own, test_runs)
-
-    def known(self, own: list, runs: list) -> list:
-        return covering_effects(self.controls + own, runs)
 
 
 REAL_CPU_ELSEWHERE = (
