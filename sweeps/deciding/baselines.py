@@ -69,7 +69,8 @@ def estimates(runs: list[Run]) -> dict:
             continue
         est = (float(r.summary["baseline_reward"]), float(r.summary.get("baseline_reward_se", math.nan)),
                int(r.summary.get("baseline_prompts_used", 0)))
-        seen = found.setdefault(_id(setup_key(r)), {"setup": setup_key(r), "by": {}})["by"]
+        key = setup_key(r)
+        seen = found.setdefault(_id(key), {"setup": key, "by": {}})["by"]
         machines, n = seen.get(est, (set(), 0))
         seen[est] = (machines | {r.summary.get("device_name", "unrecorded")}, n + 1)
     return found
