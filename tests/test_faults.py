@@ -169,7 +169,7 @@ def test_the_memory_gate_waits_for_the_holder_only_above_its_share(tmp_path):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def test_a_gated_block_hands_its_freed_memory_back_before_the_next_holder_gets_in(tmp_path, monkeypatch):
+def test_a_gated_block_or_a_grown_process_hands_its_freed_memory_back_before_the_next_holder_gets_in(tmp_path, monkeypatch):
     import fcntl
 
     import grpo_core.util.memory as memory
@@ -185,13 +185,19 @@ def test_a_gated_block_hands_its_freed_memory_back_before_the_next_holder_gets_i
                 seen.append("gate held")
         return True
 
+    resident = [10 * memory.TRIM_GROWTH]
     monkeypatch.setattr(memory, "release_freed_memory", release)
+    monkeypatch.setattr(memory, "_resident", lambda: resident[0])
+    monkeypatch.setattr(memory, "_resident_at_release", 0)  # restored after the test
     with memory.memory_gate(2, total=memory.GATE_SHARE, path=path) as big:
         pass
-    with memory.memory_gate(1, total=memory.GATE_SHARE, path=path) as small:  # below the share: released too
-        pass
-    assert big.held and not small.held and big.released and small.released
-    assert seen == ["gate held", "gate free"]
+    assert big.held and big.released and seen == ["gate held"]
+    with memory.memory_gate(1, total=memory.GATE_SHARE, path=path) as small:  # below the share, no growth
+        resident[0] += memory.TRIM_GROWTH  # grown by exactly the threshold: not past it
+    assert not small.held and not small.released and seen == ["gate held"]
+    with memory.memory_gate(1, total=memory.GATE_SHARE, path=path) as grown:  # below the share, grown past it
+        resident[0] += 1
+    assert not grown.held and grown.released and seen == ["gate held", "gate free"]
 
 
 _HEAP_PROBE = """
