@@ -32,6 +32,30 @@ DERIVED_METRICS = ("final_length_correct", "final_length_wrong", "lr_to_learn")
 SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_learn", "learned", "final_reward",
                    "reward_auc", "baseline_reward", "completions_generated", "median_step_time_s", "train_time_s",
                    "wall_time_s")  # the summary.json keys a test can compare
+# the per-step keys of metrics.jsonl a run may log (grpo_core/trainer.py and the loss; those of a switch
+# that is off are absent from that run), `rewards/<function>` one per reward, and grad_norm_to_optimizer,
+# which a check derives from grad_norm (sweeps/deciding/mechanism.py). tests/test_report.py trains the
+# tiny model with every optional key's switch on and checks that each key it logs is here.
+STEP_METRICS = ("step", "loss", "policy_loss", "kl_loss", "kl", "grad_norm", "update_norm", "learning_rate", "reward",
+                "reward_std", "reward_std_within_group", "frac_reward_zero_std", "advantages/abs_mean",
+                "advantages/group_sum_max_abs", "completions/mean_length", "completions/clipped_ratio",
+                "completions/generated", "clip_ratio", "entropy", "entropy_bonus", "entropy_mask_share",
+                "kl_in_reward", "reward_trained", "groups/sampled", "groups/dropped", "eval/accuracy", "step_time",
+                "tokens_per_second", "grad_norm_to_optimizer")
+STEP_PREFIXES = ("rewards/",)
+
+
+def is_logged_metric(metric: str) -> bool:
+    """A key a mechanism check can read: a summary.json key or a per-step key of metrics.jsonl."""
+    return metric in SUMMARY_METRICS or metric in STEP_METRICS or metric.startswith(STEP_PREFIXES)
+
+
+def _max_steps_of(spec) -> Optional[int]:
+    """The most steps any point of the spec trains (base, grid, arms), or None where it leaves the default."""
+    values = [spec.base.get("max_steps")] + list(spec.grid.get("max_steps", [])) + \
+        [arm.get("max_steps") for arm in (getattr(spec, "arms", None) or {}).values()]
+    values = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return max(values) if values else None
 
 
 def compared_metric(test: dict) -> str:
@@ -161,10 +185,17 @@ def _check_mechanism(spec: SweepSpec, where: str, tests: list) -> None:
                 raise UserInputError(f"{at}.{key}: {short_value(c.get(key))}; allowed: text (what: the check in "
                                      f"words; reason: why it shows the mechanism at work; metric: a summary.json "
                                      f"key or a per-step key of metrics.jsonl)")
+        if not is_logged_metric(c["metric"]):
+            raise UserInputError(f"{at}.metric: {c['metric']!r} is logged by no run, so the check could never be "
+                                 f"read; allowed: a summary.json key ({', '.join(SUMMARY_METRICS)}), a per-step key "
+                                 f"({', '.join(STEP_METRICS)}) or rewards/<function>")
         steps = c.get("steps", "all")
         kind, _, n = str(steps).partition(":")
         if not (steps in ("all", "off_policy") or (kind in ("from", "first") and n.isdigit() and int(n) >= 1)):
             raise UserInputError(f"{at}.steps: {short_value(steps)}; allowed: {STEP_SELECTIONS}")
+        if kind == "from" and (most := _max_steps_of(spec)) is not None and int(n) > most:
+            raise UserInputError(f"{at}.steps: {steps} is past the last step any run trains ({most}); allowed: "
+                                 f"{STEP_SELECTIONS} with N ≤ max_steps")
         if c.get("per_run", "mean") not in PER_RUN:
             raise UserInputError(f"{at}.per_run: {short_value(c.get('per_run'))}; allowed: {', '.join(PER_RUN)}")
         if c["metric"] in SUMMARY_METRICS and ("steps" in c or "per_run" in c):

@@ -102,3 +102,61 @@ def test_a_run_on_your_own_data_is_named_after_the_data_not_the_default_task():
     assert GRPOConfig(dataset="data/real/add_small.jsonl", seed=3).default_run_name().startswith("add_small-grpo-")
     assert GRPOConfig(dataset="org/my data").default_run_name().startswith("my_data-grpo-")
     assert GRPOConfig(task="reverse").default_run_name().startswith("reverse-grpo-")
+
+
+@pytest.mark.parametrize("rewards,answers,needle", [
+    (["exact_match"], ["4", "   "], "exact_match cannot score 1 of the 2 answers of '{path}' (row 2: '   '); "
+                                    "allowed: a non-empty answer in every row"),
+    (["last_number"], ["4", "four"], "last_number cannot score 1 of the 2 answers of '{path}' (row 2: 'four'); "
+                                     "allowed: one number"),
+    (["last_number"], ["12 345", "x"], "last_number cannot score 2 of the 2 answers"),
+])
+def test_a_task_whose_answers_its_reward_cannot_score_is_refused_before_training(tmp_path, rewards, answers, needle):
+    """exact_match paid an empty completion 1.0 against an empty answer; last_number paid 0 for ever
+    against an answer that is not a number: both trained without a word."""
+    import json
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"q{i}", "answer": a}) + "\n" for i, a in enumerate(answers)))
+    with pytest.raises(ConfigError) as info:
+        check_inputs(validate(GRPOConfig(dataset=str(data), reward_funcs=rewards)))
+    assert str(info.value).startswith("reward_funcs: " + needle.format(path=data))
+    # a reward that reads no answer trains on the same rows
+    check_inputs(validate(GRPOConfig(dataset=str(data), reward_funcs=["format_digits"])))
+
+
+def test_last_number_reads_gold_and_completion_by_one_rule():
+    from grpo_core.tasks.rewards import last_number, read_number
+
+    # thousands separators (groups of three), decimals and exponents, in both; `1,2345` is 1 and 2345
+    assert [read_number(t) for t in ("1,234", " -5.5 ", "1e3", "2.5E-2", "1,23", "12 3", "")] == \
+        [1234.0, -5.5, 1000.0, 0.025, None, None, None]
+    completions = ["1,234", "so 1e3", "x 1,2345", "<answer>7</answer> 9", "234"]
+    answers = ["1234", "1000", "2345", "7", "1,234"]
+    assert last_number(completions, answers) == [1.0, 1.0, 1.0, 1.0, 0.0]  # it read "1,234" as 234 and "1e3" as 3
+
+
+def test_a_reward_module_outside_the_project_is_not_imported_unless_the_user_trusts_imports(tmp_path, monkeypatch, capfd):
+    """A spec is code: `reward_funcs: [module:function]` imported any module on the path and ran its
+    top-level code, even when the spec was then refused (`this:nothing` printed the Zen of Python)."""
+    from grpo_core.tasks.rewards import TRUST_IMPORTS, resolve_reward
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    ran = tmp_path / "ran"
+    (outside / "side_effect_mod.py").write_text(f"open({str(ran)!r}, 'w').close()\ndef score(completions, **kw):\n"
+                                                f"    return [0.0] * len(completions)\n")
+    monkeypatch.syspath_prepend(str(outside))
+    monkeypatch.delenv(TRUST_IMPORTS, raising=False)
+    for name in ("this:nothing", "side_effect_mod:score"):
+        with pytest.raises(ConfigError, match=f"reward_funcs: '{name}' names the module .* outside this project: "
+                                              f"importing it runs its code; allowed: .*{TRUST_IMPORTS}=1"):
+            resolve_reward(name)
+    assert not ran.exists() and "Beautiful is better" not in capfd.readouterr().out
+    with pytest.raises(ConfigError, match="outside this project"):  # a sweep's check of its points refuses it too
+        check_inputs(validate(GRPOConfig(reward_funcs=["side_effect_mod:score"])))
+    assert not ran.exists()
+    monkeypatch.setenv(TRUST_IMPORTS, "1")  # asked for by the user, outside any spec
+    assert resolve_reward("side_effect_mod:score")(["a"]) == [0.0] and ran.exists()
+    monkeypatch.delenv(TRUST_IMPORTS)
+    assert resolve_reward("reward_helpers:held_exact_match")  # the project's own modules need no trust

@@ -207,11 +207,40 @@ def test_a_placebo_still_in_training_neither_opens_nor_closes_the_gate_until_a_r
     ({**CHECK, "tests": [3]}, "tests: [3]; allowed: a list of indices of report.tests (0 to 0)"),
     ({**CHECK, "metric": "steps_to_learn"}, "steps and per_run read a per-step metric"),
     ({k: v for k, v in CHECK.items() if k != "reason"}, "mechanism[0].reason: None"),
+    ({**CHECK, "metric": "clip_ratoi"}, "metric: 'clip_ratoi' is logged by no run, so the check could never be read"),
+    ({**CHECK, "steps": "from:41"}, "steps: from:41 is past the last step any run trains (40)"),
 ])
 def test_a_bad_mechanism_check_is_one_line_before_anything_runs(check, fault):
+    spec = _spec({"tests": [CLIP], "mechanism": [check]})
+    spec.base["max_steps"] = 40
     with pytest.raises(UserInputError) as err:
-        validate_report(_spec({"tests": [CLIP], "mechanism": [check]}))
+        validate_report(spec)
     assert fault in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_per_step_key_a_run_logs_is_one_a_check_may_name(tmp_path):
+    """The registry a check's metric is refused against at load time holds every key the trainer
+    logs, here with every switch that adds one on (so a valid check is never refused)."""
+    import json
+
+    from conftest import run_grpo_here
+    from sweeps.report_spec import STEP_METRICS, is_logged_metric
+
+    keys = set()
+    for i, sets in enumerate([
+        ["entropy_coef=0.01", "top_entropy_quantile=0.5", "beta=0.04", "kl_in_reward=true", "eval_every=1",
+         "overlong_buffer_len=2"],
+        ["zero_variance_groups=resample", "max_num_gen_batches=2"],
+    ]):
+        out = tmp_path / f"run{i}"
+        done = run_grpo_here("train", "--no-mlflow", "--out", str(out), "--set", "max_steps=1",
+                             *[a for kv in sets for a in ("--set", kv)])
+        assert done.returncode == 0, done.stderr
+        keys |= {k for line in (out / "metrics.jsonl").read_text().splitlines() for k in json.loads(line)}
+    assert {"entropy_bonus", "entropy_mask_share", "kl_in_reward", "eval/accuracy", "groups/sampled",
+            "update_norm"} <= keys  # the switches were on
+    assert [k for k in sorted(keys) if not is_logged_metric(k)] == []
+    assert not is_logged_metric("grad_nrom") and "grad_norm_to_optimizer" in STEP_METRICS
 
 
 def test_a_bad_margin_is_one_line():

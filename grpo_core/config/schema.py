@@ -67,8 +67,11 @@ class GRPOConfig:
     """The dataset column holding the reference answer (passed to rewards as `answer`)."""
     reward_funcs: list = field(default_factory=list)
     """Reward functions by name (`exact_match`, `format_digits`, `math_answer`, `think_answer_format`)
-    or import path `package.module:function`; rewards are summed. Empty = the task's defaults
-    (`math_answer` and `think_answer_format` for a dataset)."""
+    or import path `package.module:function` (a module of this project; another only with
+    GRPO_TRUST_IMPORTS=1 in the environment, since importing runs its code); rewards are summed.
+    Empty = the task's defaults (`math_answer` and `think_answer_format` for a dataset). Before
+    training, every answer must be one each built-in reward can score (`last_number`: one number;
+    `exact_match`, `math_answer`: not empty)."""
     reward_workers: int = 0
     """Processes that compute rewards, one completion per call, while the trainer computes
     reference log-probs; 0 = in the training process, the whole batch per call."""

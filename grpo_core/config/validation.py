@@ -200,11 +200,16 @@ def check_inputs(cfg: GRPOConfig) -> None:
     `grpo train` calls it before anything is written; a sweep once per distinct input."""
     from grpo_core.tasks.rewards import check_reward_names
 
-    if cfg.dataset is not None:
-        from grpo_core.tasks.catalog import load_dataset_rows
+    from grpo_core.tasks.catalog import get_task, load_dataset_rows, reward_funcs_of
+    from grpo_core.tasks.rewards import check_answers
 
-        load_dataset_rows(cfg.dataset, cfg.prompt_column, cfg.answer_column)
+    if cfg.dataset is not None:
+        rows = load_dataset_rows(cfg.dataset, cfg.prompt_column, cfg.answer_column)
+        answers, source = [r[cfg.answer_column] for r in rows], repr(cfg.dataset)
+    else:
+        answers, source = [a for _, a in get_task(cfg.task).examples()], f"the task {cfg.task!r}"
     check_reward_names(cfg.reward_funcs)
+    check_answers(reward_funcs_of(cfg), answers, source)  # each built-in reward can score every answer
     if cfg.resume_from_checkpoint is not None:
         check_checkpoint(cfg)
     from grpo_core.tasks.models import check_model_config

@@ -76,22 +76,52 @@ def answer_format(completions: list[str], **kwargs) -> list[float]:
     return out
 
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+# One rule reads a number, in a completion and in a gold answer alike: an optional minus, digits with
+# optional thousands separators (`1,234`: groups of exactly three after the first), an optional
+# decimal part and an optional exponent (`1e3`, `2.5E-2`). `1,2345` is the numbers 1 and 2345.
+_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+NUMBER_RULE = "one number: digits, optional thousands separators (1,234), decimal part and exponent (1e3)"
+
+
+def read_number(text: str) -> float | None:
+    """The number `text` is as a whole (stripped), by the rule above, or None."""
+    text = str(text).strip()
+    return float(text.replace(",", "")) if _NUMBER.fullmatch(text) else None
 
 
 def last_number(completions: list[str], answer: list[str], **kwargs) -> list[float]:
-    """1.0 when the last number written in the (extracted) answer equals the reference number. Stricter
-    than math_answer, which evaluates what it parses: a reply that restates the question's sum
-    (`15+13 =`, `2 + 18 is a classic problem`) scores 1 there and 0 here (results/real/cpu/: the
-    real model's climb on math_answer is partly that echo)."""
+    """1.0 when the last number written in the (extracted) answer equals the reference number, both
+    read by one rule (`read_number`). Stricter than math_answer, which evaluates what it parses: a
+    reply that restates the question's sum (`15+13 =`, `2 + 18 is a classic problem`) scores 1 there
+    and 0 here (results/real/cpu/: the real model's climb on math_answer is partly that echo)."""
     out = []
     for completion, gold in zip(completions, answer):
         numbers = _NUMBER.findall(extract_answer(completion))
-        try:
-            out.append(1.0 if numbers and float(numbers[-1]) == float(str(gold).strip()) else 0.0)
-        except ValueError:  # a reference that is not a plain number
-            out.append(0.0)
+        target = read_number(gold)  # None: a reference that is not one number (refused before training)
+        out.append(1.0 if numbers and target is not None and read_number(numbers[-1]) == target else 0.0)
     return out
+
+
+def unscorable(name: str, answers: list) -> list[int] | None:
+    """The indices of the answers the built-in reward `name` can never pay for (last_number: not one
+    number by its rule; exact_match, math_answer: empty, which exact_match would pay an empty
+    completion for), or None for a reward that reads no answer or is not built in."""
+    if name == "last_number":
+        return [i for i, a in enumerate(answers) if read_number(a) is None]
+    if name in ("exact_match", "math_answer"):
+        return [i for i, a in enumerate(answers) if not str(a).strip()]
+    return None
+
+
+def check_answers(names: list[str], answers: list, source: str) -> None:
+    """Refuse, in one line, a task whose answers a reward it is scored by cannot score."""
+    for name in names:
+        bad = unscorable(name, answers)
+        if bad:
+            allowed = NUMBER_RULE if name == "last_number" else "a non-empty answer in every row"
+            raise ConfigError("reward_funcs", f"{name} cannot score {len(bad)} of the {len(answers)} answers of "
+                                              f"{source} (row {bad[0] + 1}: {str(answers[bad[0]])[:40]!r}); "
+                                              f"allowed: {allowed}")
 
 
 # rewards that pay for restating an arithmetic question: math-verify evaluates the `15+13` of `15+13 =`
@@ -119,6 +149,7 @@ def resolve_reward(name: str) -> RewardFunc:
     if not _IMPORT_PATH.match(name):
         raise ConfigError("reward_funcs", f"unknown reward function {name!r}; {allowed}")
     module_name, func_name = name.split(":")
+    check_import_allowed(name, module_name)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # ImportError or an error inside the user's module
@@ -127,6 +158,54 @@ def resolve_reward(name: str) -> RewardFunc:
     if not callable(func):
         raise ConfigError("reward_funcs", f"{module_name!r} has no function {func_name!r}; {allowed}")
     return func
+
+
+# A reward's import path runs the module's top-level code when it is imported, as a Hydra `_target_`
+# does: a spec or config is code. So a module is imported only where it lies in this project (the
+# folder the command runs in, or this repository, outside any installed environment), or where the
+# user asks for it by setting TRUST_IMPORTS=1 in the environment (never in a spec or a config).
+TRUST_IMPORTS = "GRPO_TRUST_IMPORTS"
+
+
+def _project_roots() -> list:
+    from pathlib import Path
+
+    return [Path.cwd().resolve(), Path(__file__).resolve().parents[2]]
+
+
+def _installed_roots() -> list:
+    import sys
+    from pathlib import Path
+
+    return [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+
+
+def check_import_allowed(name: str, module_name: str) -> None:
+    """Before anything is imported: the module's top-level package is found (finding runs none of
+    its code) and lies in this project, or the user trusts imports (TRUST_IMPORTS=1)."""
+    import importlib.util
+    from pathlib import Path
+
+    if os.environ.get(TRUST_IMPORTS) == "1":
+        return
+    top = module_name.split(".")[0]
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise ConfigError("reward_funcs", f"cannot import {top!r} for {name!r}: no module named {top!r}")
+    origin = found.origin if found.origin not in (None, "built-in", "frozen") else None
+    if origin is None and found.submodule_search_locations:
+        origin = next(iter(found.submodule_search_locations), None)
+    where = Path(origin).resolve() if origin else None
+    inside = where is not None and any(where.is_relative_to(r) for r in _project_roots()) and \
+        not any(where.is_relative_to(r) for r in _installed_roots())
+    if not inside:
+        raise ConfigError("reward_funcs", f"{name!r} names the module {top!r} ({where or 'built into Python'}), "
+                                          f"outside this project: importing it runs its code; allowed: a built-in "
+                                          f"reward, a module in this folder or repository, or {TRUST_IMPORTS}=1 in "
+                                          f"the environment to import installed modules")
 
 
 def check_reward_list(names: list[str]) -> None:

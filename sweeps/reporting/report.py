@@ -18,7 +18,7 @@ from .. import arms
 from ..spec import SweepSpec, point_key
 from ..deciding.gates import PositiveRecord, incomplete, positive_record, rests_on_steps_to_learn, unproven, withheld
 from ..deciding.mechanism import gated, gates_test, mechanism_checks
-from .declared import margins_line
+from .declared import margins_line, mechanism_line
 from .positive_gate import effects_brief
 from ..deciding.runs import Run, _label
 from ..report_spec import report_tests
@@ -344,12 +344,14 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
                else ""),
             f"- **Command:** `{command}` (sweep `{spec.name}`, MLflow experiment `{spec.experiment}`)"]
     margins_at = None
+    folder = runs[0].folder.parent if runs and runs[0].folder is not None else None
     if spec.report.get("margins"):
-        folder = runs[0].folder.parent if runs and runs[0].folder is not None else None
         margins_at = len(out)
         out.append(f"- **Equivalence margins:** {margins_line(spec.path, spec.report['margins'], folder)}")
-    for check in spec.report.get("mechanism") or []:
-        out.append(f"- **Mechanism check, declared:** {check['what']} ({check['reason']})")
+    if (checks := spec.report.get("mechanism") or []):
+        when = mechanism_line(spec.path, checks, folder)
+        out += [f"- **Mechanism check, declared:** {c['what']} ({c['reason']}; its metric, arms and threshold: {when})"
+                for c in checks]
     if spec.report.get("mechanism_none"):
         out.append(f"- **Mechanism check:** none applies: {spec.report['mechanism_none']}")
     if (cpus := made_on(spec, runs)):
