@@ -47,7 +47,7 @@ def main() -> None:
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    from grpo_core.mlflow_logging import make_client
+    from grpo_core.mlflow_store import make_client
     from grpo_core.util.errors import Terminated, handle_sigterm, release_frames
 
     db = Path(tempfile.mkdtemp()) / "mlflow.db"

@@ -80,7 +80,8 @@ def main() -> None:
 def public_log_batch_floor(uri: str, metrics_file: Path) -> tuple[float, int]:
     """Median thread-CPU µs per point of MLflow's public log_batch writing the curves of 50 steps
     of `metrics_file` (as one writer flush does) into a fresh run, with nothing else running."""
-    from grpo_core.mlflow_logging import log_metrics, make_client, step_points
+    from grpo_core.mlflow_store import make_client
+    from grpo_core.mlflow_logging import log_metrics, step_points
     from grpo_core.run import read_metrics
 
     rows = read_metrics(metrics_file)[:50]

@@ -1,5 +1,5 @@
 """What a command pays before it trains: a new MLflow SQLite store (MLflow's own migrations against
-a copy of grpo-lab's empty template, grpo_core/mlflow_logging.py) and an MLflow server until it
+a copy of grpo-lab's empty template, grpo_core/mlflow_store.py) and an MLflow server until it
 answers /health (with MLflow's job runner, its default, and without, as `grpo ui` starts it).
 Medians over --reps, each in fresh files; the server on a free loopback port. Usage:
 
@@ -24,7 +24,7 @@ def new_store_s(folder: Path, template: bool) -> float:
     """Seconds to a usable new store, in a child process with MLflow already imported."""
     code = ("import time\n"
             "from mlflow.tracking import MlflowClient\n"
-            "from grpo_core.mlflow_logging import make_client\n"
+            "from grpo_core.mlflow_store import make_client\n"
             "t = time.perf_counter()\n"
             f"uri = 'sqlite:///{folder}/m.db'\n"
             + ("make_client(uri).search_experiments()\n" if template else "MlflowClient(tracking_uri=uri).search_experiments()\n")
@@ -35,7 +35,7 @@ def new_store_s(folder: Path, template: bool) -> float:
 
 
 def server_s(folder: Path, job_runner: bool) -> float:
-    from grpo_core.mlflow_logging import make_client
+    from grpo_core.mlflow_store import make_client
 
     make_client(f"sqlite:///{folder}/m.db")  # the store exists, as it does for `grpo ui` after a sweep
     with socket.socket() as s:
@@ -67,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        from grpo_core.mlflow_logging import _store_template
+        from grpo_core.mlflow_store import _store_template
 
         _store_template()  # made once per MLflow version and user: not what a new store costs
         # (label, fn, reps, (before, its argument), (after, its argument))

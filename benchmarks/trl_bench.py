@@ -163,7 +163,7 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     from grpo_core.tasks.rewards import exact_match
     from grpo_core.tasks.catalog import get_task
 
-    from .trl_config import chat_rows, lora_config, reward_of_messages, trl_args
+    from grpo_peer.trl_config import chat_rows, lora_config, reward_of_messages, trl_args
 
     cfg = bench_config(setup, knobs, path)
     train = get_task("addition").splits()[0].to_dataset()

@@ -6,6 +6,13 @@ One optimizer step = one slice of prompts_per_step whole groups, in `gradient_ac
 micro-batches. A generation batch holds k = steps_per_generation ÷ gradient_accumulation_steps
 slices (k = 1 by default: the step's own batch); it is sampled every k × num_iterations (μ) steps
 and its slices are passed over μ times.
+
+Why one file over the 500 lines every other module keeps to: it is the one place where a step's
+order is read top to bottom (sample, score, advantages, micro-batches, optimizer step, metrics),
+as TRL's and verl's trainers are read. Its parts that stand alone already live elsewhere: the
+math (algo/), sampling and log-probs (sampling/), checkpoints and metrics (record/), rewards
+(tasks/). What is left shares the trainer's state on every line; split further, a reader would
+follow one step across files.
 """
 
 from __future__ import annotations

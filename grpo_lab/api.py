@@ -111,7 +111,7 @@ def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] 
         run_training(cfg, folder, progress=progress, allow_existing=in_place)
         return read_run(folder)
     from grpo_core.logged_run import train_logged
-    from grpo_core.mlflow_logging import check_tracking_uri
+    from grpo_core.mlflow_store import check_tracking_uri
 
     check_tracking_uri(cfg.mlflow_tracking_uri, flag="mlflow_tracking_uri")
     train_logged(cfg, folder, progress=progress, allow_existing=in_place)  # the MLflow run starts with training

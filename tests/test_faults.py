@@ -644,7 +644,7 @@ def test_a_store_creation_stopped_half_way_leaves_no_broken_store(tmp_path, monk
     import mlflow.store.db.utils as db_utils
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    from grpo_core.mlflow_logging import make_client
+    from grpo_core.mlflow_store import make_client
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # no template yet: the first store builds it
@@ -680,7 +680,7 @@ def test_a_store_made_from_the_template_is_the_store_mlflow_makes(tmp_path, monk
 
     from mlflow.tracking import MlflowClient
 
-    from grpo_core.mlflow_logging import make_client
+    from grpo_core.mlflow_store import make_client
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'by-mlflow.db'}").search_experiments()
@@ -1011,7 +1011,7 @@ def test_a_sigterm_during_a_store_call_is_raised_when_the_call_returns(tmp_path,
     signal is raised when the call returns, its write done, and the store free for other writers."""
     import sqlite3
 
-    from grpo_core.mlflow_logging import make_client
+    from grpo_core.mlflow_store import make_client
 
     db = tmp_path / "mlflow.db"
     client = make_client(f"sqlite:///{db}")
@@ -1032,7 +1032,8 @@ def test_a_sigterm_while_a_run_is_created_ends_that_run(tmp_path, monkeypatch):
     """SIGTERM that comes while the logger creates its MLflow run (inside the store's commit) is
     raised once the logger keeps the run's id, so the run is ended as KILLED at once; it had been
     raised as the call returned, before the id was kept, leaving the run RUNNING until `grpo recover`."""
-    from grpo_core.mlflow_logging import MlflowRunLogger, make_client
+    from grpo_core.mlflow_store import make_client
+    from grpo_core.mlflow_logging import MlflowRunLogger
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     experiment = make_client(uri).create_experiment("interrupted")  # (only the run's commit is aimed at)

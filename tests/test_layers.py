@@ -1,5 +1,5 @@
 """The layering is one-way (README: How the code is laid out): grpo_lab (the command) >
-benchmarks > sweeps > grpo_core (the library). `lint-imports` checks the contract in
+benchmarks (measurements) > grpo_peer (the TRL peer) > sweeps > grpo_core (the library). `lint-imports` checks the contract in
 pyproject.toml over every import, function-level ones included."""
 
 import shutil
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("grpo_lab", "benchmarks", "sweeps", "grpo_core")
+PACKAGES = ("grpo_lab", "benchmarks", "grpo_peer", "sweeps", "grpo_core")
 LINT = Path(sys.executable).parent / "lint-imports"
 
 
@@ -20,7 +20,8 @@ def _lint(root: Path) -> subprocess.CompletedProcess:
 def test_imports_run_one_way():
     proc = _lint(ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "4 kept, 0 broken" in proc.stdout  # the packages, grpo_core's wings, sweeps' wings, pure verdicts
+    # the packages, grpo_core's wings, sweeps' wings, pure verdicts, no science resting on a measurement
+    assert "5 kept, 0 broken" in proc.stdout
 
 
 def test_a_lazy_upward_import_breaks_the_contract(tmp_path):
@@ -45,7 +46,7 @@ def test_an_upward_import_between_wings_breaks_the_contract(tmp_path):
     files.write_text(files.read_text() + "\n\ndef _upward():\n    from grpo_core import trainer  # noqa\n")
     proc = _lint(tmp_path)
     # broken twice: the wings' order, and the verdicts (which read metrics through util.files) reach the trainer
-    assert proc.returncode == 1 and "2 kept, 2 broken" in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode == 1 and "3 kept, 2 broken" in proc.stdout, proc.stdout[-3000:]
     assert "grpo_core.util.files -> grpo_core.trainer" in proc.stdout
 
 
@@ -68,10 +69,30 @@ def test_the_verdicts_may_not_reach_optuna_even_through_the_ground(tmp_path):
     _append(tmp_path / "sweeps" / "deciding" / "statistics.py", "def _study():\n    import optuna  # noqa")
     _append(tmp_path / "sweeps" / "driving" / "claims.py", "def _judge():\n    from ..deciding import verdicts  # noqa")
     proc = _lint(tmp_path)
-    assert proc.returncode == 1 and "2 kept, 2 broken" in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode == 1 and "3 kept, 2 broken" in proc.stdout, proc.stdout[-3000:]
     assert "sweeps.deciding.gates -> sweeps.spec" in proc.stdout  # on its way to torch
     assert "sweeps.deciding.statistics -> optuna" in proc.stdout
     assert "sweeps.driving.claims -> sweeps.deciding.verdicts" in proc.stdout
+
+
+def test_the_report_and_the_peer_may_not_rest_on_a_measurement(tmp_path):
+    """benchmarks/ holds measurements only: the peer importing the bench's module, or the report's
+    peer section importing a benchmark, is refused."""
+    _copy_tree(tmp_path)
+    _append(tmp_path / "grpo_peer" / "check.py", "def _bench():\n    from benchmarks import trl_bench  # noqa")
+    _append(tmp_path / "sweeps" / "deciding" / "peer.py", "def _bench():\n    from benchmarks import flop_rate  # noqa")
+    proc = _lint(tmp_path)
+    assert proc.returncode == 1 and "broken" in proc.stdout, proc.stdout[-3000:]
+    assert "grpo_peer.check -> benchmarks.trl_bench" in proc.stdout
+    assert "sweeps.deciding.peer -> benchmarks.flop_rate" in proc.stdout
+
+
+def test_no_module_but_the_trainer_is_over_500_lines():
+    """A reader finds a job by its file name and reads the file in one sitting; the trainer says in
+    its opening comment why it stays one file."""
+    long = {str(p.relative_to(ROOT)): n for pkg in ("grpo_core", "sweeps", "grpo_lab", "grpo_peer")
+            for p in (ROOT / pkg).rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert set(long) <= {"grpo_core/trainer.py"}, long
 
 
 def test_the_verdicts_load_no_torch_optuna_or_mlflow():

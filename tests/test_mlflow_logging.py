@@ -7,7 +7,9 @@ import os
 import pytest
 from mlflow.entities import Metric
 
-from grpo_core.mlflow_logging import MlflowRunLogger, make_client
+from grpo_core.mlflow_store import make_client
+
+from grpo_core.mlflow_logging import MlflowRunLogger
 
 
 def _history(client, run_id, key):
@@ -155,7 +157,7 @@ def test_a_store_given_elsewhere_keeps_its_artifacts_beside_it(tmp_path, monkeyp
     """A SQLite store named outside the working folder gets its artifacts beside it, not in
     ./results/local/mlartifacts of whatever folder the command ran in; the default store keeps the
     default place, and a server its own."""
-    from grpo_core.mlflow_logging import artifact_root_for, ui_command
+    from grpo_core.mlflow_store import artifact_root_for, ui_command
     from grpo_core.util import defaults
 
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""The peer check: TRL's GRPOTrainer trains one arm of a claim spec (benchmarks/peer_check.py), and
+"""The peer check: TRL's GRPOTrainer trains one arm of a claim spec (grpo_peer/check.py, `grpo peer`), and
 the report compares it with grpo-lab's runs of that arm (sweeps/deciding/peer.py)."""
 
 import json
@@ -63,7 +63,7 @@ def test_fewer_than_six_peer_runs_are_shown_not_tested(tmp_path):
 
 
 def test_the_one_step_comparison_is_printed_per_loss_and_beta(tmp_path):
-    """benchmarks/peer_step.py's record beside the peer runs: one row per (loss type, β), each
+    """grpo_peer/one_step.py's record beside the peer runs: one row per (loss type, β), each
     term's difference, and whether the two trainers agree; a differing config key is named."""
     _peers(tmp_path / "pc", [16])
     tolerance = {"advantages": 1e-5, "ref_logps": 1e-4, "grad": 1e-3}
@@ -86,10 +86,9 @@ def test_no_peer_runs_no_section(tmp_path):
 
 
 @pytest.mark.longest  # ~1 min: two TRL steps on SmolLM2
-def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, tmp_path, monkeypatch, capsys):
-    from benchmarks import peer_check
+def test_grpo_peer_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, tmp_path):
+    from conftest import run_grpo_here
 
-    monkeypatch.chdir(tmp_path)
     data = tmp_path / "add.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"What is {a} + {b}? Reply with only the number.",
                                         "answer": str(a + b)}) + "\n" for a in range(1, 6) for b in range(1, 6)))
@@ -109,9 +108,10 @@ def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, t
     (ours / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n" + json.dumps({"step": 2, "reward": 0.5}) + "\n")
     (ours / "summary.json").write_text(json.dumps({"status": "finished", "steps_completed": 2, "baseline_reward": 0.25}))
 
-    assert peer_check.main([str(spec), "--arm", "learning_rate=5e-5", "--seeds", "0", "--runs", str(tmp_path / "runs"),
-                            "--out", str(tmp_path / "peer")]) == 0
-    assert [line.split(",")[0] for line in capsys.readouterr().out.splitlines() if "TRL step " in line] == [
+    done = run_grpo_here("peer", str(spec), "--arm", "learning_rate=5e-5", "--seeds", "0", "--runs", str(tmp_path / "runs"),
+                         "--out", str(tmp_path / "peer"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [line.split(",")[0] for line in done.stdout.splitlines() if "TRL step " in line] == [
         "seed 0: TRL step 1/2", "seed 0: TRL step 2/2"]  # each step as it is logged
     out = tmp_path / "peer" / "pc" / "seed-0"
     summary = json.loads((out / "summary.json").read_text())
@@ -125,27 +125,52 @@ def test_peer_check_trains_trl_on_a_specs_arm_and_writes_a_run_folder(smollm2, t
     keys = {key: [ours, theirs] for key, ours, theirs in json.loads((out / TRL_ARGS).read_text())}
     assert keys["use_bias_correction_kl"] == [False, False] and all(a == b for a, b in keys.values())
     # a seed grpo-lab has not run is refused, naming what to do
-    assert peer_check.main([str(spec), "--arm", "learning_rate=5e-5", "--seeds", "3", "--runs", str(tmp_path / "runs"),
-                            "--out", str(tmp_path / "peer")]) == 2
+    refused = run_grpo_here("peer", str(spec), "--arm", "learning_rate=5e-5", "--seeds", "3", "--runs",
+                            str(tmp_path / "runs"), "--out", str(tmp_path / "peer"), cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.startswith("grpo: error: --seeds 3: grpo-lab has no finished run")
+    assert not (tmp_path / "peer" / "pc" / "seed-3").exists()
 
 
-def test_the_peer_command_refuses_an_axis_twice_and_a_second_arm_in_one_folder(tmp_path, capsys):
+def test_the_peer_command_refuses_an_axis_twice_and_a_second_arm_in_one_folder(tmp_path):
     """One line and exit 2, nothing trained: an axis given twice in --arm (the last had won), and an
     arm whose spec's peer folder already holds another arm's seeds (it printed "seed 0 is done" and
-    trained nothing, or would have been compared as the first arm)."""
-    from benchmarks import peer_check
+    trained nothing, or would have been compared as the first arm); --seeds missing or beside --one-step."""
+    from conftest import run_grpo_here
 
     spec = "experiments/real/cpu/r0_positive_control_room_cpu.yaml"
-    assert peer_check.main([spec, "--arm", "learning_rate=5e-5", "learning_rate=1e-4", "--seeds", "0",
-                            "--out", str(tmp_path)]) == 2
-    assert "learning_rate given twice" in capsys.readouterr().err
+    done = run_grpo_here("peer", spec, "--arm", "learning_rate=5e-5", "learning_rate=1e-4", "--seeds", "0",
+                         "--out", str(tmp_path))
+    assert done.returncode == 2 and "learning_rate given twice" in done.stderr
     seed = tmp_path / "real-cpu-room-positive-control" / "seed-0"
     seed.mkdir(parents=True)
     (seed / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5, "seed": 0}))
-    assert peer_check.main([spec, "--arm", "learning_rate=1e-4", "--seeds", "0", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "holds TRL runs of another arm, learning_rate=5e-05 (seed-0)" in err and len(err.splitlines()) == 1
+    done = run_grpo_here("peer", spec, "--arm", "learning_rate=1e-4", "--seeds", "0", "--out", str(tmp_path))
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+    assert "holds TRL runs of another arm, learning_rate=5e-05 (seed-0)" in done.stderr
     assert sorted(p.name for p in seed.parent.iterdir()) == ["seed-0"]
+    for flags, needle in ((["--arm", "learning_rate=5e-5"], "--seeds: missing"),
+                          (["--arm", "learning_rate=5e-5", "--seeds", "0", "--one-step"], "--seeds: beside --one-step")):
+        done = run_grpo_here("peer", spec, *flags, "--out", str(tmp_path))
+        assert done.returncode == 2 and done.stderr.startswith(f"grpo: error: {needle}")
+
+
+def test_the_peers_old_module_names_still_run_for_one_release():
+    import importlib
+    import subprocess
+    import sys
+
+    import grpo_peer.check
+    import grpo_peer.one_step
+    import grpo_peer.trl_config
+
+    assert importlib.import_module("benchmarks.peer_check") is grpo_peer.check
+    assert importlib.import_module("benchmarks.peer_step") is grpo_peer.one_step
+    assert importlib.import_module("benchmarks.trl_config") is grpo_peer.trl_config
+    from conftest import ROOT
+
+    for old in ("benchmarks.peer_check", "benchmarks.peer_step"):
+        done = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, cwd=ROOT)
+        assert done.returncode == 0 and "--arm KEY=VALUE" in done.stdout
 
 
 def test_the_command_names_the_spec_inside_the_repository_and_no_folder_outside_it(tmp_path):
@@ -157,18 +182,18 @@ def test_the_command_names_the_spec_inside_the_repository_and_no_folder_outside_
     _peers(tmp_path / "pc", [16])
     inside = dataclasses.replace(SPEC, path=str(REPO / "experiments/real/cpu/r0_positive_control_room_cpu.yaml"))
     text, _ = peer_section(inside, _ours([16]), tmp_path / "pc")
-    assert "peer_check experiments/real/cpu/r0_positive_control_room_cpu.yaml --arm learning_rate=5e-05" in text
+    assert "grpo peer experiments/real/cpu/r0_positive_control_room_cpu.yaml --arm learning_rate=5e-05" in text
     outside = dataclasses.replace(SPEC, path=str(tmp_path / "mine.yaml"))
     text, _ = peer_section(outside, _ours([16]), tmp_path / "pc")
-    assert "peer_check mine.yaml --arm" in text and str(tmp_path) not in text
+    assert "grpo peer mine.yaml --arm" in text and str(tmp_path) not in text
 
 
 def test_trl_is_configured_key_by_key_from_the_grpo_lab_config(tmp_path):
-    """One builder for TRL's side (benchmarks/trl_config.py, used by `grpo bench` and the peer
+    """One builder for TRL's side (grpo_peer/trl_config.py, used by `grpo bench` and the peer
     check): every shared key carries over, use_bias_correction_kl included (TRL's default is True,
     grpo-lab's False: left out, TRL's KL gradient would differ at β > 0)."""
     pytest.importorskip("trl", reason="TRL is the [bench] extra; scripts/bootstrap.sh installs it")
-    from benchmarks.trl_config import SAME_NAME, key_by_key, trl_args
+    from grpo_peer.trl_config import SAME_NAME, key_by_key, trl_args
     from grpo_core.config.schema import GRPOConfig
 
     cfg = GRPOConfig(beta=0.04, epsilon=0.2, epsilon_high=0.28, num_iterations=2, top_k=5, top_p=0.9,

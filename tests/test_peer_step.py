@@ -1,5 +1,5 @@
 """Agreement with a reference, one whole step: grpo-lab's trainer and TRL 1.16's GRPOTrainer on the
-same batch and LoRA weights (benchmarks/peer_step.py) compute the same rewards, advantages,
+same batch and LoRA weights (grpo_peer/one_step.py, `grpo peer --one-step`) compute the same rewards, advantages,
 reference and policy log-probs, loss and LoRA gradient, for every loss type at β 0 and 0.04. The
 comparison is shown to see a difference where one exists: TRL's use_bias_correction_kl (its
 default, which the real peer runs first had) and another loss type each move the gradient past
@@ -8,7 +8,7 @@ its bound."""
 import pytest
 from conftest import make_cfg
 
-from benchmarks.peer_step import BETAS, LOSS_TYPES, TOLERANCE, one_step
+from grpo_peer.one_step import BETAS, LOSS_TYPES, TOLERANCE, one_step
 
 
 @pytest.fixture(scope="module")

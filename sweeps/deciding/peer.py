@@ -1,5 +1,5 @@
 """The report's "Peer check": one arm of a claim spec trained by TRL's GRPOTrainer
-(benchmarks/peer_check.py, run folders under <runs root>/../peer/<sweep>/seed-<n>/) beside
+(`grpo peer`, grpo_peer/check.py, run folders under <runs root>/../peer/<sweep>/seed-<n>/) beside
 grpo-lab's runs of the same arm. The trainers sample their own prompts and completions, so the two
 are independent samples: per metric the Hodges-Lehmann shift (TRL − grpo-lab) with its exact 95%
 interval and a two-sided rank-sum test. They agree on steps_to_learn when the test reads no
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # a type only: the sweep spec builds configs (torch); the ver
 PEER_MARGINS = {"steps_to_learn": 2.0, "reward_auc": 0.03}
 AGREE, DISAGREE, NO_DIFFERENCE = "agree", "disagree", "no difference detected"
 TRL_ARGS = "trl_args.json"  # beside a TRL run: each shared key's value in grpo-lab's config and in TRL's
-ONE_STEP = "one_step.json"  # beside the peer runs: one step of both trainers on one batch (benchmarks/peer_step.py)
+ONE_STEP = "one_step.json"  # beside the peer runs: one step of both trainers on one batch (`grpo peer --one-step`, grpo_peer/one_step.py)
 MIN_PEER_RUNS = 6  # TRL runs (seeds) before the check is tested: fewer are shown, not read
 
 
@@ -80,14 +80,14 @@ def _values(runs: list[Run], metric: str, horizon: int) -> list[float]:
 
 
 def trl_config_lines(folder: Path) -> list[str]:
-    """TRL's config against grpo-lab's, key by key, as benchmarks/peer_check.py recorded it beside
+    """TRL's config against grpo-lab's, key by key, as grpo_peer/check.py recorded it beside
     each TRL run (the first seed's; a key where they differ is marked); a note where none was."""
     recorded = sorted(folder.glob(f"seed-*/{TRL_ARGS}"))
     if not recorded:
         return ["TRL's config was not recorded beside these runs (they predate the key-by-key record); they ran "
                 "TRL 1.16's defaults for the keys the peer check did not pass, among them use_bias_correction_kl "
                 "True where grpo-lab's runs have it False (it changes the KL gradient at β > 0): train the peer seeds "
-                "again with `python -m benchmarks.peer_check` for a matched comparison.", ""]
+                "again with `grpo peer` for a matched comparison.", ""]
     rows = json.loads(recorded[0].read_text())
     lines = [f"TRL's config beside grpo-lab's, key by key ({recorded[0].parent.name}/{TRL_ARGS}):", "",
              "| key | grpo-lab | TRL | |", "|---|---|---|---|"]
@@ -96,7 +96,7 @@ def trl_config_lines(folder: Path) -> list[str]:
 
 
 def one_step_lines(spec: SweepSpec, folder: Path) -> list[str]:
-    """The one-step comparison (benchmarks/peer_step.py) as a table: per loss type and β, the
+    """The one-step comparison (`grpo peer --one-step`, grpo_peer/one_step.py) as a table: per loss type and β, the
     largest difference of each term between the two trainers on one shared batch and whether all
     lie within the recorded bounds; nothing where it was not run."""
     path = folder / ONE_STEP
@@ -106,8 +106,8 @@ def one_step_lines(spec: SweepSpec, folder: Path) -> list[str]:
     tol = record["tolerance"]
     terms = list(tol)
     arm = " ".join(f"{k}={v}" for k, v in record["arm"].items())
-    lines = [f"One step of both trainers on the same batch (`python -m benchmarks.peer_step {shown_spec_path(spec)} "
-             f"--arm {arm}`, seed {record['seed']}): grpo-lab samples the batch, TRL is handed its completions, both "
+    lines = [f"One step of both trainers on the same batch (`grpo peer {shown_spec_path(spec)} "
+             f"--arm {arm} --one-step --seed {record['seed']}`, seed {record['seed']}): grpo-lab samples the batch, TRL is handed its completions, both "
              f"hold the same LoRA weights (B perturbed from zero, so the policy is not its reference); clipping and "
              f"dropout off. Each cell is the largest difference between the two (loss: relative to TRL's; gradient: "
              f"‖Δ‖ / ‖TRL's‖ over every LoRA matrix); the bound is under each term's name. {record['versions']}.", "",
@@ -134,7 +134,7 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
         return "", None
     horizon = int(peers[0].config["max_steps"])
     lines = [f"### Peer check: TRL's GRPOTrainer beside grpo-lab ({_label(arm.items())})", "",
-             f"The same arm trained by TRL (`python -m benchmarks.peer_check {shown_spec_path(spec)} --arm "
+             f"The same arm trained by TRL (`grpo peer {shown_spec_path(spec)} --arm "
              f"{' '.join(f'{k}={v}' for k, v in arm.items())} --seeds …`): the same model, data, reward, LoRA, batch, "
              f"β, learning rate and steps; TRL samples its own prompts and completions, so the samples are "
              f"independent. Never-learned runs count at max_steps ({horizon}).", "",

@@ -28,7 +28,7 @@ from typing import Optional
 from grpo_core.util import defaults
 from grpo_core.util.cpu_math import check_process
 from grpo_core.util.errors import RunAbandoned, Terminated, UserInputError, handle_sigterm, release_frames
-from grpo_core.mlflow_logging import check_tracking_uri, make_client
+from grpo_core.mlflow_store import check_tracking_uri, make_client
 from grpo_core.record.provenance import usable_cpus
 from grpo_core.util.files import check_writable_folder
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from contextlib import suppress
 
-from grpo_core.mlflow_logging import get_or_create_experiment, git_commit, kept_whole, make_client
+from grpo_core.mlflow_store import get_or_create_experiment, kept_whole, make_client
+
+from grpo_core.mlflow_logging import git_commit
 from grpo_core.record.provenance import owner_id
 from grpo_core.util.errors import mask_secrets, release_frames
 

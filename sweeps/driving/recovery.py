@@ -195,7 +195,9 @@ def end_orphaned_runs(study, tracking_uri: str) -> list[str]:
     ids ended."""
     from optuna.trial import TrialState
 
-    from grpo_core.mlflow_logging import backfill_and_end, make_client
+    from grpo_core.mlflow_store import make_client
+
+    from grpo_core.mlflow_recovery import backfill_and_end
     from grpo_core.run import write_json
 
     client = make_client(tracking_uri)

@@ -36,8 +36,8 @@ class WorkerContext:
 
 def place_extras(spec: SweepSpec, tracking_uri: str) -> dict:
     """cache_dir beside the sweep's SQLite store when the spec leaves it at its default and the store
-    is given elsewhere (grpo_core/mlflow_logging.py: cache_dir_for); nothing otherwise."""
-    from grpo_core.mlflow_logging import cache_dir_for
+    is given elsewhere (grpo_core/mlflow_store.py: cache_dir_for); nothing otherwise."""
+    from grpo_core.mlflow_store import cache_dir_for
 
     beside = cache_dir_for(tracking_uri)
     return {"cache_dir": beside} if beside and "cache_dir" not in spec.base else {}

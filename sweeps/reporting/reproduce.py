@@ -23,7 +23,8 @@ from grpo_core.tasks.rewards import PAYS_FOR_ECHO
 from grpo_core.util.yaml_files import dump_yaml, read_yaml_mapping
 from grpo_core.util.errors import UserInputError
 from grpo_core.util.files import check_writable_folder
-from grpo_core.mlflow_logging import check_tracking_uri, git_commit
+from grpo_core.mlflow_store import check_tracking_uri
+from grpo_core.mlflow_logging import git_commit
 from grpo_core.record.provenance import machine, versions
 
 from ..driving.adopt import finished_folders, finished_run
@@ -141,7 +142,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     (gates.sensitivity_gate: the placebo's set-up keys, over at least as many steps) passed, as it is
     on a testbed without one. A second positive control of a set-up (a graded one) takes over the
     gate once every grid point of it has a finished run. `peer_root`: where TRL's runs of a spec's arm are
-    (benchmarks/peer_check.py): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py).
+    (`grpo peer`, grpo_peer/): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py).
     `answers`: each verdict's forest-plot and glance rows are appended to its lists."""
     sections, rows, all_runs, placebos = [], [], [], []
     claims = [read_yaml_mapping(p).get("claim") for p in paths]

@@ -1,6 +1,6 @@
 """One optimizer step of grpo-lab and of TRL's GRPOTrainer on the same batch, compared term by term.
 
-The peer check (peer_check.py) trains TRL beside grpo-lab and compares two independent samples of
+The peer check (check.py) trains TRL beside grpo-lab and compares two independent samples of
 runs: it can say "no difference detected", never that the two trainers compute the same thing. This
 compares one step where everything is shared: grpo-lab samples a batch (its rows, prompts and
 completions), TRL is handed those completions through its `rollout_func`, both trainers hold the same
@@ -9,7 +9,7 @@ adapter matrix gets a gradient), and both compute their rewards, advantages, ref
 log-probs, loss and LoRA gradient. Gradient clipping is off on both sides so the raw gradients are
 compared, and LoRA dropout is off so the two forwards see the same network.
 
-    python -m benchmarks.peer_step experiments/real/cpu/r0_positive_control_room_cpu.yaml --arm learning_rate=5e-5
+    grpo peer experiments/real/cpu/r0_positive_control_room_cpu.yaml --arm learning_rate=5e-5 --one-step
 
 writes results/real/cpu/peer/<sweep>/one_step.json (every loss type at β 0 and 0.04), which the
 report's peer section prints (sweeps/deciding/peer.py); tests/test_peer_step.py runs the same
@@ -120,7 +120,7 @@ def trl_step(cfg, ours: dict, model_path: str, output_dir: str) -> dict:
     from datasets import Dataset
     from trl import GRPOTrainer as TRLTrainer
 
-    from .trl_config import lora_config, trl_args
+    from grpo_peer.trl_config import lora_config, trl_args
 
     batch, rows = ours["batch"], ours["rows"]
     lengths = batch.completion_mask.sum(dim=1).tolist()
@@ -215,7 +215,7 @@ def one_step(cfg, loss_type: str, beta: float, *, perturb_seed: int = 0, perturb
 
     from grpo_core.tasks.models import resolve_model_path
 
-    from .trl_config import key_by_key
+    from grpo_peer.trl_config import key_by_key
 
     cfg = step_config(cfg, loss_type, beta)
     trl_cfg = dataclasses.replace(cfg, **(trl_changes or {}))
@@ -232,26 +232,14 @@ def one_step(cfg, loss_type: str, beta: float, *, perturb_seed: int = 0, perturb
             "agree": result["agree"] and not differing}
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    from grpo_core.util import cpu_math
+def run_one_step(spec_path: str, arm_items: list[str], seed: int, out_root: str) -> int:
+    """`grpo peer SPEC --arm … --one-step`: one step of both trainers per loss type and β on the batch
+    grpo-lab samples at `seed`, written to OUT/<sweep>/one_step.json; exit 0 when every row agrees
+    within TOLERANCE, else 1. Bad input: a UserInputError, before anything is written."""
+    from grpo_peer.check import spec_and_arm
 
-    cpu_math.pin("reproducible")  # before torch loads, as the `grpo` command does
-    from grpo_core.util.errors import UserInputError
-
-    from .peer_check import PEER_ROOT, spec_and_arm
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_step", description=__doc__.split("\n\n")[0])
-    parser.add_argument("spec", help="a claim spec (experiments/real/cpu/*.yaml)")
-    parser.add_argument("--arm", nargs="+", required=True, metavar="KEY=VALUE", help="the arm: its grid axis values")
-    parser.add_argument("--seed", type=int, default=0, help="the run seed (the batch grpo-lab samples)")
-    parser.add_argument("--out", default=str(PEER_ROOT))
-    args = parser.parse_args(argv)
-    try:
-        spec, arm = spec_and_arm(args.spec, args.arm)
-    except UserInputError as exc:
-        print(f"peer_step: {exc}", file=sys.stderr)
-        return 2
-    cfg = spec.config_for({**arm, "seed": args.seed})
+    spec, arm = spec_and_arm(spec_path, arm_items)
+    cfg = spec.config_for({**arm, "seed": seed})
     rows = []
     for loss_type in LOSS_TYPES:
         for beta in BETAS:
@@ -259,17 +247,40 @@ def main(argv: Optional[list[str]] = None) -> int:
             rows.append(row)
             print(f"{loss_type:8s} β {beta:<5g} {'agree' if row['agree'] else 'DIFFER'}  "
                   + "  ".join(f"{k} {'–' if v is None else f'{v:.1e}'}" for k, v in row["diff"].items()), flush=True)
-    out = Path(args.out) / spec.name / ONE_STEP
+    out = Path(out_root) / spec.name / ONE_STEP
     out.parent.mkdir(parents=True, exist_ok=True)
     from grpo_core.record.provenance import versions
 
-    record = {"spec": spec.name, "arm": arm, "seed": args.seed, "tolerance": TOLERANCE,
+    record = {"spec": spec.name, "arm": arm, "seed": seed, "tolerance": TOLERANCE,
               "versions": ", ".join(f"{k} {v}" for k, v in versions().items()), "steps": rows}
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(out)
     print(f"→ {out}")
     return 0 if all(row["agree"] for row in rows) else 1
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """`python -m grpo_peer.one_step` (and its old name, `python -m benchmarks.peer_step`): as
+    `grpo peer SPEC --arm … --one-step`."""
+    from grpo_core.util import cpu_math
+
+    cpu_math.pin("reproducible")  # before torch loads, as the `grpo` command does
+    from grpo_core.util.errors import UserInputError
+
+    from grpo_peer.check import PEER_ROOT
+
+    parser = argparse.ArgumentParser(prog="python -m grpo_peer.one_step", description=__doc__.split("\n\n")[0])
+    parser.add_argument("spec", help="a claim spec (experiments/real/cpu/*.yaml)")
+    parser.add_argument("--arm", nargs="+", required=True, metavar="KEY=VALUE", help="the arm: its grid axis values")
+    parser.add_argument("--seed", type=int, default=0, help="the run seed (the batch grpo-lab samples)")
+    parser.add_argument("--out", default=str(PEER_ROOT))
+    args = parser.parse_args(argv)
+    try:
+        return run_one_step(args.spec, args.arm, args.seed, args.out)
+    except UserInputError as exc:
+        print(f"peer_step: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

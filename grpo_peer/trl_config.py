@@ -1,5 +1,5 @@
-"""TRL's GRPOTrainer set up from a grpo-lab config, in one place: `grpo bench` (trl_bench.py) and the
-peer check (peer_check.py) both build TRL's side here, so the two cannot drift apart, and
+"""TRL's GRPOTrainer set up from a grpo-lab config, in one place: `grpo bench` (benchmarks/trl_bench.py)
+and the peer check (check.py, one_step.py) both build TRL's side here, so the two cannot drift apart, and
 `key_by_key` lists every shared key with both trainers' values, for a report to print.
 
 What carries over: the keys in SAME_NAME (TRL's GRPOConfig field of the same name and meaning), the

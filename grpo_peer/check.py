@@ -2,7 +2,7 @@
 seed by seed, into run folders the report compares with grpo-lab's runs of the same arm
 (sweeps/deciding/peer.py: steps_to_learn and reward curves, an unpaired test per metric).
 
-    python -m benchmarks.peer_check experiments/real/cpu/r0_positive_control_room_cpu.yaml \\
+    grpo peer experiments/real/cpu/r0_positive_control_room_cpu.yaml \\
         --arm learning_rate=5e-5 --seeds 0 1 2 3 4 5 --runs results/real/cpu/runs
 
 writes results/real/cpu/peer/<sweep>/seed-<n>/ (config.yaml, metrics.jsonl, summary.json). What
@@ -30,7 +30,7 @@ from typing import Optional
 
 from sweeps.deciding.peer import TRL_ARGS
 
-from .trl_config import chat_rows, key_by_key, lora_config, reward_of_messages, trl_args
+from grpo_peer.trl_config import chat_rows, key_by_key, lora_config, reward_of_messages, trl_args
 
 PEER_ROOT = Path("results/real/cpu/peer")  # next to the committed runs: one folder per sweep, one per seed
 
@@ -151,12 +151,50 @@ def ours_at(runs_root: Path, spec, point: dict) -> Optional[Path]:
     return found[0] if found else None
 
 
+def run_check(spec_path: str, arm_items: list[str], seeds: list[int], runs: str, out_root: str) -> int:
+    """`grpo peer SPEC --arm … --seeds …`: train the arm with TRL, seed by seed, into
+    OUT/<sweep>/seed-<n>/ (a finished seed is skipped, a killed one trained again). Bad input: a
+    UserInputError, before anything is written."""
+    from grpo_core.util.errors import UserInputError
+
+    spec, arm = spec_and_arm(spec_path, arm_items)
+    if (found := other_arm(Path(out_root) / spec.name, arm)) is not None:
+        raise UserInputError(f"{Path(out_root) / spec.name} holds TRL runs of another arm, {found}; allowed: the same "
+                             f"arm (one per spec: the report compares one), or another --out for this one")
+    ours = {}
+    for seed in seeds:
+        point = {**arm, "seed": seed}
+        ours[seed] = ours_at(Path(runs), spec, point)
+        if ours[seed] is None:
+            raise UserInputError(f"--seeds {seed}: grpo-lab has no finished run of {point} in {runs}/{spec.name} (its "
+                                 f"baseline is the peer's); allowed: seeds whose grpo-lab run is finished (train it first)")
+        baseline = json.loads((ours[seed] / "summary.json").read_text()).get("baseline_reward")
+        if not isinstance(baseline, (int, float)):
+            raise UserInputError(f"--seeds {seed}: {ours[seed] / 'summary.json'} records no baseline_reward (the peer's "
+                                 f"steps_to_learn is read against it); allowed: a run folder grpo-lab wrote")
+    for seed in seeds:
+        out = Path(out_root) / spec.name / f"seed-{seed}"
+        if (out / "summary.json").is_file():
+            print(f"seed {seed}: {out} is done")
+            continue
+        if out.exists():  # a killed run: trained again
+            import shutil
+
+            shutil.rmtree(out)
+        baseline = json.loads((ours[seed] / "summary.json").read_text())["baseline_reward"]
+        summary = train_trl(spec.config_for({**arm, "seed": seed}), out, baseline)
+        print(f"seed {seed}: TRL steps_to_learn {summary['steps_to_learn']}, reward AUC {summary['reward_auc']:.3f} "
+              f"({summary['wall_time_s'] / 60:.1f} min) → {out}", flush=True)
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    """`python -m grpo_peer.check` (and its old name, `python -m benchmarks.peer_check`): as `grpo peer`."""
     from grpo_core.util import cpu_math
 
     cpu_math.pin("reproducible")  # before torch loads, as the `grpo` command does
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m grpo_peer.check", description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", help="a real-model claim spec (experiments/real/cpu/*.yaml)")
     parser.add_argument("--arm", nargs="+", required=True, metavar="KEY=VALUE", help="the arm: its grid axis values")
     parser.add_argument("--seeds", nargs="+", type=int, required=True)
@@ -166,38 +204,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     from grpo_core.util.errors import UserInputError
 
     try:
-        spec, arm = spec_and_arm(args.spec, args.arm)
+        return run_check(args.spec, args.arm, args.seeds, args.runs, args.out)
     except UserInputError as exc:
         print(f"peer_check: {exc}", file=sys.stderr)
         return 2
-    if (found := other_arm(Path(args.out) / spec.name, arm)) is not None:
-        print(f"peer_check: {Path(args.out) / spec.name} holds TRL runs of another arm, {found}; allowed: the same "
-              f"arm (one per spec: the report compares one), or another --out for this one", file=sys.stderr)
-        return 2
-    for seed in args.seeds:
-        point = {**arm, "seed": seed}
-        ours = ours_at(Path(args.runs), spec, point)
-        if ours is None:
-            print(f"peer_check: seed {seed}: grpo-lab has no finished run of {point} in {args.runs}/{spec.name} (its baseline "
-                  f"is the peer's); train it first", file=sys.stderr)
-            return 2
-        out = Path(args.out) / spec.name / f"seed-{seed}"
-        if (out / "summary.json").is_file():
-            print(f"seed {seed}: {out} is done")
-            continue
-        if out.exists():  # a killed run: trained again
-            import shutil
-
-            shutil.rmtree(out)
-        baseline = json.loads((ours / "summary.json").read_text()).get("baseline_reward")
-        if not isinstance(baseline, (int, float)):
-            print(f"peer_check: seed {seed}: {ours / 'summary.json'} records no baseline_reward (the peer's "
-                  f"steps_to_learn is read against it); allowed: a run folder grpo-lab wrote", file=sys.stderr)
-            return 2
-        summary = train_trl(spec.config_for(point), out, baseline)
-        print(f"seed {seed}: TRL steps_to_learn {summary['steps_to_learn']}, reward AUC {summary['reward_auc']:.3f} "
-              f"({summary['wall_time_s'] / 60:.1f} min) → {out}", flush=True)
-    return 0
 
 
 if __name__ == "__main__":
