@@ -6,5 +6,10 @@ run it for one release (grpo_core/util/moved.py)."""
 
 from grpo_core.util.moved import keep_old_names
 
-keep_old_names({f"{__name__}.peer_check": "grpo_peer.check", f"{__name__}.peer_step": "grpo_peer.one_step",
-                f"{__name__}.trl_config": "grpo_peer.trl_config"})
+keep_old_names(
+    {
+        f"{__name__}.peer_check": "grpo_peer.check",
+        f"{__name__}.peer_step": "grpo_peer.one_step",
+        f"{__name__}.trl_config": "grpo_peer.trl_config",
+    }
+)

@@ -70,24 +70,39 @@ def main() -> None:
             if args.device == "cuda":
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            ids, mask = sample_completions(model, prompt_ids, prompt_mask, max_new_tokens=args.tokens,
-                                           eos_token_id=-1, pad_token_id=0, temperature=1.0, top_p=1.0, top_k=0,
-                                           generator=generator, group_size=8, decoder=decoder,
-                                           check_every=8 if mode == "graph" else 1)
+            ids, mask = sample_completions(
+                model,
+                prompt_ids,
+                prompt_mask,
+                max_new_tokens=args.tokens,
+                eos_token_id=-1,
+                pad_token_id=0,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                generator=generator,
+                group_size=8,
+                decoder=decoder,
+                check_every=8 if mode == "graph" else 1,
+            )
             if args.device == "cuda":
                 torch.cuda.synchronize()
             if rep:
                 times[mode].append((time.perf_counter() - start) / ids.shape[1])
             tokens[mode] = ids.cpu()
-    print(f"decode: {args.shape}, {args.rows} rows × {args.tokens} tokens, prompt {args.prompt_length}, "
-          f"{args.device} {dtype}, torch {torch.__version__}"
-          + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else ""))
+    print(
+        f"decode: {args.shape}, {args.rows} rows × {args.tokens} tokens, prompt {args.prompt_length}, "
+        f"{args.device} {dtype}, torch {torch.__version__}"
+        + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else "")
+    )
     base = statistics.median(times["dynamic"])
     for mode, values in times.items():
         med = statistics.median(values)
         same = torch.equal(tokens[mode], tokens["dynamic"])
-        print(f"  {mode:8s} median {med * 1e3:7.3f} ms per token step  (×{med / base:.2f} of dynamic; "
-              f"tokens {'identical' if same else 'DIFFER'} to dynamic)")
+        print(
+            f"  {mode:8s} median {med * 1e3:7.3f} ms per token step  (×{med / base:.2f} of dynamic; "
+            f"tokens {'identical' if same else 'DIFFER'} to dynamic)"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,10 @@ def nominal_peak(threads: int) -> tuple[float, str]:
     lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
     fma = 2 if "fma" in flags or "avx512f" in flags else 1
     per_cycle = 2 * lanes * fma  # an FMA is 2 FLOPs per lane
-    return per_cycle * ghz * 1e9 * threads, (f"{fma} FMA unit(s) × {lanes} float32 lanes × 2 = {per_cycle} FLOP a "
-                                             f"cycle × {ghz:.2f} GHz × {threads} thread(s)")
+    return per_cycle * ghz * 1e9 * threads, (
+        f"{fma} FMA unit(s) × {lanes} float32 lanes × 2 = {per_cycle} FLOP a "
+        f"cycle × {ghz:.2f} GHz × {threads} thread(s)"
+    )
 
 
 def matmul_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
@@ -64,10 +66,10 @@ def matmul_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
             times.append(time.perf_counter() - started)
     finally:
         torch.set_num_threads(before)
-    return 2 * n ** 3 / statistics.median(times)
+    return 2 * n**3 / statistics.median(times)
 
 
-def _step_times(cfg, warmup: int, steps: int, during=contextlib.nullcontext()) -> list[float]:
+def _step_times(cfg, warmup: int, steps: int, during=None) -> list[float]:
     """A fresh trainer's `steps` step times after `warmup` steps, those steps taken inside `during`."""
     from grpo_core.trainer import GRPOTrainer
 
@@ -75,7 +77,7 @@ def _step_times(cfg, warmup: int, steps: int, during=contextlib.nullcontext()) -
     try:
         for _ in range(warmup):
             trainer.train_step()
-        with during:
+        with during or contextlib.nullcontext():
             return [trainer.train_step()["step_time"] for _ in range(steps)]
     finally:
         trainer.close()
@@ -89,8 +91,12 @@ def step_rate(cfg, warmup: int, steps: int) -> dict:
     counter = FlopCounterMode(display=False)
     _step_times(cfg, warmup, steps, during=counter)
     flops = counter.get_total_flops()
-    return {"flops_per_step": flops / steps, "median_step_s": statistics.median(seconds),
-            "achieved": flops / sum(seconds), "steps": steps}
+    return {
+        "flops_per_step": flops / steps,
+        "median_step_s": statistics.median(seconds),
+        "achieved": flops / sum(seconds),
+        "steps": steps,
+    }
 
 
 def report_lines(cfg, warmup: int, steps: int) -> list[str]:
@@ -98,11 +104,18 @@ def report_lines(cfg, warmup: int, steps: int) -> list[str]:
     threads = cfg.num_threads or 1
     measured = matmul_peak(threads)
     nominal, how = nominal_peak(threads)
-    return ["## FLOP rate", "",
-            f"{steps} steps after {warmup} unprofiled ones, timed by one trainer and counted by a second on the "
-            f"same seed (torch's FLOP counter: matrix products and attention, forward and backward).", "",
-            "| FLOPs per step (counted) | median step (s) | achieved FLOP/s | measured fp32 matmul peak "
-            f"({threads} thread(s)) | share of it | nominal fp32 peak | share of it |", "|---|---|---|---|---|---|---|",
-            f"| {rate['flops_per_step'] / 1e9:.1f} G | {rate['median_step_s']:.2f} | {rate['achieved'] / 1e9:.2f} G | "
-            f"{measured / 1e9:.1f} G | {rate['achieved'] / measured:.1%} | {nominal / 1e9:.1f} G | "
-            f"{rate['achieved'] / nominal:.1%} |", "", f"Nominal peak: {how}."]
+    return [
+        "## FLOP rate",
+        "",
+        f"{steps} steps after {warmup} unprofiled ones, timed by one trainer and counted by a second on the "
+        f"same seed (torch's FLOP counter: matrix products and attention, forward and backward).",
+        "",
+        "| FLOPs per step (counted) | median step (s) | achieved FLOP/s | measured fp32 matmul peak "
+        f"({threads} thread(s)) | share of it | nominal fp32 peak | share of it |",
+        "|---|---|---|---|---|---|---|",
+        f"| {rate['flops_per_step'] / 1e9:.1f} G | {rate['median_step_s']:.2f} | {rate['achieved'] / 1e9:.2f} G | "
+        f"{measured / 1e9:.1f} G | {rate['achieved'] / measured:.1%} | {nominal / 1e9:.1f} G | "
+        f"{rate['achieved'] / nominal:.1%} |",
+        "",
+        f"Nominal peak: {how}.",
+    ]

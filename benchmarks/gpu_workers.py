@@ -31,9 +31,13 @@ def share_spec(spec_path: Path, n: int, steps: int) -> dict:
     """The spec's first grid point with seeds 0..n-1 and no replication set, `steps` steps."""
     spec = yaml.safe_load(spec_path.read_text())
     first = {axis: values[0] for axis, values in (spec.get("grid") or {}).items()}
-    spec.update(name=f"gpu-share-{n}", grid={k: [v] for k, v in first.items()} or {"seed_only": [0]},
-                seeds=list(range(n)), replication_seeds=[],  # (a spec's own replication seeds may be among 0..n-1)
-                base={**spec.get("base", {}), "max_steps": steps, "stl_window": max(1, steps // 2)})
+    spec.update(
+        name=f"gpu-share-{n}",
+        grid={k: [v] for k, v in first.items()} or {"seed_only": [0]},
+        seeds=list(range(n)),
+        replication_seeds=[],  # (a spec's own replication seeds may be among 0..n-1)
+        base={**spec.get("base", {}), "max_steps": steps, "stl_window": max(1, steps // 2)},
+    )
     for key in ("report", "quick"):
         spec.pop(key, None)
     return spec
@@ -44,10 +48,26 @@ def run(spec_path: Path, n: int, steps: int, work: Path) -> dict:
     path = work / f"share-{n}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "grpo_lab", "sweep", str(path), "--workers", str(n),
-                           "--storage", f"journal://{work}/optuna-{n}.log",
-                           "--tracking-uri", f"sqlite:///{work}/mlflow-{n}.db", "--out-root", str(work / "runs")],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "sweep",
+            str(path),
+            "--workers",
+            str(n),
+            "--storage",
+            f"journal://{work}/optuna-{n}.log",
+            "--tracking-uri",
+            f"sqlite:///{work}/mlflow-{n}.db",
+            "--out-root",
+            str(work / "runs"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"N={n}: grpo sweep failed:\n{proc.stderr[-3000:]}")
@@ -67,10 +87,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="grpo-gpu-share-") as work:
         rows = [run(Path(args.spec), n, args.steps, Path(work)) for n in args.workers]
-    lines = [f"Runs sharing one GPU: `{Path(args.spec).name}`, {args.steps} steps per run "
-             f"(`benchmarks/gpu_workers.py --workers {' '.join(map(str, args.workers))} --steps {args.steps}`)", "",
-             "| workers | median step time per run (s) | sweep wall (s) | steps per second, all runs |",
-             "|---|---|---|---|"]
+    lines = [
+        f"Runs sharing one GPU: `{Path(args.spec).name}`, {args.steps} steps per run "
+        f"(`benchmarks/gpu_workers.py --workers {' '.join(map(str, args.workers))} --steps {args.steps}`)",
+        "",
+        "| workers | median step time per run (s) | sweep wall (s) | steps per second, all runs |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {r['n']} | {r['step_s']:.2f} | {r['wall_s']:.1f} | {r['throughput']:.2f} |" for r in rows]
     text = "\n".join(lines)
     print(text)

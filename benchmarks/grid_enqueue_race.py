@@ -79,8 +79,9 @@ def one_race(kind: str, workers: int, points: int) -> tuple[int, int, int]:
     for p in procs:
         p.join()
     study = optuna.load_study(study_name="race", storage=_storage(kind, folder))
-    ran = collections.Counter(t.params["point"] for t in study.get_trials(deepcopy=False)
-                              if t.state == optuna.trial.TrialState.COMPLETE)
+    ran = collections.Counter(
+        t.params["point"] for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
+    )
     twice = len(list(folder.glob("twice-*")))
     shutil.rmtree(folder, ignore_errors=True)
     return sum(1 for n in ran.values() if n > 1), sum(ran.values()), twice
@@ -95,12 +96,16 @@ def main() -> None:
     args = parser.parse_args()
     import optuna
 
-    print(f"optuna {optuna.__version__}, {args.storage} storage, {args.workers} processes, "
-          f"{args.points} grid points, enqueue_trial(skip_if_exists=True) + ask/tell, no lock")
+    print(
+        f"optuna {optuna.__version__}, {args.storage} storage, {args.workers} processes, "
+        f"{args.points} grid points, enqueue_trial(skip_if_exists=True) + ask/tell, no lock"
+    )
     for r in range(args.repeats):
         dup, trials, twice = one_race(args.storage, args.workers, args.points)
-        print(f"race {r + 1}: {trials} trials ran for {args.points} points; {dup} points ran more than once; "
-              f"{twice} trials were handed to two processes")
+        print(
+            f"race {r + 1}: {trials} trials ran for {args.points} points; {dup} points ran more than once; "
+            f"{twice} trials were handed to two processes"
+        )
 
 
 if __name__ == "__main__":

@@ -44,13 +44,16 @@ def main() -> None:
     in_log, writer_cpu, summed_on, offs = [], [], [], []
     for i in range(args.pairs):
         result = {}
-        for with_mlflow in ((False, True) if i % 2 == 0 else (True, False)):
-            logger = (MlflowRunLogger(uri, "bench", f"on{i}", cfg.to_dict(), writer=args.writer)
-                      if with_mlflow else None)
+        for with_mlflow in (False, True) if i % 2 == 0 else (True, False):
+            logger = MlflowRunLogger(uri, "bench", f"on{i}", cfg.to_dict(), writer=args.writer) if with_mlflow else None
             t0, c0 = time.perf_counter(), time.process_time()
             s = run_training(cfg, tmp / f"{'on' if with_mlflow else 'off'}{i}", logger=logger, progress=False)
-            result[with_mlflow] = (s["median_step_time_s"], s["train_time_s"], time.perf_counter() - t0,
-                                   time.process_time() - c0)
+            result[with_mlflow] = (
+                s["median_step_time_s"],
+                s["train_time_s"],
+                time.perf_counter() - t0,
+                time.process_time() - c0,
+            )
             if logger is not None:
                 in_log.append(logger.logging_seconds)
                 writer_cpu.append(logger.writer_cpu_seconds)
@@ -61,20 +64,28 @@ def main() -> None:
     med = statistics.median
     print(f"tiny model, {args.steps} steps, {args.pairs} pairs (order alternating), writer: {args.writer}")
     for name, values in ratios.items():
-        print(f"{name:12s} time, MLflow / none: median over pairs {med(values):.3f} "
-              f"(pairs: {' '.join(f'{v:.3f}' for v in values)})")
-    print(f"time in log_step   {med(in_log) * 1e3:.1f} ms per run = "
-          f"{med(a / b for a, b in zip(in_log, summed_on)) * 100:.2f}% of summed step time")
+        print(
+            f"{name:12s} time, MLflow / none: median over pairs {med(values):.3f} "
+            f"(pairs: {' '.join(f'{v:.3f}' for v in values)})"
+        )
+    print(
+        f"time in log_step   {med(in_log) * 1e3:.1f} ms per run = "
+        f"{med(a / b for a, b in zip(in_log, summed_on)) * 100:.2f}% of summed step time"
+    )
     if args.writer == "thread":
-        print(f"writer CPU         {med(writer_cpu) * 1e3:.1f} ms per run = "
-              f"{med(a / b for a, b in zip(writer_cpu, summed_on)) * 100:.2f}% of summed step time "
-              f"(MLflow's public log_batch, on a thread beside the training loop)")
+        print(
+            f"writer CPU         {med(writer_cpu) * 1e3:.1f} ms per run = "
+            f"{med(a / b for a, b in zip(writer_cpu, summed_on)) * 100:.2f}% of summed step time "
+            f"(MLflow's public log_batch, on a thread beside the training loop)"
+        )
     floor_us, points_per_step = public_log_batch_floor(uri, tmp / "off0" / "metrics.jsonl")
     step_off = med(offs)
-    print(f"public log_batch   {floor_us:.0f} µs CPU per point alone (median of 10 flushes of 50 steps); "
-          f"{points_per_step} points per step = {floor_us * points_per_step / 1e3:.2f} ms = "
-          f"{floor_us * points_per_step / 1e6 / step_off * 100:.1f}% of the median step without MLflow "
-          f"({step_off * 1e3:.1f} ms)")
+    print(
+        f"public log_batch   {floor_us:.0f} µs CPU per point alone (median of 10 flushes of 50 steps); "
+        f"{points_per_step} points per step = {floor_us * points_per_step / 1e3:.2f} ms = "
+        f"{floor_us * points_per_step / 1e6 / step_off * 100:.1f}% of the median step without MLflow "
+        f"({step_off * 1e3:.1f} ms)"
+    )
 
 
 def public_log_batch_floor(uri: str, metrics_file: Path) -> tuple[float, int]:

@@ -26,9 +26,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # the phases of a step: trainer method -> label (a method called inside another is its own phase)
-PHASES = {"_sample_round": "sample (generate G completions, start scoring)",
-          "_old_and_ref_logps": "reference / old log-probs",
-          "optimize": "loss, backward, optimizer step"}
+PHASES = {
+    "_sample_round": "sample (generate G completions, start scoring)",
+    "_old_and_ref_logps": "reference / old log-probs",
+    "optimize": "loss, backward, optimizer step",
+}
 WAIT = "wait for the rewards (what scoring did not overlap)"
 
 
@@ -69,7 +71,7 @@ def label_phases(trainer) -> None:
 
 def _cell(name: str, width: int = 70) -> str:
     name = name.replace("|", "/").replace("\n", " ")
-    return name if len(name) <= width else name[:width - 1] + "…"
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def on_device(event) -> bool:
@@ -91,35 +93,53 @@ def report(prof, wall_s: float, steps: int, cuda: bool, top: int) -> list[str]:
     phases: dict[str, dict] = {}
     for e in events:
         if e.key.startswith("phase: "):
-            row = phases.setdefault(e.key[len("phase: "):], {"wall": 0.0, "span": 0.0})
+            row = phases.setdefault(e.key[len("phase: ") :], {"wall": 0.0, "span": 0.0})
             if on_device(e):
                 row["span"] += total_device_time(e)
             else:
                 row["wall"] += e.cpu_time_total
-    lines = ["| phase | wall per step (ms) | share of the step |"
-             + (" device span per step (ms: first to last kernel under it) |" if cuda else ""),
-             "|---|---|---|" + ("---|" if cuda else "")]
+    lines = [
+        "| phase | wall per step (ms) | share of the step |"
+        + (" device span per step (ms: first to last kernel under it) |" if cuda else ""),
+        "|---|---|---|" + ("---|" if cuda else ""),
+    ]
     for label, row in sorted(phases.items(), key=lambda kv: -kv[1]["wall"]):
         ms = row["wall"] / 1e3 / steps
-        lines.append(f"| {label} | {ms:.1f} | {ms / (wall_s * 1e3 / steps):.0%} |"
-                     + (f" {row['span'] / 1e3 / steps:.1f} |" if cuda else ""))
+        lines.append(
+            f"| {label} | {ms:.1f} | {ms / (wall_s * 1e3 / steps):.0%} |"
+            + (f" {row['span'] / 1e3 / steps:.1f} |" if cuda else "")
+        )
     ops = [e for e in events if not e.key.startswith(("phase: ", "ProfilerStep"))]
     if cuda:
         kernels = [e for e in ops if on_device(e)]
         busy = sum(device_time(e) for e in kernels) / 1e6  # s: every kernel's own time, once
-        ranked, what, value = sorted(kernels, key=lambda e: -device_time(e)), "device time (kernels, copies)", device_time
+        ranked, what, value = (
+            sorted(kernels, key=lambda e: -device_time(e)),
+            "device time (kernels, copies)",
+            device_time,
+        )
         pool = kernels
     else:
         busy, ranked, what = None, sorted(ops, key=lambda e: -e.self_cpu_time_total), "self CPU time"
         value, pool = (lambda e: e.self_cpu_time_total), ops  # noqa: E731
     total = sum(value(e) for e in pool) or 1.0
-    lines += ["", f"Top {top} operators by {what} (of {total / 1e3 / steps:.1f} ms per step):", "",
-              "| operator | calls per step | ms per step | share |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Top {top} operators by {what} (of {total / 1e3 / steps:.1f} ms per step):",
+        "",
+        "| operator | calls per step | ms per step | share |",
+        "|---|---|---|---|",
+    ]
     for e in ranked[:top]:
-        lines.append(f"| `{_cell(e.key)}` | {e.count / steps:g} | {value(e) / 1e3 / steps:.2f} | {value(e) / total:.1%} |")
+        lines.append(
+            f"| `{_cell(e.key)}` | {e.count / steps:g} | {value(e) / 1e3 / steps:.2f} | {value(e) / total:.1%} |"
+        )
     if busy is not None:
-        lines += ["", f"CPU-side share: **{max(0.0, 1 - busy / wall_s):.0%}** of the profiled wall time had no kernel "
-                  f"running (kernels {busy * 1e3 / steps:.1f} ms of {wall_s * 1e3 / steps:.1f} ms per step)."]
+        lines += [
+            "",
+            f"CPU-side share: **{max(0.0, 1 - busy / wall_s):.0%}** of the profiled wall time had no kernel "
+            f"running (kernels {busy * 1e3 / steps:.1f} ms of {wall_s * 1e3 / steps:.1f} ms per step).",
+        ]
     return lines
 
 
@@ -132,21 +152,32 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spec", default=str(ROOT / "experiments" / "real" / "r1_zero_loss.yaml"))
-    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="config overrides (--set a=1 --set b=2, or --set a=1 b=2)")
+    parser.add_argument(
+        "--set",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides (--set a=1 --set b=2, or --set a=1 b=2)",
+    )
     parser.add_argument("--warmup", type=int, default=2, help="unprofiled steps first")
     parser.add_argument("--steps", type=int, default=3, help="profiled steps")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--out", help="write the report here (markdown)")
-    parser.add_argument("--flops", action="store_true",
-                        help="instead of the profile: the step's achieved FLOP/s against the CPU's float32 peak "
-                             "(benchmarks/flop_rate.py)")
+    parser.add_argument(
+        "--flops",
+        action="store_true",
+        help="instead of the profile: the step's achieved FLOP/s against the CPU's float32 peak "
+        "(benchmarks/flop_rate.py)",
+    )
     args = parser.parse_args(argv)
     spec = load_spec(args.spec, check_points=False)
     point = {axis: values[0] for axis, values in spec.grid.items()}
     overrides = dict(parse_override(item) for item in args.set)
-    cfg = config_from_dict({**spec.base, **arms.expand(spec.arms, point), "seed": 0, **overrides,
-                            "max_steps": args.warmup + args.steps}, source=f"{args.spec} (first grid point)")
+    cfg = config_from_dict(
+        {**spec.base, **arms.expand(spec.arms, point), "seed": 0, **overrides, "max_steps": args.warmup + args.steps},
+        source=f"{args.spec} (first grid point)",
+    )
     pin(cfg.cpu_math)  # before torch loads, as the grpo command does
     import torch
 
@@ -157,10 +188,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.flops:
         from benchmarks.flop_rate import report_lines
 
-        text = "\n".join([f"# FLOP rate of a training step: `{Path(args.spec).name}`, first grid point {point}, seed 0",
-                          "", f"Command: `{command}`, {time.strftime('%Y-%m-%d')}. Machine: {machine()}. Versions: "
-                          + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".", "",
-                          *report_lines(cfg, args.warmup, args.steps)]) + "\n"
+        text = (
+            "\n".join(
+                [
+                    f"# FLOP rate of a training step: `{Path(args.spec).name}`, first grid point {point}, seed 0",
+                    "",
+                    f"Command: `{command}`, {time.strftime('%Y-%m-%d')}. Machine: {machine()}. Versions: "
+                    + ", ".join(f"{k} {v}" for k, v in versions().items())
+                    + ".",
+                    "",
+                    *report_lines(cfg, args.warmup, args.steps),
+                ]
+            )
+            + "\n"
+        )
         print(text)
         if args.out:
             Path(args.out).write_text(text)
@@ -184,14 +225,20 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         trainer.close()
     env = {**versions(), **({"CUDA": torch.version.cuda, "driver": gpu_driver() or "unknown"} if cuda else {})}
-    lines = [f"# Profile of a training step: `{Path(args.spec).name}`, first grid point {point or '(none)'}, seed 0", "",
-             f"Command: `{command}`, {time.strftime('%Y-%m-%d')}. Machine: {machine()}. Versions: "
-             + ", ".join(f"{k} {v}" for k, v in env.items()) + ".",
-             f"Config: {cfg.model}, {cfg.prompts_per_step} prompts × {cfg.num_generations} completions, "
-             f"max_completion_length {cfg.max_completion_length}, decode {cfg.decode}, LoRA {cfg.use_peft}, "
-             f"mixed_precision {cfg.mixed_precision}, device {trainer.device}. {args.warmup} unprofiled steps, then "
-             f"{args.steps} profiled: median step {statistics.median(step_times):.3f} s under the profiler "
-             f"(its overhead included).", "", *report(prof, wall, args.steps, cuda, args.top)]
+    lines = [
+        f"# Profile of a training step: `{Path(args.spec).name}`, first grid point {point or '(none)'}, seed 0",
+        "",
+        f"Command: `{command}`, {time.strftime('%Y-%m-%d')}. Machine: {machine()}. Versions: "
+        + ", ".join(f"{k} {v}" for k, v in env.items())
+        + ".",
+        f"Config: {cfg.model}, {cfg.prompts_per_step} prompts × {cfg.num_generations} completions, "
+        f"max_completion_length {cfg.max_completion_length}, decode {cfg.decode}, LoRA {cfg.use_peft}, "
+        f"mixed_precision {cfg.mixed_precision}, device {trainer.device}. {args.warmup} unprofiled steps, then "
+        f"{args.steps} profiled: median step {statistics.median(step_times):.3f} s under the profiler "
+        f"(its overhead included).",
+        "",
+        *report(prof, wall, args.steps, cuda, args.top),
+    ]
     if cuda:
         lines += ["", f"Peak GPU memory allocated: {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB."]
     text = "\n".join(lines) + "\n"

@@ -22,15 +22,26 @@ from pathlib import Path
 
 def new_store_s(folder: Path, template: bool) -> float:
     """Seconds to a usable new store, in a child process with MLflow already imported."""
-    code = ("import time\n"
-            "from mlflow.tracking import MlflowClient\n"
-            "from grpo_core.mlflow_store import make_client\n"
-            "t = time.perf_counter()\n"
-            f"uri = 'sqlite:///{folder}/m.db'\n"
-            + ("make_client(uri).search_experiments()\n" if template else "MlflowClient(tracking_uri=uri).search_experiments()\n")
-            + "print(time.perf_counter() - t)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "MLFLOW_LOGGING_LEVEL": "WARNING"})
+    code = (
+        "import time\n"
+        "from mlflow.tracking import MlflowClient\n"
+        "from grpo_core.mlflow_store import make_client\n"
+        "t = time.perf_counter()\n"
+        f"uri = 'sqlite:///{folder}/m.db'\n"
+        + (
+            "make_client(uri).search_experiments()\n"
+            if template
+            else "MlflowClient(tracking_uri=uri).search_experiments()\n"
+        )
+        + "print(time.perf_counter() - t)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "MLFLOW_LOGGING_LEVEL": "WARNING"},
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -43,9 +54,27 @@ def server_s(folder: Path, job_runner: bool) -> float:
         port = s.getsockname()[1]
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "true" if job_runner else "false"}
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                             "--backend-store-uri", f"sqlite:///{folder}/m.db", "--workers", "1"], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{folder}/m.db",
+            "--workers",
+            "1",
+        ],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         while True:
             try:
@@ -53,7 +82,7 @@ def server_s(folder: Path, job_runner: bool) -> float:
                     return time.perf_counter() - started
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError("mlflow server exited")
+                    raise RuntimeError("mlflow server exited") from None
                 time.sleep(0.1)
     finally:
         os.killpg(proc.pid, 15)
@@ -71,8 +100,16 @@ def main() -> None:
 
         _store_template()  # made once per MLflow version and user: not what a new store costs
         # (label, fn, reps, (before, its argument), (after, its argument))
-        cases = (("new SQLite store", new_store_s, args.reps, ("MLflow's migrations", False), ("template copy", True)),
-                 ("mlflow server to /health", server_s, args.server_reps, ("job runner on", True), ("job runner off", False)))
+        cases = (
+            ("new SQLite store", new_store_s, args.reps, ("MLflow's migrations", False), ("template copy", True)),
+            (
+                "mlflow server to /health",
+                server_s,
+                args.server_reps,
+                ("job runner on", True),
+                ("job runner off", False),
+            ),
+        )
         for name, fn, reps, *variants in cases:
             times = {label: [] for label, _ in variants}
             for rep in range(reps):

@@ -40,10 +40,15 @@ def spec_times(spec_path: Path, runs_root: Path, workers: int) -> dict | None:
     walls = [float(s.get("wall_time_s", 0.0)) for s in summaries]
     steps = sorted({int(s.get("steps_completed", 0)) for s in summaries})
     medians = [float(s["median_step_time_s"]) for s in summaries if s.get("median_step_time_s") is not None]
-    return {"spec": spec_path.name, "runs": len(summaries), "steps": "/".join(map(str, steps)),
-            "walls_min": sum(walls) / 60, "per_workers_min": sum(walls) / 60 / workers,
-            "median_step_s": statistics.median(medians) if medians else float("nan"),
-            "cpus": ", ".join(sorted({_short_cpu(str(s.get("device_name", "not recorded"))) for s in summaries}))}
+    return {
+        "spec": spec_path.name,
+        "runs": len(summaries),
+        "steps": "/".join(map(str, steps)),
+        "walls_min": sum(walls) / 60,
+        "per_workers_min": sum(walls) / 60 / workers,
+        "median_step_s": statistics.median(medians) if medians else float("nan"),
+        "cpus": ", ".join(sorted({_short_cpu(str(s.get("device_name", "not recorded"))) for s in summaries})),
+    }
 
 
 def _short_cpu(name: str) -> str:
@@ -54,11 +59,15 @@ def _short_cpu(name: str) -> str:
 
 
 def table(rows: list[dict], workers: int) -> str:
-    lines = [f"| spec | runs | steps | run walls summed (min) | ÷ {workers} workers (min) | median step (s) | CPU |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| spec | runs | steps | run walls summed (min) | ÷ {workers} workers (min) | median step (s) | CPU |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| `{r['spec']}` | {r['runs']} | {r['steps']} | {r['walls_min']:.1f} | {r['per_workers_min']:.1f} "
-                     f"| {r['median_step_s']:.1f} | {r['cpus']} |")
+        lines.append(
+            f"| `{r['spec']}` | {r['runs']} | {r['steps']} | {r['walls_min']:.1f} | {r['per_workers_min']:.1f} "
+            f"| {r['median_step_s']:.1f} | {r['cpus']} |"
+        )
     return "\n".join(lines)
 
 
@@ -72,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"suite_time: --workers {args.workers}; allowed: an integer ≥ 1", file=sys.stderr)
         return 2
     if not Path(args.experiments).is_dir():
-        print(f"suite_time: --experiments {args.experiments}: no such folder; allowed: a folder of specs", file=sys.stderr)
+        print(
+            f"suite_time: --experiments {args.experiments}: no such folder; allowed: a folder of specs", file=sys.stderr
+        )
         return 2
     try:
         specs = claim_specs(Path(args.experiments))

@@ -39,14 +39,30 @@ from grpo_core.util.memory import status_kib
 from grpo_core.record.provenance import gpu_driver
 
 SMOLLM2_135M = dict(  # HuggingFaceTB/SmolLM2-135M config.json
-    model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-    num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
-    rms_norm_eps=1e-5, tie_word_embeddings=True,
+    model_type="llama",
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    vocab_size=49152,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
 )
 QWEN2_05B = dict(  # Qwen/Qwen2-0.5B config.json
-    model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-    num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1000000.0,
-    rms_norm_eps=1e-6, tie_word_embeddings=True,
+    model_type="qwen2",
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
 )
 
 
@@ -66,13 +82,39 @@ class Setup:
 
 SETUPS = {
     "tiny": Setup("tiny", "built-in tiny Qwen2 (0.4M), pretrained on addition", 8, 8, 8, steps=40, warmup=5),
-    "smollm2-135m": Setup("smollm2-135m", "SmolLM2-135M shape (Llama, 134.5M), random weights", 4, 4, 16,
-                          arch=SMOLLM2_135M, steps=8, warmup=2),
-    "qwen2-0.5b": Setup("qwen2-0.5b", "Qwen2-0.5B shape (494M), random weights", 4, 4, 16,
-                        arch=QWEN2_05B, gpu_only=True, steps=10, warmup=2),
-    "smollm2-lora": Setup("smollm2-lora", "SmolLM2-135M-Instruct (grpo fetch-model), LoRA r 16 / α 32 on every "
-                          "linear layer, data/real/add_small.jsonl through the chat template, math_answer: the "
-                          "real-model CPU suite's step", 4, 8, 12, steps=6, warmup=1, real=True),
+    "smollm2-135m": Setup(
+        "smollm2-135m",
+        "SmolLM2-135M shape (Llama, 134.5M), random weights",
+        4,
+        4,
+        16,
+        arch=SMOLLM2_135M,
+        steps=8,
+        warmup=2,
+    ),
+    "qwen2-0.5b": Setup(
+        "qwen2-0.5b",
+        "Qwen2-0.5B shape (494M), random weights",
+        4,
+        4,
+        16,
+        arch=QWEN2_05B,
+        gpu_only=True,
+        steps=10,
+        warmup=2,
+    ),
+    "smollm2-lora": Setup(
+        "smollm2-lora",
+        "SmolLM2-135M-Instruct (grpo fetch-model), LoRA r 16 / α 32 on every "
+        "linear layer, data/real/add_small.jsonl through the chat template, math_answer: the "
+        "real-model CPU suite's step",
+        4,
+        8,
+        12,
+        steps=6,
+        warmup=1,
+        real=True,
+    ),
 }
 REAL_DATA = Path(__file__).resolve().parents[1] / "data" / "real" / "add_small.jsonl"
 LORA = dict(r=16, alpha=32)  # the real-model CPU suite's adapters (experiments/real/cpu/)
@@ -81,6 +123,7 @@ LORA = dict(r=16, alpha=32)  # the real-model CPU suite's adapters (experiments/
 @dataclass
 class Knobs:
     """What both trainers share besides the setup."""
+
     beta: float = 0.0
     loss_type: str = "grpo"
     learning_rate: float = 1e-5
@@ -97,8 +140,11 @@ class Measured:
 
     def summary(self) -> dict:
         n = min(len(self.tokens), len(self.step_times))
-        return {"median_step_s": statistics.median(self.step_times), "steps": len(self.step_times),
-                "tokens_per_s": statistics.median(t / s for t, s in zip(self.tokens[:n], self.step_times[:n]))}
+        return {
+            "median_step_s": statistics.median(self.step_times),
+            "steps": len(self.step_times),
+            "tokens_per_s": statistics.median(t / s for t, s in zip(self.tokens[:n], self.step_times[:n])),
+        }
 
 
 def model_dir(setup: Setup, knobs: Knobs) -> str:
@@ -122,8 +168,13 @@ def model_dir(setup: Setup, knobs: Knobs) -> str:
 
     tokenizer = build_tiny_tokenizer(vocab_size=setup.arch["vocab_size"])
     arch = dict(setup.arch)
-    config = AutoConfig.for_model(arch.pop("model_type"), pad_token_id=tokenizer.pad_token_id,
-                                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **arch)
+    config = AutoConfig.for_model(
+        arch.pop("model_type"),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **arch,
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
     with staged_folder(target) as tmp:
@@ -141,14 +192,36 @@ def bench_config(setup: Setup, knobs: Knobs, path: str):
     from grpo_core.config.schema import GRPOConfig
     from grpo_core.config.validation import validate
 
-    real = dict(dataset=str(REAL_DATA), reward_funcs=["math_answer"], use_peft=True, lora_r=LORA["r"],
-                lora_alpha=LORA["alpha"]) if setup.real else {}
-    return validate(GRPOConfig(
-        model=path, task="addition", **real, prompts_per_step=setup.prompts, num_generations=setup.generations,
-        max_completion_length=setup.new_tokens, beta=knobs.beta, loss_type=knobs.loss_type,
-        learning_rate=knobs.learning_rate, max_steps=10_000, seed=knobs.seed, device=knobs.device,
-        mixed_precision=_mixed_precision(knobs), cache_dir=knobs.cache_dir, cpu_math=knobs.cpu_math,
-    ))
+    real = (
+        dict(
+            dataset=str(REAL_DATA),
+            reward_funcs=["math_answer"],
+            use_peft=True,
+            lora_r=LORA["r"],
+            lora_alpha=LORA["alpha"],
+        )
+        if setup.real
+        else {}
+    )
+    return validate(
+        GRPOConfig(
+            model=path,
+            task="addition",
+            **real,
+            prompts_per_step=setup.prompts,
+            num_generations=setup.generations,
+            max_completion_length=setup.new_tokens,
+            beta=knobs.beta,
+            loss_type=knobs.loss_type,
+            learning_rate=knobs.learning_rate,
+            max_steps=10_000,
+            seed=knobs.seed,
+            device=knobs.device,
+            mixed_precision=_mixed_precision(knobs),
+            cache_dir=knobs.cache_dir,
+            cpu_math=knobs.cpu_math,
+        )
+    )
 
 
 def build_ours(setup: Setup, knobs: Knobs, path: str):
@@ -180,8 +253,15 @@ def build_trl(setup: Setup, knobs: Knobs, path: str, max_steps: int, callbacks=(
     args = trl_args(cfg, output_dir, device=knobs.device, max_steps=max_steps)
     from transformers.trainer_callback import PrinterCallback
 
-    trainer = TRLTrainer(model=path, reward_funcs=reward, args=args, train_dataset=train,
-                         processing_class=tokenizer, callbacks=list(callbacks), peft_config=peft_config)
+    trainer = TRLTrainer(
+        model=path,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=train,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+        peft_config=peft_config,
+    )
     trainer.remove_callback(PrinterCallback)  # no per-step log printing
     weakref.finalize(trainer, shutil.rmtree, output_dir, True)
     return trainer
@@ -192,8 +272,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _alternating_callback(ours, ours_m: Measured, trl_m: Measured, warmup: int, device: str, batch: int,
-                          block: int):
+def _alternating_callback(ours, ours_m: Measured, trl_m: Measured, warmup: int, device: str, batch: int, block: int):
     from transformers import TrainerCallback
 
     class Alternate(TrainerCallback):
@@ -238,13 +317,20 @@ def logps_check(ours) -> float:
     model = ours.policy
     size = ours.cfg.completions_per_step // ours.cfg.gradient_accumulation_steps
     with torch.no_grad():
-        used, _ = completion_logps(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
-                                   batch.completion_mask, ours.cfg.temperature, group_size=ours._group_size(size))
+        used, _ = completion_logps(
+            model,
+            batch.prompt_ids,
+            batch.prompt_mask,
+            batch.completion_ids,
+            batch.completion_mask,
+            ours.cfg.temperature,
+            group_size=ours._group_size(size),
+        )
         ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
         mask = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits.float()
         T = batch.completion_ids.shape[1]
-        plain = torch.log_softmax(logits[:, -T - 1:-1] / ours.cfg.temperature, -1)
+        plain = torch.log_softmax(logits[:, -T - 1 : -1] / ours.cfg.temperature, -1)
         plain = plain.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
     on = batch.completion_mask.bool()
     return float((used - plain)[on].abs().max())
@@ -318,16 +404,28 @@ def environment() -> dict:
     except (OSError, AttributeError):
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "trl": trl.__version__, "accelerate": accelerate.__version__, "cpu": cpu, "cores": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "cpu_math": process_mode(), "gpu": gpu,
-            "CUDA": torch.version.cuda if gpu else None, "driver": (gpu_driver() or None) if gpu else None}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "accelerate": accelerate.__version__,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cpu_math": process_mode(),
+        "gpu": gpu,
+        "CUDA": torch.version.cuda if gpu else None,
+        "driver": (gpu_driver() or None) if gpu else None,
+    }
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = ["| setup | batch | ours: median step | TRL: median step | ours/TRL step time | "
-             "ours tok/s | TRL tok/s | ours peak mem | TRL peak mem | log-prob check |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| setup | batch | ours: median step | TRL: median step | ours/TRL step time | "
+        "ours tok/s | TRL tok/s | ours peak mem | TRL peak mem | log-prob check |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         s = r["setup"]
         mem = r.get("memory")
@@ -336,12 +434,21 @@ def format_table(rows: list[dict]) -> str:
             f"{r['trl']['median_step_s'] * 1000:.1f} ms | **{r['ratio']:.2f}** | {r['ours']['tokens_per_s']:.0f} | "
             f"{r['trl']['tokens_per_s']:.0f} | "
             + (f"{mem['ours'] / 2**20:.0f} MiB | {mem['trl'] / 2**20:.0f} MiB | " if mem else "– | – | ")
-            + f"{r['logps_max_abs_diff']:.1e} |")
+            + f"{r['logps_max_abs_diff']:.1e} |"
+        )
     return "\n".join(lines)
 
 
-def run_bench(setup_names: list[str], knobs: Knobs, steps: Optional[int], warmup: Optional[int], block: int,
-              memory: bool, out: Optional[str], command: str) -> int:
+def run_bench(
+    setup_names: list[str],
+    knobs: Knobs,
+    steps: Optional[int],
+    warmup: Optional[int],
+    block: int,
+    memory: bool,
+    out: Optional[str],
+    command: str,
+) -> int:
     try:
         import trl  # noqa: F401
     except ImportError:
@@ -350,15 +457,20 @@ def run_bench(setup_names: list[str], knobs: Knobs, steps: Optional[int], warmup
         raise UserInputError("--device cuda: no CUDA device here; allowed on this machine: cpu")
     for name in setup_names:
         if SETUPS[name].gpu_only and knobs.device != "cuda":
-            raise UserInputError(f"--setup {name}: runs on a GPU only (--device cuda); allowed here: "
-                                 + ", ".join(n for n, s in SETUPS.items() if not s.gpu_only))
+            raise UserInputError(
+                f"--setup {name}: runs on a GPU only (--device cuda); allowed here: "
+                + ", ".join(n for n, s in SETUPS.items() if not s.gpu_only)
+            )
     Path(knobs.cache_dir).mkdir(parents=True, exist_ok=True)
     rows = []
     for name in setup_names:
         setup = SETUPS[name]
         n, w = steps or setup.steps, setup.warmup if warmup is None else warmup
-        print(f"[bench] {name}: {setup.description}; {w} warm-up + {n} measured steps each, "
-              f"alternating in blocks of {block}", flush=True)
+        print(
+            f"[bench] {name}: {setup.description}; {w} warm-up + {n} measured steps each, "
+            f"alternating in blocks of {block}",
+            flush=True,
+        )
         row = {"setup": setup, **time_side_by_side(setup, knobs, n, w, block)}
         row["ratio"] = row["ours"]["median_step_s"] / row["trl"]["median_step_s"]
         if memory:
@@ -369,24 +481,34 @@ def run_bench(setup_names: list[str], knobs: Knobs, steps: Optional[int], warmup
     table = format_table(rows)
     print(table)
     if out:
-        steps_note = "; ".join(f"{r['setup'].name}: {r['ours']['steps']} measured steps each after "
-                               f"{r['setup'].warmup if warmup is None else warmup} warm-up" for r in rows)
-        text = [f"# grpo bench ({knobs.device})", "", f"Command: `{command}` at commit {_git_commit()}, "
-                f"{time.strftime('%Y-%m-%d')}.", "",
-                f"Both trainers: same model folder, task (addition; smollm2-lora: data/real/add_small.jsonl through "
-                f"the chat template, math_answer, LoRA r 16 / α 32 on every linear layer), prompts per step, "
-                f"completions per prompt, "
-                f"max_completion_length, β = {knobs.beta}, loss_type = {knobs.loss_type}, learning rate "
-                f"{knobs.learning_rate}, seed {knobs.seed}, temperature 1, constant schedule. One process; they "
-                f"take turns in blocks of {block} optimizer steps ({steps_note}). Step time: TRL from its "
-                f"step-begin to its step-end callback (sampling, scoring, loss, backward, optimizer step); "
-                f"ours around `GRPOTrainer.train_step` (the same work). Tokens per second: completion tokens "
-                f"of a step over its time, median over steps. Peak memory: one fresh child process per trainer, "
-                f"peak RSS above the RSS after imports (CPU) or `torch.cuda.max_memory_allocated` (GPU). "
-                f"Log-prob check: max |Δ| between the log-probs our loss uses and a plain forward pass's "
-                f"log-softmax, float32.", "",
-                "Machine and versions: " + ", ".join(f"{k} {v}" for k, v in env.items() if v is not None) + ".", "",
-                table, ""]
+        steps_note = "; ".join(
+            f"{r['setup'].name}: {r['ours']['steps']} measured steps each after "
+            f"{r['setup'].warmup if warmup is None else warmup} warm-up"
+            for r in rows
+        )
+        text = [
+            f"# grpo bench ({knobs.device})",
+            "",
+            f"Command: `{command}` at commit {_git_commit()}, {time.strftime('%Y-%m-%d')}.",
+            "",
+            f"Both trainers: same model folder, task (addition; smollm2-lora: data/real/add_small.jsonl through "
+            f"the chat template, math_answer, LoRA r 16 / α 32 on every linear layer), prompts per step, "
+            f"completions per prompt, "
+            f"max_completion_length, β = {knobs.beta}, loss_type = {knobs.loss_type}, learning rate "
+            f"{knobs.learning_rate}, seed {knobs.seed}, temperature 1, constant schedule. One process; they "
+            f"take turns in blocks of {block} optimizer steps ({steps_note}). Step time: TRL from its "
+            f"step-begin to its step-end callback (sampling, scoring, loss, backward, optimizer step); "
+            f"ours around `GRPOTrainer.train_step` (the same work). Tokens per second: completion tokens "
+            f"of a step over its time, median over steps. Peak memory: one fresh child process per trainer, "
+            f"peak RSS above the RSS after imports (CPU) or `torch.cuda.max_memory_allocated` (GPU). "
+            f"Log-prob check: max |Δ| between the log-probs our loss uses and a plain forward pass's "
+            f"log-softmax, float32.",
+            "",
+            "Machine and versions: " + ", ".join(f"{k} {v}" for k, v in env.items() if v is not None) + ".",
+            "",
+            table,
+            "",
+        ]
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text("\n".join(text))
         print(f"[bench] wrote {out}")

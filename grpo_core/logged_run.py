@@ -69,12 +69,22 @@ class _StepHook:
         self.inner.end(summary, status, run_dir)
 
 
-def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional[str] = None,
-                 experiment: Optional[str] = None, run_name: Optional[str] = None, tags: Optional[dict] = None,
-                 parent_run_id: Optional[str] = None, create_now: bool = False,
-                 on_run: Optional[Callable[[str], None]] = None, on_step: Optional[Callable[[dict], None]] = None,
-                 figure: Optional[Callable[[Path, dict], Path]] = None, progress: bool = False,
-                 allow_existing: bool = False) -> tuple[dict, Optional[str]]:
+def train_logged(
+    cfg: GRPOConfig,
+    out_dir: str | Path,
+    *,
+    tracking_uri: Optional[str] = None,
+    experiment: Optional[str] = None,
+    run_name: Optional[str] = None,
+    tags: Optional[dict] = None,
+    parent_run_id: Optional[str] = None,
+    create_now: bool = False,
+    on_run: Optional[Callable[[str], None]] = None,
+    on_step: Optional[Callable[[dict], None]] = None,
+    figure: Optional[Callable[[Path, dict], Path]] = None,
+    progress: bool = False,
+    allow_existing: bool = False,
+) -> tuple[dict, Optional[str]]:
     """Train `cfg` into `out_dir` with its own MLflow run; returns (summary, MLflow run id).
 
     The store and experiment are cfg's unless given (a sweep records its trials in its own).
@@ -88,9 +98,15 @@ def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional
     from grpo_core.run import run_training
 
     out_dir = Path(out_dir)
-    kwargs = dict(tracking_uri=tracking_uri or cfg.mlflow_tracking_uri, experiment=experiment or cfg.mlflow_experiment,
-                  run_name=run_name or cfg.run_name or cfg.default_run_name(), params=cfg.to_dict(), tags=tags,
-                  parent_run_id=parent_run_id, run_dir=out_dir)
+    kwargs = dict(
+        tracking_uri=tracking_uri or cfg.mlflow_tracking_uri,
+        experiment=experiment or cfg.mlflow_experiment,
+        run_name=run_name or cfg.run_name or cfg.default_run_name(),
+        params=cfg.to_dict(),
+        tags=tags,
+        parent_run_id=parent_run_id,
+        run_dir=out_dir,
+    )
     if create_now:
         from grpo_core.mlflow_logging import MlflowRunLogger
 
@@ -100,8 +116,13 @@ def train_logged(cfg: GRPOConfig, out_dir: str | Path, *, tracking_uri: Optional
     try:
         if create_now and on_run is not None:  # (a stop while it records the id ends the run as below)
             on_run(logger.run_id)
-        summary = run_training(cfg, out_dir, logger=logger if on_step is None else _StepHook(logger, on_step),
-                               progress=progress, allow_existing=allow_existing)
+        summary = run_training(
+            cfg,
+            out_dir,
+            logger=logger if on_step is None else _StepHook(logger, on_step),
+            progress=progress,
+            allow_existing=allow_existing,
+        )
     except BaseException as exc:
         from grpo_core.util.errors import RecordIncomplete, ended_record, release_frames
 

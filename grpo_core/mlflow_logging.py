@@ -31,8 +31,16 @@ _STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED", "prun
 
 def git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).resolve().parent,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -40,7 +48,7 @@ def git_commit() -> str:
 def log_metrics(client, run_id: str, metrics: list) -> None:
     """MLflow Metric entities with the public log_batch, in requests of at most _BATCH_LIMIT."""
     for i in range(0, len(metrics), _BATCH_LIMIT):
-        client.log_batch(run_id, metrics=metrics[i:i + _BATCH_LIMIT])
+        client.log_batch(run_id, metrics=metrics[i : i + _BATCH_LIMIT])
 
 
 _switch_lock = threading.Lock()
@@ -85,8 +93,12 @@ def step_points(rows: list[dict], ts: int) -> list:
     """MLflow Metric entities for metrics.jsonl rows: every finite number but the step, at `ts`."""
     from mlflow.entities import Metric
 
-    return [Metric(k, float(v), ts, int(r["step"])) for r in rows for k, v in r.items()
-            if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return [
+        Metric(k, float(v), ts, int(r["step"]))
+        for r in rows
+        for k, v in r.items()
+        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    ]
 
 
 def _param_value(v) -> str:
@@ -100,9 +112,19 @@ class MlflowRunLogger:
     wait for the database. (A writer process would keep MLflow's ~0.1 ms of Python per point off
     the training process's GIL, but costs each process ~6 s of CPU to start MLflow again.)"""
 
-    def __init__(self, tracking_uri: str, experiment: str, run_name: str, params: dict,
-                 tags: Optional[dict] = None, parent_run_id: Optional[str] = None, flush_every: int = 50,
-                 flush_seconds: float = 2.0, run_dir: Optional[str | Path] = None, writer: str = "thread"):
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        run_name: str,
+        params: dict,
+        tags: Optional[dict] = None,
+        parent_run_id: Optional[str] = None,
+        flush_every: int = 50,
+        flush_seconds: float = 2.0,
+        run_dir: Optional[str | Path] = None,
+        writer: str = "thread",
+    ):
         from mlflow.entities import Param
 
         self.client = make_client(tracking_uri)
@@ -135,12 +157,13 @@ class MlflowRunLogger:
         params_list = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
         try:
             with kept_whole(self.client):  # an interrupt here is raised once the id is kept: the run is ended below
-                run = self.client.create_run(self.experiment_id, run_name=run_name,
-                                             tags={k: str(v) for k, v in all_tags.items()})
+                run = self.client.create_run(
+                    self.experiment_id, run_name=run_name, tags={k: str(v) for k, v in all_tags.items()}
+                )
                 self.run_id = run.info.run_id
             self._writer.name = f"mlflow-writer-{self.run_id[:8]}"
             for i in range(0, len(params_list), 100):  # MLflow's per-request param limit
-                self.client.log_batch(self.run_id, params=params_list[i:i + 100])
+                self.client.log_batch(self.run_id, params=params_list[i : i + 100])
         except BaseException as exc:  # Ctrl-C, SIGTERM or a store error once the run exists: it is ended, not left
             release_frames(exc)  # running (what `grpo recover` would find only later)
             with suppress(Exception):
@@ -174,8 +197,9 @@ class MlflowRunLogger:
 
         metrics = [Metric(k, v, ts, step) for k, v, step, ts in rows]
         for i in range(0, len(metrics), _BATCH_LIMIT):
-            self._pending.append(self.client.log_batch(self.run_id, metrics=metrics[i:i + _BATCH_LIMIT],
-                                                       synchronous=False))
+            self._pending.append(
+                self.client.log_batch(self.run_id, metrics=metrics[i : i + _BATCH_LIMIT], synchronous=False)
+            )
 
     def _write_loop(self) -> None:
         from mlflow.entities import Metric
@@ -219,8 +243,9 @@ class MlflowRunLogger:
             record_end(self.client, self.run_id, summary, status, self.max_steps, run_dir)
 
 
-def record_end(client, run_id: str, summary: dict, status: str, max_steps: Optional[int],
-               run_dir: Optional[str | Path]) -> None:
+def record_end(
+    client, run_id: str, summary: dict, status: str, max_steps: Optional[int], run_dir: Optional[str | Path]
+) -> None:
     """A run's summary metrics (a censored one, never reached, as max_steps + 1: documented, so the key
     always exists), its string fields as tags (provenance: base checksum, device), the error, the run
     folder's files as artifacts, and the terminal status."""
@@ -232,12 +257,19 @@ def record_end(client, run_id: str, summary: dict, status: str, max_steps: Optio
         for key in CENSORED:
             if key in values and values[key] is None:
                 values[key] = censored_at(key, values, max_steps) + 1
-    metrics = [Metric(k, float(v), ts, 0) for k, v in values.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
+    metrics = [
+        Metric(k, float(v), ts, 0)
+        for k, v in values.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    ]
     if metrics:
         client.log_batch(run_id, metrics=metrics)
     tags = [RunTag("status", status)]
-    tags += [RunTag(k, v[:5000]) for k, v in summary.items() if isinstance(v, str) and k not in ("status", "error", "traceback")]
+    tags += [
+        RunTag(k, v[:5000])
+        for k, v in summary.items()
+        if isinstance(v, str) and k not in ("status", "error", "traceback")
+    ]
     if summary.get("error"):
         tags.append(RunTag("error", str(summary["error"])[:5000]))
     client.log_batch(run_id, tags=tags)

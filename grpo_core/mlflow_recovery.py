@@ -61,8 +61,10 @@ def backfill_and_end(client, run_id: str, run_dir: Optional[str | Path], reason:
         notes.append(note)
     if notes:
         reason += "; " + "; ".join(notes)
-    client.log_batch(run_id, tags=[RunTag("failure_reason", reason[:5000]), RunTag("error", reason[:5000]),
-                                   RunTag("status", "killed")])  # `error`, as a run that records its own end
+    client.log_batch(
+        run_id,
+        tags=[RunTag("failure_reason", reason[:5000]), RunTag("error", reason[:5000]), RunTag("status", "killed")],
+    )  # `error`, as a run that records its own end
     if folder is not None:
         for name in ("config.yaml", "metrics.jsonl", "summary.json"):
             if (folder / name).is_file():
@@ -79,22 +81,26 @@ def recover_runs(tracking_uri: str) -> tuple[list[tuple[str, str, int, str]], li
     ended, left = [], []
     experiments = [e.experiment_id for e in client.search_experiments()]
     for i in range(0, len(experiments), 100):
-        for run in client.search_runs(experiments[i:i + 100], filter_string="attributes.status = 'RUNNING'",
-                                      max_results=50_000):
+        for run in client.search_runs(
+            experiments[i : i + 100], filter_string="attributes.status = 'RUNNING'", max_results=50_000
+        ):
             owner = run.data.tags.get("owner")
             alive = owner_alive(owner) if owner else None
             name = run.info.run_name or run.info.run_id
             if alive is False:
                 pid = owner.rsplit(":", 2)[1]
                 try:
-                    steps, status = backfill_and_end(client, run.info.run_id, run.data.tags.get("run_dir"),
-                                                     f"process died (pid {pid} on this host)")
+                    steps, status = backfill_and_end(
+                        client, run.info.run_id, run.data.tags.get("run_dir"), f"process died (pid {pid} on this host)"
+                    )
                 except Exception as exc:  # one bad folder or run never stops the others' recovery
                     left.append((run.info.run_id, f"{name}: could not be ended: {cause_line(exc)}"))
                     continue
                 ended.append((run.info.run_id, name, steps, status))
             elif alive is None:
-                left.append((run.info.run_id, f"{name}: owner {owner or 'not recorded'} cannot be checked from this host"))
+                left.append(
+                    (run.info.run_id, f"{name}: owner {owner or 'not recorded'} cannot be checked from this host")
+                )
             else:  # its process is alive: a run in progress, never ended by recover
                 left.append((run.info.run_id, f"{name}: still running (pid {owner.rsplit(':', 2)[1]} on this host)"))
     return ended, left

@@ -54,8 +54,10 @@ def _store_loggers() -> list[tuple[logging.Logger, logging.Filter]]:
         cls = todo.pop()
         pools.add(cls)
         todo.extend(cls.__subclasses__())
-    return [(logging.getLogger("mlflow.store.db.utils"), _STORE_ERRORS),
-            *((logging.getLogger(f"{cls.__module__}.{cls.__name__}"), _INTERRUPTS) for cls in pools)]
+    return [
+        (logging.getLogger("mlflow.store.db.utils"), _STORE_ERRORS),
+        *((logging.getLogger(f"{cls.__module__}.{cls.__name__}"), _INTERRUPTS) for cls in pools),
+    ]
 
 
 def make_client(tracking_uri: str):
@@ -72,7 +74,7 @@ def make_client(tracking_uri: str):
         else:
             log.addFilter(dropped)  # (once: a filter already there is not added again)
     if tracking_uri.startswith("sqlite:///"):
-        path = Path(tracking_uri[len("sqlite:///"):])
+        path = Path(tracking_uri[len("sqlite:///") :])
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.is_file() or path.stat().st_size == 0:
             _create_sqlite_store(path)
@@ -107,6 +109,7 @@ class WholeCallClient:
         def whole(*args, **kwargs):
             with interrupts_deferred():
                 return attr(*args, **kwargs)
+
         whole.__name__ = whole.__qualname__ = name
         whole.__doc__ = attr.__doc__
         return whole
@@ -206,8 +209,9 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
         from urllib.parse import unquote, urlsplit, urlunsplit
 
         parts = urlsplit(uri)
-        request = urllib.request.Request(urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/")
-                                         + "/health")
+        request = urllib.request.Request(
+            urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/") + "/health"
+        )
         if parts.username is not None:  # user:password@ in the address: HTTP basic authentication, as MLflow sends it
             token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
             request.add_header("Authorization", "Basic " + base64.b64encode(token).decode())
@@ -215,10 +219,12 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
             with urllib.request.urlopen(request, timeout=5) as resp:
                 resp.read()
         except Exception as exc:  # unreachable, refused, or an address urllib cannot parse
-            raise UserInputError(f"{flag} {mask_secrets(uri)!r}: MLflow server not reachable: "
-                                 f"{mask_secrets(str(getattr(exc, 'reason', exc)))}") from None
+            raise UserInputError(
+                f"{flag} {mask_secrets(uri)!r}: MLflow server not reachable: "
+                f"{mask_secrets(str(getattr(exc, 'reason', exc)))}"
+            ) from None
     elif uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
+        path = Path(uri[len("sqlite:///") :])
         if must_exist and not path.is_file():
             raise UserInputError(f"{flag} {uri!r}: no such MLflow database {path}")
         if not must_exist and not path.parent.exists() and uri != defaults.TRACKING_URI:
@@ -229,7 +235,7 @@ def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri", must_exist: bo
 def _store_elsewhere(tracking_uri: str) -> Optional[Path]:
     """The folder of a SQLite store other than the default one, or None (the default store, a server)."""
     if tracking_uri.startswith("sqlite:///") and tracking_uri != defaults.TRACKING_URI:
-        return Path(tracking_uri[len("sqlite:///"):]).resolve().parent
+        return Path(tracking_uri[len("sqlite:///") :]).resolve().parent
     return None
 
 
@@ -262,8 +268,9 @@ def get_or_create_experiment(client, name: str, tracking_uri: str) -> str:
     exp = client.get_experiment_by_name(name)
     if exp is None:
         try:
-            return client.create_experiment(name, artifact_location=artifact_root_for(tracking_uri),
-                                            tags=EXPERIMENT_KIND)
+            return client.create_experiment(
+                name, artifact_location=artifact_root_for(tracking_uri), tags=EXPERIMENT_KIND
+            )
         except Exception:  # created by a parallel worker in the meantime
             exp = client.get_experiment_by_name(name)
             if exp is None:
@@ -280,6 +287,17 @@ def ui_command(tracking_uri: str, port: int) -> list[str]:
 
     make_client(tracking_uri)  # creates the sqlite folder so the UI starts on a fresh clone
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
-    return [mlflow, "ui", "--backend-store-uri", tracking_uri, "--default-artifact-root",
-            artifact_root_for(tracking_uri) or Path(defaults.ARTIFACT_ROOT).resolve().as_uri(), "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "1"]  # one user on this machine: one worker starts in seconds, four in ~20 s on 2 cores
+    return [
+        mlflow,
+        "ui",
+        "--backend-store-uri",
+        tracking_uri,
+        "--default-artifact-root",
+        artifact_root_for(tracking_uri) or Path(defaults.ARTIFACT_ROOT).resolve().as_uri(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]  # one user on this machine: one worker starts in seconds, four in ~20 s on 2 cores

@@ -18,8 +18,19 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from grpo_core.config.schema import GRPOConfig, save_config
 from grpo_core.util.distributed import dead_peer
-from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunAbandoned, RunFailure, RunPruned, Terminated,
-                                   UserInputError, cause_line, ignore_sigterm, release_frames, signals_held)
+from grpo_core.util.errors import (
+    PeerDied,
+    RecordIncomplete,
+    RunAbandoned,
+    RunFailure,
+    RunPruned,
+    Terminated,
+    UserInputError,
+    cause_line,
+    ignore_sigterm,
+    release_frames,
+    signals_held,
+)
 from grpo_core.util.memory import memory_failure
 from grpo_core.util.files import read_metrics, read_text_named, write_text_atomic  # noqa: F401  (read_metrics: its old home)
 
@@ -77,7 +88,7 @@ class _MetricsFile:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self.fd, view):]
+                view = view[os.write(self.fd, view) :]
         except OSError:
             os.ftruncate(self.fd, self.size)  # never a cut line for a resume or `grpo recover` to trip on
             raise
@@ -120,8 +131,9 @@ def read_metrics_lenient(path: str | Path) -> list[dict]:
                 continue
             row = None
         if not isinstance(row, dict):
-            raise UserInputError(f"{path}: line {n} is not a JSON object; allowed: one JSON object per line, "
-                                 f"as grpo writes them")
+            raise UserInputError(
+                f"{path}: line {n} is not a JSON object; allowed: one JSON object per line, as grpo writes them"
+            )
         rows.append(row)
     return rows
 
@@ -150,9 +162,11 @@ def refuse_links(folder: Path) -> None:
         for name in [*dirs, *files]:
             path = Path(root, name)
             if path.is_symlink():
-                raise UserInputError(f"--out {folder}: {path.relative_to(folder)} is a symbolic link (to "
-                                     f"{os.readlink(path)}); a run writes only inside its own folder; allowed: "
-                                     f"a folder of plain files")
+                raise UserInputError(
+                    f"--out {folder}: {path.relative_to(folder)} is a symbolic link (to "
+                    f"{os.readlink(path)}); a run writes only inside its own folder; allowed: "
+                    f"a folder of plain files"
+                )
 
 
 @contextlib.contextmanager
@@ -176,8 +190,9 @@ def claim_run_folder(out: Path, allow_existing: bool = False) -> Iterator[Path]:
         lock.acquire()
     except Timeout:
         holder = (out / RUN_LOCK).read_text().strip() or "unknown"
-        raise UserInputError(f"--out {out}: another grpo run ({holder}) is writing to this folder; "
-                             f"choose another folder") from None
+        raise UserInputError(
+            f"--out {out}: another grpo run ({holder}) is writing to this folder; choose another folder"
+        ) from None
     except OSError as exc:
         raise UserInputError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
     try:
@@ -249,8 +264,9 @@ def _reserve(out: Path) -> Path:
             f.write(b"\0" * RESERVE_BYTES)
     except OSError as exc:
         path.unlink(missing_ok=True)
-        raise UserInputError(f"--out {out}: no room to start a run there ({exc.strerror}); allowed: a folder on a "
-                             f"disk with free space") from None
+        raise UserInputError(
+            f"--out {out}: no room to start a run there ({exc.strerror}); allowed: a folder on a disk with free space"
+        ) from None
     return path
 
 
@@ -285,7 +301,7 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
                 for row in trainer.last_completions:
                     completions_file.write_line(json.dumps(row))
                 if cfg.num_completions_to_print and trainer.last_completions and printing:
-                    printing = _print_completions(trainer.last_completions[:cfg.num_completions_to_print], bar)
+                    printing = _print_completions(trainer.last_completions[: cfg.num_completions_to_print], bar)
             metrics_file.write_line(json.dumps({k: _json_value(v) for k, v in metrics.items()}))
             if logger is not None:
                 logger.log_step(metrics)
@@ -303,7 +319,9 @@ def _train_and_record(cfg, out: Path, trainer, history, kept: list[dict], logger
         summary, error = {"error": str(exc)}, exc
     except BaseException as exc:
         with _sigterm_held():  # the launcher's SIGTERM may come while it looks: it says the same
-            peer = dead_peer(wait_s=5.0) if not type(exc) is KeyboardInterrupt else None  # not Ctrl-C, which every process gets
+            peer = (
+                dead_peer(wait_s=5.0) if type(exc) is not KeyboardInterrupt else None
+            )  # not Ctrl-C, which every process gets
         if peer is not None:  # gloo's "Connection closed by peer", or the launcher's SIGTERM: a peer died first
             ignore_sigterm()  # the launcher's SIGTERM to this process, now or after the record, says the same
             message = f"{peer}; the run stopped after step {trainer.step}"
@@ -373,16 +391,21 @@ def _record(cfg, out: Path, trainer, reserve: Path, status: str, summary: dict, 
             missing.append(f"MLflow: {cause_line(exc)}")
         except KeyboardInterrupt as again:  # Ctrl-C (again) while MLflow is written (SIGTERM waits): out now
             stop = error if isinstance(error, KeyboardInterrupt) else again
-            stop.add_note(f"the run is recorded as {status} in {out}; its MLflow record was interrupted as it was "
-                          "written: `grpo recover` completes it from the folder")
+            stop.add_note(
+                f"the run is recorded as {status} in {out}; its MLflow record was interrupted as it was "
+                "written: `grpo recover` completes it from the folder"
+            )
             raise stop from None
     if error is not None:
         if missing and isinstance(error, RunFailure):
             raise RunFailure(f"{error}; and its record is incomplete: {'; '.join(missing)}") from None
         raise error
     if missing:
-        raise RecordIncomplete(f"the run in {out} finished, but its record is incomplete: {'; '.join(missing)}; "
-                               f"`grpo recover` completes an MLflow record from the run folder", summary)
+        raise RecordIncomplete(
+            f"the run in {out} finished, but its record is incomplete: {'; '.join(missing)}; "
+            f"`grpo recover` completes an MLflow record from the run folder",
+            summary,
+        )
     return summary
 
 
@@ -415,8 +438,10 @@ def _print_completions(rows: list[dict], bar) -> bool:
     try:
         for row in rows:
             cut = " [cut at max_completion_length]" if row["truncated"] else ""
-            write(f"step {row['step']} · reward {row['reward']:.3g} · advantage {row['advantage']:+.3f} · "
-                  f"{row['length']} tokens{cut}\n  prompt: {row['prompt']!r}\n  completion: {row['completion']!r}")
+            write(
+                f"step {row['step']} · reward {row['reward']:.3g} · advantage {row['advantage']:+.3f} · "
+                f"{row['length']} tokens{cut}\n  prompt: {row['prompt']!r}\n  completion: {row['completion']!r}"
+            )
     except (BrokenPipeError, ValueError):  # ValueError: a stdout that was closed
         return False
     return True

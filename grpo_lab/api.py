@@ -46,6 +46,7 @@ def config(path: Optional[str | Path] = None, **values: Any) -> GRPOConfig:
 class Run:
     """One run's folder, read back: its config, its summary (status, steps_to_learn, baseline,
     final reward, provenance), its metrics (one dict per step) and its logged completions."""
+
     folder: Path
     config: dict
     summary: dict
@@ -74,10 +75,13 @@ def read_run(folder: str | Path) -> Run:
     if not (folder / "config.yaml").is_file():
         raise UserInputError(f"{folder}: not a run folder (no config.yaml); allowed: a folder `grpo train` wrote")
     summary, metrics, completions = (folder / name for name in ("summary.json", "metrics.jsonl", COMPLETIONS))
-    return Run(folder=folder, config=read_mapping_named(folder / "config.yaml", "yaml"),
-               summary=read_mapping_named(summary) if summary.is_file() else {},
-               metrics=read_metrics_lenient(metrics) if metrics.is_file() else [],
-               completions=read_metrics_lenient(completions) if completions.is_file() else [])
+    return Run(
+        folder=folder,
+        config=read_mapping_named(folder / "config.yaml", "yaml"),
+        summary=read_mapping_named(summary) if summary.is_file() else {},
+        metrics=read_metrics_lenient(metrics) if metrics.is_file() else [],
+        completions=read_metrics_lenient(completions) if completions.is_file() else [],
+    )
 
 
 def default_run_folder(cfg: GRPOConfig) -> Path:
@@ -87,8 +91,14 @@ def default_run_folder(cfg: GRPOConfig) -> Path:
     return Path(defaults.RUNS) / f"{cfg.run_name or cfg.default_run_name()}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] = None, *, mlflow: bool = False,
-          progress: bool = False, **values: Any) -> Run:
+def train(
+    cfg: GRPOConfig | str | Path | None = None,
+    out: Optional[str | Path] = None,
+    *,
+    mlflow: bool = False,
+    progress: bool = False,
+    **values: Any,
+) -> Run:
     """Train one run into `out` and return it read back. `cfg`: a GRPOConfig, a YAML path or None
     (the defaults); `values` override keys of either. `mlflow`: also record it in
     cfg.mlflow_tracking_uri (as `grpo train` does unless --no-mlflow). A run resumed from a
@@ -122,25 +132,42 @@ def train(cfg: GRPOConfig | str | Path | None = None, out: Optional[str | Path] 
 class Sweep:
     """A sweep's trials as its Optuna study holds them: number, state, params, value (the objective,
     censored runs counted as the spec says) and run folder."""
+
     name: str
     trials: list[dict]
     exit_code: int = 0
 
     def runs(self) -> list[Run]:
         """The finished trials' run folders, read back."""
-        return [read_run(t["run_dir"]) for t in self.trials
-                if t["state"] == "COMPLETE" and t.get("run_dir") and Path(t["run_dir"], "summary.json").is_file()]
+        return [
+            read_run(t["run_dir"])
+            for t in self.trials
+            if t["state"] == "COMPLETE" and t.get("run_dir") and Path(t["run_dir"], "summary.json").is_file()
+        ]
 
 
-def sweep(spec: str | Path, *, workers: int = 1, storage: Optional[str] = None, tracking_uri: Optional[str] = None,
-          out_root: str | Path = defaults.SWEEPS, stop_after: float | str | None = None) -> Sweep:
+def sweep(
+    spec: str | Path,
+    *,
+    workers: int = 1,
+    storage: Optional[str] = None,
+    tracking_uri: Optional[str] = None,
+    out_root: str | Path = defaults.SWEEPS,
+    stop_after: float | str | None = None,
+) -> Sweep:
     """Run (or resume) the sweep of a spec file, as `grpo sweep` does, and return its trials. With
     workers > 1 the trials run in worker processes of their own. `stop_after` (seconds, or "90m"):
     start no trial after that long, as `--stop-after`; exit_code 3 when points are left."""
     from sweeps.driving.driver import run_sweep
 
-    code = run_sweep(str(spec), workers=workers, storage_url=storage, tracking_uri=tracking_uri,
-                     out_root=str(out_root), stop_after=stop_after)
+    code = run_sweep(
+        str(spec),
+        workers=workers,
+        storage_url=storage,
+        tracking_uri=tracking_uri,
+        out_root=str(out_root),
+        stop_after=stop_after,
+    )
     return trials(spec, storage=storage, exit_code=code)
 
 
@@ -150,11 +177,18 @@ def trials(spec: str | Path, *, storage: Optional[str] = None, exit_code: int = 
     from sweeps.driving.trials import load_sweep_study
 
     loaded, study = load_sweep_study(spec, storage)
-    rows = [{"number": t.number, "state": t.state.name, "params": dict(t.params),
-             "value": t.values[0] if t.values and t.state.name == "COMPLETE" else None,
-             "values": list(t.values) if t.values and t.state.name == "COMPLETE" else None,
-             "run_dir": t.user_attrs.get("run_dir"), "error": t.user_attrs.get("error")}
-            for t in study.get_trials(deepcopy=False)]
+    rows = [
+        {
+            "number": t.number,
+            "state": t.state.name,
+            "params": dict(t.params),
+            "value": t.values[0] if t.values and t.state.name == "COMPLETE" else None,
+            "values": list(t.values) if t.values and t.state.name == "COMPLETE" else None,
+            "run_dir": t.user_attrs.get("run_dir"),
+            "error": t.user_attrs.get("error"),
+        }
+        for t in study.get_trials(deepcopy=False)
+    ]
     return Sweep(name=loaded.name, trials=rows, exit_code=exit_code)
 
 
@@ -182,8 +216,13 @@ def verdicts(spec: str | Path, runs_root: str | Path, figures: Optional[str | Pa
     return results
 
 
-def report(experiments: Optional[str | Path] = None, out: Optional[str | Path] = None, *, real_cpu: bool = False,
-           quick: bool = False) -> Path:
+def report(
+    experiments: Optional[str | Path] = None,
+    out: Optional[str | Path] = None,
+    *,
+    real_cpu: bool = False,
+    quick: bool = False,
+) -> Path:
     """Write the report of the claim specs in `experiments` (default: experiments/, or
     experiments/real/cpu/ with real_cpu) from their run folders as they are, training nothing
     (`grpo reproduce --report-only`): under `out`/runs/ when `out` is given, else where `grpo
@@ -191,8 +230,13 @@ def report(experiments: Optional[str | Path] = None, out: Optional[str | Path] =
     from sweeps.paths import REAL_CPU_RESULTS
     from sweeps.reporting.reproduce import reproduce
 
-    reproduce(quick=quick, experiments=str(experiments) if experiments is not None else None,
-              out=str(out) if out is not None else None, real_cpu=real_cpu, report_only=True)
+    reproduce(
+        quick=quick,
+        experiments=str(experiments) if experiments is not None else None,
+        out=str(out) if out is not None else None,
+        real_cpu=real_cpu,
+        report_only=True,
+    )
     if out is not None:
         return Path(out) / "REPORT.md"
     if real_cpu:

@@ -10,8 +10,16 @@ from grpo_core.util import defaults
 from grpo_core.util.distributed import is_main_process
 
 from .parser import build_parser
-from grpo_core.util.errors import (PeerDied, RecordIncomplete, RunFailure, Terminated, UserInputError, handle_sigterm, mask_secrets,
-                              remember_secrets)
+from grpo_core.util.errors import (
+    PeerDied,
+    RecordIncomplete,
+    RunFailure,
+    Terminated,
+    UserInputError,
+    handle_sigterm,
+    mask_secrets,
+    remember_secrets,
+)
 
 
 def _cmd_train(args) -> int:
@@ -41,15 +49,20 @@ def _cmd_train(args) -> int:
 
     cpus = usable_cpus()
     if cfg.num_threads > cpus:  # allowed (a run recorded on a larger machine is reproduced with its threads)
-        print(f"grpo: note: num_threads {cfg.num_threads} is more than the {cpus} CPU(s) this process may use: "
-              f"the same numbers, more slowly", file=sys.stderr)
+        print(
+            f"grpo: note: num_threads {cfg.num_threads} is more than the {cpus} CPU(s) this process may use: "
+            f"the same numbers, more slowly",
+            file=sys.stderr,
+        )
     summary = train(cfg, out, mlflow=not args.no_mlflow, progress=not args.no_progress).summary
     if 2 * cfg.stl_window > cfg.max_steps:  # a short run trains; it says once why it has no steps_to_learn
         print(f"grpo: note: steps_to_learn {summary.get('steps_to_learn_reason', '')}", file=sys.stderr)
     stl = summary.get("steps_to_learn")
-    print(f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
-          f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
-          f"wall {summary['wall_time_s']:.1f}s")
+    print(
+        f"done: {out}  reward {summary['baseline_reward']:.3f} -> {summary['final_reward']:.3f}  "
+        f"steps_to_learn={'not learned' if stl is None else stl}  median step {summary['median_step_time_s'] * 1000:.1f} ms  "
+        f"wall {summary['wall_time_s']:.1f}s"
+    )
     from grpo_core.util.distributed import shut_down
 
     shut_down()
@@ -64,19 +77,29 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
 
     n = args.num_processes
     if n < 1 or world_size() > 1:
-        raise UserInputError(f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
-                             f"allowed: an integer ≥ 1, given to a plain `grpo train`")
+        raise UserInputError(
+            f"--num-processes: got {n}{' inside a launched process' if n >= 1 else ''}; "
+            f"allowed: an integer ≥ 1, given to a plain `grpo train`"
+        )
     from grpo_core.config.validation import batch_split_problem, check_inputs
 
     check_inputs(cfg)
     if (problem := batch_split_problem(cfg, n)) is not None:
         raise UserInputError(f"--num-processes: {n} processes cannot share the batch: {problem}")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not resuming_in_place)):
-        raise UserInputError(f"--out {out}: {'is a file' if not out.is_dir() else 'folder exists and is not empty'}; "
-                             f"allowed: a new or empty folder")
-    child = ["train", *([args.config] if args.config else []), *[a for o in args.overrides for a in ("--set", o)],
-             "--out", str(out), *(["--no-mlflow"] if args.no_mlflow else []),
-             *(["--no-progress"] if args.no_progress else [])]
+        raise UserInputError(
+            f"--out {out}: {'is a file' if not out.is_dir() else 'folder exists and is not empty'}; "
+            f"allowed: a new or empty folder"
+        )
+    child = [
+        "train",
+        *([args.config] if args.config else []),
+        *[a for o in args.overrides for a in ("--set", o)],
+        "--out",
+        str(out),
+        *(["--no-mlflow"] if args.no_mlflow else []),
+        *(["--no-progress"] if args.no_progress else []),
+    ]
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))  # the cores, shared
     from grpo_core.util.distributed import MainProcessDied
 
@@ -84,8 +107,10 @@ def _launch_processes(args, cfg, out: Path, resuming_in_place: bool) -> int:
         return launch_local(n, ["-m", "grpo_lab", *child])
     except MainProcessDied as exc:  # process 0 records the run; it died, so the launcher does, as `grpo recover` would
         reason = f"{exc}; the run stopped"
-        print(f"grpo: run killed: {reason}; {_record_killed(cfg, out, reason, mlflow=not args.no_mlflow)}",
-              file=sys.stderr)
+        print(
+            f"grpo: run killed: {reason}; {_record_killed(cfg, out, reason, mlflow=not args.no_mlflow)}",
+            file=sys.stderr,
+        )
         return 1
 
 
@@ -121,8 +146,15 @@ def _cmd_pretrain(args) -> int:
 def _cmd_sweep(args) -> int:
     from sweeps.driving.driver import run_sweep
 
-    return run_sweep(args.spec, workers=args.workers, storage_url=args.storage, tracking_uri=args.tracking_uri,
-                     out_root=args.out_root, heartbeat_interval=args.heartbeat_interval, stop_after=args.stop_after)
+    return run_sweep(
+        args.spec,
+        workers=args.workers,
+        storage_url=args.storage,
+        tracking_uri=args.tracking_uri,
+        out_root=args.out_root,
+        heartbeat_interval=args.heartbeat_interval,
+        stop_after=args.stop_after,
+    )
 
 
 def _cmd_trials(args) -> int:
@@ -141,9 +173,20 @@ def _cmd_report(args) -> int:
 def _cmd_reproduce(args) -> int:
     from sweeps.reporting.reproduce import reproduce
 
-    return reproduce(quick=args.quick, workers=args.workers, experiments=args.experiments, out=args.out,
-                     max_steps=args.max_steps, seeds=args.seeds, storage=args.storage, tracking_uri=args.tracking_uri,
-                     real=args.real, real_cpu=args.real_cpu, report_only=args.report_only, stop_after=args.stop_after)
+    return reproduce(
+        quick=args.quick,
+        workers=args.workers,
+        experiments=args.experiments,
+        out=args.out,
+        max_steps=args.max_steps,
+        seeds=args.seeds,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        real=args.real,
+        real_cpu=args.real_cpu,
+        report_only=args.report_only,
+        stop_after=args.stop_after,
+    )
 
 
 def _cmd_bench(args) -> int:
@@ -167,11 +210,18 @@ def _cmd_bench(args) -> int:
             raise UserInputError(f"--setup: unknown value {name!r}; allowed: {', '.join(SETUPS)}")
     if args.out is not None:
         _check_writable_file(args.out, "--out")
-    knobs = Knobs(beta=args.beta, loss_type=args.loss_type, learning_rate=args.learning_rate, device=args.device,
-                  cache_dir=args.cache_dir, cpu_math=args.cpu_math)
+    knobs = Knobs(
+        beta=args.beta,
+        loss_type=args.loss_type,
+        learning_rate=args.learning_rate,
+        device=args.device,
+        cache_dir=args.cache_dir,
+        cpu_math=args.cpu_math,
+    )
     command = "grpo bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    return run_bench(names, knobs, args.steps, args.warmup, args.block, memory=not args.no_memory, out=args.out,
-                     command=command)
+    return run_bench(
+        names, knobs, args.steps, args.warmup, args.block, memory=not args.no_memory, out=args.out, command=command
+    )
 
 
 def _cmd_peer(args) -> int:
@@ -179,14 +229,18 @@ def _cmd_peer(args) -> int:
     of both trainers on one batch): grpo_peer/."""
     if args.one_step:
         if args.seeds is not None:
-            raise UserInputError("--seeds: beside --one-step; allowed: --seed N (the batch's seed) with --one-step, "
-                                 "--seeds with the trained check")
+            raise UserInputError(
+                "--seeds: beside --one-step; allowed: --seed N (the batch's seed) with --one-step, "
+                "--seeds with the trained check"
+            )
         from grpo_peer.one_step import run_one_step
 
         return run_one_step(args.spec, args.arm, args.seed, args.out)
     if not args.seeds:
-        raise UserInputError("--seeds: missing; allowed: the seeds TRL trains the arm on (each with a finished "
-                             "grpo-lab run), or --one-step")
+        raise UserInputError(
+            "--seeds: missing; allowed: the seeds TRL trains the arm on (each with a finished "
+            "grpo-lab run), or --one-step"
+        )
     from grpo_peer.check import run_check
 
     return run_check(args.spec, args.arm, args.seeds, args.runs, args.out)
@@ -232,7 +286,7 @@ def _cmd_recover(args) -> int:
     ended, left = recover_runs(uri)
     for run_id, name, steps, status in ended:
         print(f"ended as {status}: {name} ({run_id}), {steps} step(s) of metrics backfilled from its metrics.jsonl")
-    for run_id, why in left:
+    for _, why in left:
         print(f"left RUNNING: {why}")
     print(f"grpo recover: {len(ended)} run(s) ended, {len(left)} left alone ({mask_secrets(uri)})")
     return 0
@@ -251,8 +305,9 @@ def _cmd_ui(args) -> int:
         try:
             probe.bind(("127.0.0.1", args.port))
         except OSError as exc:
-            raise UserInputError(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); "
-                                 f"allowed: a free port") from None
+            raise UserInputError(
+                f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); allowed: a free port"
+            ) from None
     from sweeps.driving.ui_view import describe_links, find_sweep, sweep_links
 
     from grpo_core.mlflow_store import make_client
@@ -261,8 +316,10 @@ def _cmd_ui(args) -> int:
     client = make_client(uri)
     parent = find_sweep(client, args.sweep)
     if parent is None and args.sweep:
-        raise UserInputError(f"--sweep {args.sweep}: no such sweep in {mask_secrets(uri)}; allowed: the name of a "
-                             f"sweep that ran on this store (`grpo trials SPEC` lists one's trials)")
+        raise UserInputError(
+            f"--sweep {args.sweep}: no such sweep in {mask_secrets(uri)}; allowed: the name of a "
+            f"sweep that ran on this store (`grpo trials SPEC` lists one's trials)"
+        )
     cmd = ui_command(uri, args.port)
     from grpo_core.mlflow_store import artifact_root_for
 
@@ -298,7 +355,9 @@ def _pin_cpu_math(args) -> None:
     elif args.command == "reproduce":
         from sweeps.paths import experiments_dir
 
-        mode = cpu_math.mode_for_specs(sorted(experiments_dir(args.experiments, args.real, args.real_cpu).glob("*.yaml")))
+        mode = cpu_math.mode_for_specs(
+            sorted(experiments_dir(args.experiments, args.real, args.real_cpu).glob("*.yaml"))
+        )
     elif args.command == "bench":
         mode = args.cpu_math
     else:
@@ -314,17 +373,28 @@ def _no_empty_paths(args) -> None:
     default" in silence, so a run landed where the user had not asked."""
     for name in PATH_FLAGS:
         if getattr(args, name, None) == "":
-            raise UserInputError(f"--{name.replace('_', '-')} '': empty; allowed: a path (leave the flag out for the "
-                                 f"default)")
+            raise UserInputError(
+                f"--{name.replace('_', '-')} '': empty; allowed: a path (leave the flag out for the default)"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     handle_sigterm()  # kill, Slurm, Kubernetes and docker send SIGTERM: handled as Ctrl-C
     remember_secrets(*(sys.argv[1:] if argv is None else argv), *os.environ.values())  # masked wherever they show
     args = build_parser().parse_args(argv)
-    handlers = {"train": _cmd_train, "pretrain": _cmd_pretrain, "sweep": _cmd_sweep, "trials": _cmd_trials, "report": _cmd_report,
-                "reproduce": _cmd_reproduce, "ui": _cmd_ui, "bench": _cmd_bench,
-                "fetch-model": _cmd_fetch_model, "recover": _cmd_recover, "peer": _cmd_peer}
+    handlers = {
+        "train": _cmd_train,
+        "pretrain": _cmd_pretrain,
+        "sweep": _cmd_sweep,
+        "trials": _cmd_trials,
+        "report": _cmd_report,
+        "reproduce": _cmd_reproduce,
+        "ui": _cmd_ui,
+        "bench": _cmd_bench,
+        "fetch-model": _cmd_fetch_model,
+        "recover": _cmd_recover,
+        "peer": _cmd_peer,
+    }
     if args.verbose:  # MLflow's documented switch; quiet by default (its INFO lines are about its database)
         os.environ["MLFLOW_LOGGING_LEVEL"] = "INFO"
     else:
@@ -367,8 +437,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         started = getattr(sys.modules.get("grpo_core.run"), "runs_started", 0)
-        recorded = (getattr(exc, "__notes__", None) or [  # a note: what its record holds, when not all of it
-            "the run is recorded as killed" if started else "no run had started in this process: nothing was recorded by it"])
+        recorded = getattr(exc, "__notes__", None) or [  # a note: what its record holds, when not all of it
+            "the run is recorded as killed"
+            if started
+            else "no run had started in this process: nothing was recorded by it"
+        ]
         if is_main_process():  # say what is recorded only where something was (a sweep's workers say their own)
             print(f"grpo: {what}; {mask_secrets(recorded[-1])}", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130

@@ -35,6 +35,7 @@ def stop_group(group: int, grace_s: float = GRACE_S) -> None:
 def _watch(group: int, parent: int) -> None:
     """The watchdog (`python -m grpo_lab.server_process GROUP PARENT`): told when its parent dies
     (SIGTERM, PR_SET_PDEATHSIG) or by the parent itself, it stops the group; it ends with the group."""
+
     def stop(*_):
         stop_group(group)
         os._exit(0)
@@ -55,8 +56,11 @@ def serve(cmd: list[str], env: dict | None = None) -> int:
     """Run `cmd` until it exits or this process is interrupted (Ctrl-C, SIGTERM: it is stopped and 0
     is returned, with one line on stderr); the watchdog stops it if this process is killed."""
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    watchdog = subprocess.Popen([sys.executable, "-m", "grpo_lab.server_process", str(proc.pid), str(os.getpid())],
-                                preexec_fn=die_with_parent, stdin=subprocess.DEVNULL)
+    watchdog = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab.server_process", str(proc.pid), str(os.getpid())],
+        preexec_fn=die_with_parent,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         return proc.wait()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (grpo_core.util.errors.handle_sigterm)

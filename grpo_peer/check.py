@@ -111,12 +111,16 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "reward" in logs:
                 logged_at.append(time.perf_counter())
-                steps.append({"step": state.global_step, **{k: float(v) for k, v in logs.items()
-                                                            if isinstance(v, (int, float))}})
+                steps.append(
+                    {"step": state.global_step, **{k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}}
+                )
                 metrics.write(json.dumps(steps[-1]) + "\n")
                 metrics.flush()
-                print(f"seed {cfg.seed}: TRL step {state.global_step}/{cfg.max_steps}, reward {steps[-1]['reward']:.3f} "
-                      f"({time.perf_counter() - started:.0f} s)", flush=True)
+                print(
+                    f"seed {cfg.seed}: TRL step {state.global_step}/{cfg.max_steps}, reward {steps[-1]['reward']:.3f} "
+                    f"({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
 
     out.mkdir(parents=True, exist_ok=False)
     (out / "config.yaml").write_text(yaml.safe_dump({**cfg.to_dict(), "trainer": "trl"}, sort_keys=False))
@@ -124,20 +128,33 @@ def train_trl(cfg, out: Path, baseline_reward: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="grpo-peer-") as tmp, (out / "metrics.jsonl").open("w") as metrics:
         args = trl_args(cfg, tmp)
         (out / TRL_ARGS).write_text(json.dumps(key_by_key(cfg, args)) + "\n")  # the report prints it, key by key
-        trainer = TRLTrainer(model=cfg.model, reward_funcs=[reward_of_messages(n) for n in cfg.reward_funcs],
-                             args=args, train_dataset=rows, processing_class=tokenizer,
-                             callbacks=[Record()], peft_config=lora_config(cfg))
+        trainer = TRLTrainer(
+            model=cfg.model,
+            reward_funcs=[reward_of_messages(n) for n in cfg.reward_funcs],
+            args=args,
+            train_dataset=rows,
+            processing_class=tokenizer,
+            callbacks=[Record()],
+            peft_config=lora_config(cfg),
+        )
         trainer.remove_callback(PrinterCallback)
         trainer.train()
     rewards, losses = [s["reward"] for s in steps], [s.get("loss", 0.0) for s in steps]
-    summary = {"status": "finished", "trainer": "trl", "steps_completed": len(steps),
-               **summarize(rewards, losses, baseline_reward, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps),
-               "wall_time_s": time.perf_counter() - started,
-               "median_step_time_s": (statistics.median(b - a for a, b in zip(logged_at, logged_at[1:]))
-                                      if len(logged_at) > 1 else None),
-               "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
-               # where it ran, as grpo-lab's runs record it: the CPU, its math mode and MKL's branch
-               "device_name": cpu_name(), "cpu_math": process_mode(), "mkl_branch": mkl_branch()}
+    summary = {
+        "status": "finished",
+        "trainer": "trl",
+        "steps_completed": len(steps),
+        **summarize(rewards, losses, baseline_reward, cfg.stl_window, cfg.stl_delta, cfg.loss_departure_eps),
+        "wall_time_s": time.perf_counter() - started,
+        "median_step_time_s": (
+            statistics.median(b - a for a, b in zip(logged_at, logged_at[1:])) if len(logged_at) > 1 else None
+        ),
+        "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
+        # where it ran, as grpo-lab's runs record it: the CPU, its math mode and MKL's branch
+        "device_name": cpu_name(),
+        "cpu_math": process_mode(),
+        "mkl_branch": mkl_branch(),
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -159,19 +176,25 @@ def run_check(spec_path: str, arm_items: list[str], seeds: list[int], runs: str,
 
     spec, arm = spec_and_arm(spec_path, arm_items)
     if (found := other_arm(Path(out_root) / spec.name, arm)) is not None:
-        raise UserInputError(f"{Path(out_root) / spec.name} holds TRL runs of another arm, {found}; allowed: the same "
-                             f"arm (one per spec: the report compares one), or another --out for this one")
+        raise UserInputError(
+            f"{Path(out_root) / spec.name} holds TRL runs of another arm, {found}; allowed: the same "
+            f"arm (one per spec: the report compares one), or another --out for this one"
+        )
     ours = {}
     for seed in seeds:
         point = {**arm, "seed": seed}
         ours[seed] = ours_at(Path(runs), spec, point)
         if ours[seed] is None:
-            raise UserInputError(f"--seeds {seed}: grpo-lab has no finished run of {point} in {runs}/{spec.name} (its "
-                                 f"baseline is the peer's); allowed: seeds whose grpo-lab run is finished (train it first)")
+            raise UserInputError(
+                f"--seeds {seed}: grpo-lab has no finished run of {point} in {runs}/{spec.name} (its "
+                f"baseline is the peer's); allowed: seeds whose grpo-lab run is finished (train it first)"
+            )
         baseline = json.loads((ours[seed] / "summary.json").read_text()).get("baseline_reward")
         if not isinstance(baseline, (int, float)):
-            raise UserInputError(f"--seeds {seed}: {ours[seed] / 'summary.json'} records no baseline_reward (the peer's "
-                                 f"steps_to_learn is read against it); allowed: a run folder grpo-lab wrote")
+            raise UserInputError(
+                f"--seeds {seed}: {ours[seed] / 'summary.json'} records no baseline_reward (the peer's "
+                f"steps_to_learn is read against it); allowed: a run folder grpo-lab wrote"
+            )
     for seed in seeds:
         out = Path(out_root) / spec.name / f"seed-{seed}"
         if (out / "summary.json").is_file():
@@ -183,8 +206,11 @@ def run_check(spec_path: str, arm_items: list[str], seeds: list[int], runs: str,
             shutil.rmtree(out)
         baseline = json.loads((ours[seed] / "summary.json").read_text())["baseline_reward"]
         summary = train_trl(spec.config_for({**arm, "seed": seed}), out, baseline)
-        print(f"seed {seed}: TRL steps_to_learn {summary['steps_to_learn']}, reward AUC {summary['reward_auc']:.3f} "
-              f"({summary['wall_time_s'] / 60:.1f} min) → {out}", flush=True)
+        print(
+            f"seed {seed}: TRL steps_to_learn {summary['steps_to_learn']}, reward AUC {summary['reward_auc']:.3f} "
+            f"({summary['wall_time_s'] / 60:.1f} min) → {out}",
+            flush=True,
+        )
     return 0
 
 

@@ -45,9 +45,20 @@ def step_config(cfg, loss_type: str, beta: float):
     """`cfg` for one compared step: the loss type and β under test, one step per generation batch,
     on-policy (μ 1), LoRA without dropout, no gradient clipping (the raw gradients are compared)."""
     return dataclasses.replace(
-        cfg, loss_type=loss_type, beta=beta, use_peft=True, lora_dropout=0.0, max_grad_norm=0.0, num_iterations=1,
-        steps_per_generation=None, gradient_accumulation_steps=1, log_completions=False, reward_workers=0,
-        zero_variance_groups="keep", epsilon_high=CISPO_EPSILON_HIGH if loss_type == "cispo" else cfg.epsilon_high)
+        cfg,
+        loss_type=loss_type,
+        beta=beta,
+        use_peft=True,
+        lora_dropout=0.0,
+        max_grad_norm=0.0,
+        num_iterations=1,
+        steps_per_generation=None,
+        gradient_accumulation_steps=1,
+        log_completions=False,
+        reward_workers=0,
+        zero_variance_groups="keep",
+        epsilon_high=CISPO_EPSILON_HIGH if loss_type == "cispo" else cfg.epsilon_high,
+    )
 
 
 def perturb_lora(model, seed: int, std: float) -> None:
@@ -91,6 +102,7 @@ def ours_step(cfg, perturb_seed: int, perturb_std: float) -> dict:
                 per_func, timeouts = pending()
                 seen.update(rows={k: list(v) for k, v in rows.items()}, per_func=per_func)
                 return per_func, timeouts
+
             return wait
 
         trainer._score_async = capturing_score
@@ -103,12 +115,27 @@ def ours_step(cfg, perturb_seed: int, perturb_std: float) -> dict:
         trainer.optimizer.step = record_grads
         metrics = trainer.optimize(batch)
         with torch.no_grad():
-            logps, _ = completion_logps(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
-                                        batch.completion_mask, cfg.temperature, group_size=cfg.num_generations)
-        return {"rows": seen["rows"], "per_func": seen["per_func"], "batch": batch, "logps": logps,
-                "loss": metrics["loss"], "grads": grads, "lora": {n: p.detach().clone() for n, p in _lora(trainer.policy).items()},
-                "tokenizer": trainer.tokenizer, "reward_names": list(trainer.reward_funcs),
-                "reward_funcs": trainer.reward_funcs}
+            logps, _ = completion_logps(
+                trainer.model,
+                batch.prompt_ids,
+                batch.prompt_mask,
+                batch.completion_ids,
+                batch.completion_mask,
+                cfg.temperature,
+                group_size=cfg.num_generations,
+            )
+        return {
+            "rows": seen["rows"],
+            "per_func": seen["per_func"],
+            "batch": batch,
+            "logps": logps,
+            "loss": metrics["loss"],
+            "grads": grads,
+            "lora": {n: p.detach().clone() for n, p in _lora(trainer.policy).items()},
+            "tokenizer": trainer.tokenizer,
+            "reward_names": list(trainer.reward_funcs),
+            "reward_funcs": trainer.reward_funcs,
+        }
     finally:
         trainer.close()
 
@@ -141,13 +168,20 @@ def trl_step(cfg, ours: dict, model_path: str, output_dir: str) -> dict:
             values = list(func(texts, **{k: v for k, v in columns.items() if k in rows}))
             rewards[name] = values
             return values
+
         reward.__name__ = name
         return reward
 
     args = trl_args(cfg, output_dir)
-    trainer = TRLTrainer(model=model_path, args=args, processing_class=ours["tokenizer"],
-                         reward_funcs=[as_trl_reward(n, f) for n, f in ours["reward_funcs"].items()],
-                         train_dataset=Dataset.from_list(inputs), peft_config=lora_config(cfg), rollout_func=rollout)
+    trainer = TRLTrainer(
+        model=model_path,
+        args=args,
+        processing_class=ours["tokenizer"],
+        reward_funcs=[as_trl_reward(n, f) for n, f in ours["reward_funcs"].items()],
+        train_dataset=Dataset.from_list(inputs),
+        peft_config=lora_config(cfg),
+        rollout_func=rollout,
+    )
     theirs = _lora(trainer.model)
     if set(theirs) != set(ours["lora"]):
         raise RuntimeError(f"the two trainers' LoRA parameters differ: {sorted(set(theirs) ^ set(ours['lora']))[:4]}")
@@ -169,11 +203,19 @@ def trl_step(cfg, ours: dict, model_path: str, output_dir: str) -> dict:
     with torch.no_grad():
         ids = torch.cat([produced["prompt_ids"], produced["completion_ids"]], dim=1)
         attention = torch.cat([produced["prompt_mask"], produced["completion_mask"]], dim=1)
-        logps = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention,
-                                                           produced["completion_ids"].size(1))[0]
-    return {"rewards": rewards, "advantages": produced["advantages"], "ref_logps": produced.get("ref_per_token_logps"),
-            "completion_mask": produced["completion_mask"], "logps": logps, "loss": float(loss), "grads": grads,
-            "trl_args": args}
+        logps = trainer._get_per_token_logps_and_entropies(
+            trainer.model, ids, attention, produced["completion_ids"].size(1)
+        )[0]
+    return {
+        "rewards": rewards,
+        "advantages": produced["advantages"],
+        "ref_logps": produced.get("ref_per_token_logps"),
+        "completion_mask": produced["completion_mask"],
+        "logps": logps,
+        "loss": float(loss),
+        "grads": grads,
+        "trl_args": args,
+    }
 
 
 def compare(ours: dict, theirs: dict) -> dict:
@@ -185,29 +227,46 @@ def compare(ours: dict, theirs: dict) -> dict:
     mask = batch.completion_mask[:, :T].float()
     if not torch.equal(batch.completion_mask[:, :T].long(), theirs["completion_mask"].long()):
         raise RuntimeError("TRL's completion mask is not grpo-lab's")
-    reward_gap = max(max(abs(a - b) for a, b in zip(ours["per_func"][n], theirs["rewards"][n]))
-                     for n in ours["per_func"])
+    reward_gap = max(
+        max(abs(a - b) for a, b in zip(ours["per_func"][n], theirs["rewards"][n])) for n in ours["per_func"]
+    )
     names = sorted(ours["grads"])
     g_ours = torch.cat([ours["grads"][n].flatten() for n in names]).double()
     g_trl = torch.cat([theirs["grads"][n].flatten() for n in names]).double()
     diff = {
         "rewards": reward_gap,
         "advantages": float((batch.advantages.float() - theirs["advantages"].float()).abs().max()),
-        "ref_logps": (None if batch.ref_logps is None else _masked_max(batch.ref_logps[:, :T], theirs["ref_logps"], mask)),
+        "ref_logps": (
+            None if batch.ref_logps is None else _masked_max(batch.ref_logps[:, :T], theirs["ref_logps"], mask)
+        ),
         "logps": _masked_max(ours["logps"][:, :T], theirs["logps"], mask),
         "loss": abs(ours["loss"] - theirs["loss"]) / max(abs(theirs["loss"]), 1e-3),
         "grad": float((g_ours - g_trl).norm() / g_trl.norm().clamp(min=1e-30)),
     }
     if (batch.ref_logps is None) != (theirs["ref_logps"] is None):
         raise RuntimeError("one trainer computed reference log-probs and the other did not")
-    return {"values": {"loss_ours": ours["loss"], "loss_trl": theirs["loss"], "grad_norm_trl": float(g_trl.norm()),
-                       "tokens": int(mask.sum()), "completions": int(mask.shape[0])},
-            "diff": diff,
-            "agree": all(v is None or v <= TOLERANCE[k] for k, v in diff.items())}
+    return {
+        "values": {
+            "loss_ours": ours["loss"],
+            "loss_trl": theirs["loss"],
+            "grad_norm_trl": float(g_trl.norm()),
+            "tokens": int(mask.sum()),
+            "completions": int(mask.shape[0]),
+        },
+        "diff": diff,
+        "agree": all(v is None or v <= TOLERANCE[k] for k, v in diff.items()),
+    }
 
 
-def one_step(cfg, loss_type: str, beta: float, *, perturb_seed: int = 0, perturb_std: float = 0.02,
-             trl_changes: Optional[dict] = None) -> dict:
+def one_step(
+    cfg,
+    loss_type: str,
+    beta: float,
+    *,
+    perturb_seed: int = 0,
+    perturb_std: float = 0.02,
+    trl_changes: Optional[dict] = None,
+) -> dict:
     """Both trainers' step on `cfg` with `loss_type` and `beta`; compare()'s result and the keys
     whose values differ between the two configs (`trl_changes`: config values TRL alone gets, to
     show that the comparison sees a difference)."""
@@ -228,8 +287,13 @@ def one_step(cfg, loss_type: str, beta: float, *, perturb_seed: int = 0, perturb
         theirs = trl_step(trl_cfg, ours, path, tmp)
     result = compare(ours, theirs)
     differing = [(k, a, b) for k, a, b in key_by_key(cfg, theirs["trl_args"]) if a != b]
-    return {"loss_type": loss_type, "beta": beta, **result, "differing_keys": [list(map(str, row)) for row in differing],
-            "agree": result["agree"] and not differing}
+    return {
+        "loss_type": loss_type,
+        "beta": beta,
+        **result,
+        "differing_keys": [list(map(str, row)) for row in differing],
+        "agree": result["agree"] and not differing,
+    }
 
 
 def run_one_step(spec_path: str, arm_items: list[str], seed: int, out_root: str) -> int:
@@ -245,14 +309,23 @@ def run_one_step(spec_path: str, arm_items: list[str], seed: int, out_root: str)
         for beta in BETAS:
             row = one_step(cfg, loss_type, beta)
             rows.append(row)
-            print(f"{loss_type:8s} β {beta:<5g} {'agree' if row['agree'] else 'DIFFER'}  "
-                  + "  ".join(f"{k} {'–' if v is None else f'{v:.1e}'}" for k, v in row["diff"].items()), flush=True)
+            print(
+                f"{loss_type:8s} β {beta:<5g} {'agree' if row['agree'] else 'DIFFER'}  "
+                + "  ".join(f"{k} {'–' if v is None else f'{v:.1e}'}" for k, v in row["diff"].items()),
+                flush=True,
+            )
     out = Path(out_root) / spec.name / ONE_STEP
     out.parent.mkdir(parents=True, exist_ok=True)
     from grpo_core.record.provenance import versions
 
-    record = {"spec": spec.name, "arm": arm, "seed": seed, "tolerance": TOLERANCE,
-              "versions": ", ".join(f"{k} {v}" for k, v in versions().items()), "steps": rows}
+    record = {
+        "spec": spec.name,
+        "arm": arm,
+        "seed": seed,
+        "tolerance": TOLERANCE,
+        "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
+        "steps": rows,
+    }
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(out)

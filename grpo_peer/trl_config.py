@@ -16,11 +16,32 @@ from typing import Optional
 # grpo-lab keys whose TRL 1.16 GRPOConfig field has the same name and meaning. Among them
 # use_bias_correction_kl: TRL's default is True, grpo-lab's False, so it must be passed, not left out.
 SAME_NAME = (
-    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "max_steps",
-    "seed", "num_generations", "max_completion_length", "temperature", "top_p", "top_k", "beta", "epsilon",
-    "epsilon_high", "delta", "num_iterations", "importance_sampling_level", "loss_type",
-    "scale_rewards", "mask_truncated_completions", "top_entropy_quantile", "use_bias_correction_kl",
-    "sapo_temperature_pos", "sapo_temperature_neg",
+    "learning_rate",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "max_steps",
+    "seed",
+    "num_generations",
+    "max_completion_length",
+    "temperature",
+    "top_p",
+    "top_k",
+    "beta",
+    "epsilon",
+    "epsilon_high",
+    "delta",
+    "num_iterations",
+    "importance_sampling_level",
+    "loss_type",
+    "scale_rewards",
+    "mask_truncated_completions",
+    "top_entropy_quantile",
+    "use_bias_correction_kl",
+    "sapo_temperature_pos",
+    "sapo_temperature_neg",
 )
 
 
@@ -36,23 +57,41 @@ def trl_args(cfg, output_dir: str, *, device: str = "cpu", max_steps: Optional[i
     if max_steps is not None:
         same["max_steps"] = max_steps
     return TRLConfig(
-        output_dir=output_dir, **same,
-        per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations, gradient_accumulation_steps=1,
+        output_dir=output_dir,
+        **same,
+        per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        gradient_accumulation_steps=1,
         steps_per_generation=cfg.steps_per_batch,  # TRL accumulates nothing here: its micro-batch is our step
         lr_scheduler_type=SCHEDULERS.get(cfg.lr_scheduler_type)[0],  # grpo-lab's name → transformers' (warmup kept)
         warmup_steps=cfg.warmup_steps or cfg.warmup_ratio,  # transformers 5: a float below 1 is a ratio
-        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, gradient_checkpointing=False,
-        use_cpu=device == "cpu", bf16=device == "cuda", log_level="error",
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        gradient_checkpointing=False,
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",
+        log_level="error",
     )
 
 
 def key_by_key(cfg, args) -> list[tuple[str, object, object]]:
     """(key, grpo-lab's value, TRL's value) for every key the two configs share, as they stand."""
     rows = [(key, getattr(cfg, key), getattr(args, key)) for key in SAME_NAME]
-    rows.append(("prompts_per_step × num_generations", cfg.prompts_per_step * cfg.num_generations,
-                 args.per_device_train_batch_size * args.gradient_accumulation_steps))
-    rows.append(("optimizer steps per generation batch", cfg.steps_per_batch,
-                 args.steps_per_generation // args.gradient_accumulation_steps))
+    rows.append(
+        (
+            "prompts_per_step × num_generations",
+            cfg.prompts_per_step * cfg.num_generations,
+            args.per_device_train_batch_size * args.gradient_accumulation_steps,
+        )
+    )
+    rows.append(
+        (
+            "optimizer steps per generation batch",
+            cfg.steps_per_batch,
+            args.steps_per_generation // args.gradient_accumulation_steps,
+        )
+    )
     return rows
 
 
@@ -60,8 +99,13 @@ def lora_config(cfg):
     """peft's LoraConfig of grpo-lab's LoRA keys (every linear layer where the config names none)."""
     from peft import LoraConfig
 
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=list(cfg.lora_target_modules) or "all-linear", task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=list(cfg.lora_target_modules) or "all-linear",
+        task_type="CAUSAL_LM",
+    )
 
 
 def reward_of_messages(name: str):
@@ -83,5 +127,6 @@ def chat_rows(rows) -> "object":
     applies the chat template, as grpo-lab does)."""
     from datasets import Dataset
 
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
-                              for r in rows])
+    return Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]} for r in rows]
+    )

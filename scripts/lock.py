@@ -20,14 +20,21 @@ NOT_LOCKED = ("torch",)  # installed before the lock, pinned in scripts/bootstra
 
 
 def main() -> int:
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
-                            capture_output=True, text=True, check=True).stdout.splitlines()
-    pins = sorted((line for line in frozen if "==" in line and line.split("==")[0].lower() not in NOT_LOCKED),
-                  key=str.lower)
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    pins = sorted(
+        (line for line in frozen if "==" in line and line.split("==")[0].lower() not in NOT_LOCKED), key=str.lower
+    )
     LOCK.parent.mkdir(exist_ok=True)
-    LOCK.write_text("# Exact versions of every package grpo-lab's .venv holds on a CPU machine, torch aside (the CPU\n"
-                    "# wheel torch==2.13.0 is installed first by scripts/bootstrap.sh). Written by scripts/lock.py;\n"
-                    "# results/REPORT.md was made with these versions.\n" + "\n".join(pins) + "\n")
+    LOCK.write_text(
+        "# Exact versions of every package grpo-lab's .venv holds on a CPU machine, torch aside (the CPU\n"
+        "# wheel torch==2.13.0 is installed first by scripts/bootstrap.sh). Written by scripts/lock.py;\n"
+        "# results/REPORT.md was made with these versions.\n" + "\n".join(pins) + "\n"
+    )
     print(f"wrote {len(pins)} pins to {LOCK}")
     return 0
 

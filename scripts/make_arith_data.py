@@ -10,8 +10,7 @@ from pathlib import Path
 
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jo"]
 THINGS = ["apples", "books", "coins", "marbles", "stickers", "pencils", "cards", "shells"]
-INSTRUCTION = ("Think step by step inside <think> </think>, then give only the final number "
-               "inside <answer> </answer>.")
+INSTRUCTION = "Think step by step inside <think> </think>, then give only the final number inside <answer> </answer>."
 
 
 def problem(rng: random.Random) -> dict:

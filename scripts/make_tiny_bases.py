@@ -42,8 +42,13 @@ def main(tasks: list[str]) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        bases[task] = {"sha256": weights_sha256(folder), "pretrain_steps": steps, "made_on": cpu_name(),
-                       "torch": torch.__version__, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+        bases[task] = {
+            "sha256": weights_sha256(folder),
+            "pretrain_steps": steps,
+            "made_on": cpu_name(),
+            "torch": torch.__version__,
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        }
         print(f"{task}: {folder} sha256 {bases[task]['sha256']}", flush=True)
     (COMMITTED_BASES / "BASES.json").write_text(json.dumps(bases, indent=2, sort_keys=True) + "\n")
 

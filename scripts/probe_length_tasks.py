@@ -35,19 +35,30 @@ def _pairs(lo: int, hi: int, k: int, seed: int, n: int = 400) -> list[tuple[int,
 
 
 CANDIDATES = {  # name: (prompt template, operand tuples)
-    "add3_working": ("What is {0} + {1} + {2}? Show your working: add the first two numbers, then add the third, "
-                     "and end with the total as the last number.", _pairs(1, 20, 3, 1)),
-    "add2_working": ("What is {0} + {1}? Show your working in a sentence, and end with the total as the last "
-                     "number.", _pairs(1, 20, 2, 2)),
-    "add2_short": ("What is {0} + {1}? Show your working in one short sentence, and end with the total as the "
-                   "last number.", _pairs(1, 20, 2, 2)),
-    "add3_working_small": ("What is {0} + {1} + {2}? Show your working: add the first two numbers, then add the "
-                           "third, and end with the total as the last number.", _pairs(1, 9, 3, 6)),
-    "add2digit_working": ("What is {0} + {1}? Show your working: add the tens, then the ones, and end with the "
-                          "total as the last number.", _pairs(10, 49, 2, 7)),
+    "add3_working": (
+        "What is {0} + {1} + {2}? Show your working: add the first two numbers, then add the third, "
+        "and end with the total as the last number.",
+        _pairs(1, 20, 3, 1),
+    ),
+    "add2_working": (
+        "What is {0} + {1}? Show your working in a sentence, and end with the total as the last number.",
+        _pairs(1, 20, 2, 2),
+    ),
+    "add2_short": (
+        "What is {0} + {1}? Show your working in one short sentence, and end with the total as the last number.",
+        _pairs(1, 20, 2, 2),
+    ),
+    "add3_working_small": (
+        "What is {0} + {1} + {2}? Show your working: add the first two numbers, then add the "
+        "third, and end with the total as the last number.",
+        _pairs(1, 9, 3, 6),
+    ),
+    "add2digit_working": (
+        "What is {0} + {1}? Show your working: add the tens, then the ones, and end with the total as the last number.",
+        _pairs(10, 49, 2, 7),
+    ),
     "add2_explain": ("What is {0} + {1}? Explain how you add them, then give the total.", _pairs(1, 20, 2, 3)),
-    "add3_small": ("What is {0} + {1} + {2}? Explain how you add them, then give the total.",
-                   _pairs(1, 9, 3, 4)),
+    "add3_small": ("What is {0} + {1} + {2}? Explain how you add them, then give the total.", _pairs(1, 9, 3, 4)),
     "add2_plain": ("What is {0} + {1}?", _pairs(1, 20, 2, 5)),
 }
 
@@ -78,11 +89,16 @@ def probe(name: str, cap: int, prompts: int) -> dict:
         ended = (completion_ids == trainer.eos_id).any(dim=1).tolist()
         trainer.close()
     right = [n for n, r, e in zip(lengths, rewards, ended) if r > 0 and e]
-    groups = [rewards[i:i + G] for i in range(0, len(rewards), G)]
-    return {"task": name, "accuracy": sum(rewards) / len(rewards), "mean_length": statistics.mean(lengths),
-            "truncated": 1 - sum(ended) / len(ended),
-            "right_lengths": f"{min(right)}-{max(right)} (median {statistics.median(right):g})" if right else "-",
-            "mixed_groups": sum(0 < sum(g) < G for g in groups) / len(groups), "example": texts[0][:160]}
+    groups = [rewards[i : i + G] for i in range(0, len(rewards), G)]
+    return {
+        "task": name,
+        "accuracy": sum(rewards) / len(rewards),
+        "mean_length": statistics.mean(lengths),
+        "truncated": 1 - sum(ended) / len(ended),
+        "right_lengths": f"{min(right)}-{max(right)} (median {statistics.median(right):g})" if right else "-",
+        "mixed_groups": sum(0 < sum(g) < G for g in groups) / len(groups),
+        "example": texts[0][:160],
+    }
 
 
 def main() -> int:
@@ -95,8 +111,11 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for name in args.tasks:
         r = probe(name, args.cap, args.prompts)
-        print(f"| {r['task']} | {r['accuracy']:.3f} | {r['mean_length']:.1f} | {r['truncated']:.2f} | "
-              f"{r['right_lengths']} | {r['mixed_groups']:.2f} |", flush=True)
+        print(
+            f"| {r['task']} | {r['accuracy']:.3f} | {r['mean_length']:.1f} | {r['truncated']:.2f} | "
+            f"{r['right_lengths']} | {r['mixed_groups']:.2f} |",
+            flush=True,
+        )
         print(f"<!-- {r['task']}: {json.dumps(r['example'])} -->", flush=True)
     return 0
 

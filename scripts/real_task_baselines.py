@@ -51,14 +51,19 @@ def held_out_baseline(dataset: str) -> dict:
 
     trainer = GRPOTrainer(base_config(dataset))
     rows = trainer.eval_set[:HELD_OUT]
-    per_prompt = trainer._mean_rewards(rows, trainer.cfg.num_generations, False,
-                                       torch.Generator().manual_seed(0))
+    per_prompt = trainer._mean_rewards(rows, trainer.cfg.num_generations, False, torch.Generator().manual_seed(0))
     n = len(per_prompt)
     mean = sum(per_prompt) / n
     se = statistics.stdev(per_prompt) / math.sqrt(n)
-    return {"rows": len(trainer.train_set) + len(trainer.eval_set), "held_out": len(trainer.eval_set), "prompts": n,
-            "samples": n * trainer.cfg.num_generations, "mean": mean, "se": se,
-            "all_same": sum(p in (0.0, 1.0) for p in per_prompt) / n}
+    return {
+        "rows": len(trainer.train_set) + len(trainer.eval_set),
+        "held_out": len(trainer.eval_set),
+        "prompts": n,
+        "samples": n * trainer.cfg.num_generations,
+        "mean": mean,
+        "se": se,
+        "all_same": sum(p in (0.0, 1.0) for p in per_prompt) / n,
+    }
 
 
 def climb(task: str, dataset: str) -> list[dict]:
@@ -72,30 +77,43 @@ def climb(task: str, dataset: str) -> list[dict]:
             if folder.exists():  # a killed run: kept beside, never overwritten
                 folder.rename(folder.with_name(f"{folder.name}.unfinished-{len(list(folder.parent.iterdir()))}"))
             run_training(base_config(dataset, seed=seed), folder, progress=False)
-        runs.append({"summary": json.loads(summary_path.read_text()),
-                     "rewards": [m["reward"] for m in read_metrics(folder / "metrics.jsonl")]})
+        runs.append(
+            {
+                "summary": json.loads(summary_path.read_text()),
+                "rewards": [m["reward"] for m in read_metrics(folder / "metrics.jsonl")],
+            }
+        )
     return runs
 
 
 def main() -> int:
-    lines = ["# The real-model CPU tasks: untrained baseline and climb", "",
-             f"Written by `python scripts/real_task_baselines.py` (SmolLM2-135M-Instruct, {cpu_math.describe(cpu_math.DEFAULT)}, "
-             "one thread). Baseline: the untrained model on the task's held-out rows, 8 samples each, "
-             "mean over prompts ± SE; *all-same*: the share of those prompts whose 8 rewards were all equal "
-             "(a group with no signal). Climb: the suite's default fast set-up (learning rate 5e-4, β 0, no "
-             f"warmup, 4 prompts × 8 completions, 16 steps) on seeds {', '.join(map(str, SEEDS))}; "
-             "steps_to_learn against the run's own baseline (training prompts, stl_delta 0.15, window 4).", "",
-             "| task | rows (held out) | baseline on held-out ± SE | all-same groups | steps_to_learn per seed | "
-             "training reward, steps 1-4 → 13-16 (mean over seeds) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# The real-model CPU tasks: untrained baseline and climb",
+        "",
+        f"Written by `python scripts/real_task_baselines.py` (SmolLM2-135M-Instruct, {cpu_math.describe(cpu_math.DEFAULT)}, "
+        "one thread). Baseline: the untrained model on the task's held-out rows, 8 samples each, "
+        "mean over prompts ± SE; *all-same*: the share of those prompts whose 8 rewards were all equal "
+        "(a group with no signal). Climb: the suite's default fast set-up (learning rate 5e-4, β 0, no "
+        f"warmup, 4 prompts × 8 completions, 16 steps) on seeds {', '.join(map(str, SEEDS))}; "
+        "steps_to_learn against the run's own baseline (training prompts, stl_delta 0.15, window 4).",
+        "",
+        "| task | rows (held out) | baseline on held-out ± SE | all-same groups | steps_to_learn per seed | "
+        "training reward, steps 1-4 → 13-16 (mean over seeds) |",
+        "|---|---|---|---|---|---|",
+    ]
     for task, dataset in TASKS.items():
         b = held_out_baseline(dataset)
         runs = climb(task, dataset)
-        stl = ", ".join("not learned" if r["summary"].get("steps_to_learn") is None else str(r["summary"]["steps_to_learn"])
-                        for r in runs)
+        stl = ", ".join(
+            "not learned" if r["summary"].get("steps_to_learn") is None else str(r["summary"]["steps_to_learn"])
+            for r in runs
+        )
         first = statistics.mean(x for r in runs for x in r["rewards"][:4])
         last = statistics.mean(x for r in runs for x in r["rewards"][-4:])
-        lines.append(f"| `{dataset}` | {b['rows']} ({b['held_out']}) | {b['mean']:.3f} ± {b['se']:.3f} "
-                     f"({b['prompts']} prompts × 8) | {b['all_same']:.0%} | {stl} | {first:.2f} → {last:.2f} |")
+        lines.append(
+            f"| `{dataset}` | {b['rows']} ({b['held_out']}) | {b['mean']:.3f} ± {b['se']:.3f} "
+            f"({b['prompts']} prompts × 8) | {b['all_same']:.0%} | {stl} | {first:.2f} → {last:.2f} |"
+        )
         print(lines[-1], flush=True)
     (OUT / "tasks.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT / 'tasks.md'}")

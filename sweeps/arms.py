@@ -36,21 +36,28 @@ def parse_arms(path: str, raw: Any, taken: set, coerce: Callable[[str, Any, str]
         return UserInputError(f"{path}: {where}: {message}")
 
     if not isinstance(raw, dict) or not raw:
-        raise err("arms", f"{short_value(raw)}; allowed: a mapping of arm names to mappings of config keys, "
-                          f"e.g. {{warmup: {{warmup_steps: 10}}, no_warmup: {{warmup_steps: 0}}}}")
+        raise err(
+            "arms",
+            f"{short_value(raw)}; allowed: a mapping of arm names to mappings of config keys, "
+            f"e.g. {{warmup: {{warmup_steps: 10}}, no_warmup: {{warmup_steps: 0}}}}",
+        )
     arms, keys = {}, None
     for name, values in raw.items():
         if not isinstance(name, str) or not name[:1].isalnum() or not all(c.isalnum() or c in "-_." for c in name):
-            raise err(f"arms.{name}", "allowed: a name of letters, digits, '-', '_' and '.', starting with a letter "
-                                      "or digit")
+            raise err(
+                f"arms.{name}", "allowed: a name of letters, digits, '-', '_' and '.', starting with a letter or digit"
+            )
         if not isinstance(values, dict) or not values:
             raise err(f"arms.{name}", f"{short_value(values)}; allowed: a non-empty mapping of config keys to values")
         if keys is None:
             keys = list(values)
         if set(values) != set(keys):
             odd = sorted(set(values) ^ set(keys))[0]
-            raise err(f"arms.{name}.{odd}", f"every arm sets the same keys ({', '.join(keys)}), so that a run's "
-                                            f"config tells its arm; allowed: those keys")
+            raise err(
+                f"arms.{name}.{odd}",
+                f"every arm sets the same keys ({', '.join(keys)}), so that a run's "
+                f"config tells its arm; allowed: those keys",
+            )
         for key in values:
             if key not in FIELD_NAMES or key in ("seed", "cpu_math"):
                 raise err(f"arms.{name}.{key}", "unknown key; allowed: config keys except seed and cpu_math")
@@ -71,8 +78,7 @@ def arm_axis(path: str, arms: dict, listed: Optional[list]) -> list:
         return list(arms)
     unknown = [a for a in listed if not isinstance(a, str) or a not in arms]
     if unknown:
-        raise UserInputError(f"{path}: grid.arm: {short_value(unknown[0])} is not an arm; allowed: "
-                             f"{', '.join(arms)}")
+        raise UserInputError(f"{path}: grid.arm: {short_value(unknown[0])} is not an arm; allowed: {', '.join(arms)}")
     return list(listed)
 
 

@@ -29,19 +29,54 @@ MARGIN_UNITS = ("steps", "reward_auc")
 # computed by the report from a run's folder (sweeps/deciding/runs.py): the final length within right and
 # within wrong replies (completions.jsonl), and the learning rate given before learning (metrics.jsonl)
 DERIVED_METRICS = ("final_length_correct", "final_length_wrong", "lr_to_learn")
-SUMMARY_METRICS = ("steps_to_learn", "loss_departure_step", "completions_to_learn", "learned", "final_reward",
-                   "reward_auc", "baseline_reward", "completions_generated", "median_step_time_s", "train_time_s",
-                   "wall_time_s")  # the summary.json keys a test can compare
+SUMMARY_METRICS = (
+    "steps_to_learn",
+    "loss_departure_step",
+    "completions_to_learn",
+    "learned",
+    "final_reward",
+    "reward_auc",
+    "baseline_reward",
+    "completions_generated",
+    "median_step_time_s",
+    "train_time_s",
+    "wall_time_s",
+)  # the summary.json keys a test can compare
 # the per-step keys of metrics.jsonl a run may log (grpo_core/trainer.py and the loss; those of a switch
 # that is off are absent from that run), `rewards/<function>` one per reward, and grad_norm_to_optimizer,
 # which a check derives from grad_norm (sweeps/deciding/mechanism.py). tests/test_report.py trains the
 # tiny model with every optional key's switch on and checks that each key it logs is here.
-STEP_METRICS = ("step", "loss", "policy_loss", "kl_loss", "kl", "grad_norm", "update_norm", "learning_rate", "reward",
-                "reward_std", "reward_std_within_group", "frac_reward_zero_std", "advantages/abs_mean",
-                "advantages/group_sum_max_abs", "completions/mean_length", "completions/clipped_ratio",
-                "completions/generated", "clip_ratio", "entropy", "entropy_bonus", "entropy_mask_share",
-                "kl_in_reward", "reward_trained", "groups/sampled", "groups/dropped", "eval/accuracy", "step_time",
-                "tokens_per_second", "grad_norm_to_optimizer")
+STEP_METRICS = (
+    "step",
+    "loss",
+    "policy_loss",
+    "kl_loss",
+    "kl",
+    "grad_norm",
+    "update_norm",
+    "learning_rate",
+    "reward",
+    "reward_std",
+    "reward_std_within_group",
+    "frac_reward_zero_std",
+    "advantages/abs_mean",
+    "advantages/group_sum_max_abs",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "completions/generated",
+    "clip_ratio",
+    "entropy",
+    "entropy_bonus",
+    "entropy_mask_share",
+    "kl_in_reward",
+    "reward_trained",
+    "groups/sampled",
+    "groups/dropped",
+    "eval/accuracy",
+    "step_time",
+    "tokens_per_second",
+    "grad_norm_to_optimizer",
+)
 STEP_PREFIXES = ("rewards/",)
 
 
@@ -52,8 +87,11 @@ def is_logged_metric(metric: str) -> bool:
 
 def _max_steps_of(spec) -> Optional[int]:
     """The most steps any point of the spec trains (base, grid, arms), or None where it leaves the default."""
-    values = [spec.base.get("max_steps")] + list(spec.grid.get("max_steps", [])) + \
-        [arm.get("max_steps") for arm in (getattr(spec, "arms", None) or {}).values()]
+    values = (
+        [spec.base.get("max_steps")]
+        + list(spec.grid.get("max_steps", []))
+        + [arm.get("max_steps") for arm in (getattr(spec, "arms", None) or {}).values()]
+    )
     values = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
     return max(values) if values else None
 
@@ -94,8 +132,6 @@ def report_tests(spec: SweepSpec) -> list[dict]:
     return out
 
 
-
-
 def validate_report(spec: SweepSpec, claim: bool = True) -> None:
     """Check a claim spec's `report` section before anything runs. claim=False (`grpo sweep`): a
     sweep needs no report, but what its spec's report section holds is checked all the same, so a
@@ -103,14 +139,18 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
     rep = spec.report
     where = f"{spec.path}: report"
     if claim and not spec.replication_seeds:
-        raise UserInputError(f"{spec.path}: replication_seeds: missing; a claim spec needs a second seed set, "
-                             f"disjoint from `seeds` (every verdict must hold on both)")
+        raise UserInputError(
+            f"{spec.path}: replication_seeds: missing; a claim spec needs a second seed set, "
+            f"disjoint from `seeds` (every verdict must hold on both)"
+        )
     if claim and not rep.get("tests"):
         raise UserInputError(f"{where}.tests: missing; a claim needs at least one test behind its verdict")
     tests = rep.get("tests") or []
     if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
-        raise UserInputError(f"{where}.tests: {short_value(tests)}; allowed: a list of tests, each a mapping "
-                             f"with a `kind` ({', '.join(TEST_KINDS)})")
+        raise UserInputError(
+            f"{where}.tests: {short_value(tests)}; allowed: a list of tests, each a mapping "
+            f"with a `kind` ({', '.join(TEST_KINDS)})"
+        )
     figures = rep.get("figures", [])
     if not isinstance(figures, list):
         raise UserInputError(f"{where}.figures: {short_value(figures)}; allowed: a list of {', '.join(FIGURE_KINDS)}")
@@ -123,33 +163,50 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
         kind = test.get("kind")
         if not isinstance(kind, str) or kind not in TEST_KINDS:
             raise UserInputError(f"{where}.tests[{i}].kind: {kind!r}; allowed: {', '.join(TEST_KINDS)}")
-        if isinstance(test.get("statement"), str) and ("|" in test["statement"] or "\n" in test["statement"].strip()
-                                                        or "\r" in test["statement"]):
-            raise UserInputError(f"{where}.tests[{i}].statement: {short_value(test['statement'])}; allowed: one line "
-                                 f"without '|' (it is a cell of the report's tables)")
+        if isinstance(test.get("statement"), str) and (
+            "|" in test["statement"] or "\n" in test["statement"].strip() or "\r" in test["statement"]
+        ):
+            raise UserInputError(
+                f"{where}.tests[{i}].statement: {short_value(test['statement'])}; allowed: one line "
+                f"without '|' (it is a cell of the report's tables)"
+            )
         if not isinstance(test.get("statement"), str) or not test["statement"].strip():
-            raise UserInputError(f"{where}.tests[{i}].statement: {short_value(test.get('statement'))}; allowed: the "
-                                 f"question the test answers, as text (the report's verdict row reads it)")
+            raise UserInputError(
+                f"{where}.tests[{i}].statement: {short_value(test.get('statement'))}; allowed: the "
+                f"question the test answers, as text (the report's verdict row reads it)"
+            )
         if kind in ("zero_loss_step1", "placebo"):
             continue
         axis = test.get("axis")
         if not isinstance(axis, str) or axis not in spec.grid:
             raise UserInputError(f"{where}.tests[{i}].axis: {axis!r} is not a grid axis ({', '.join(spec.grid)})")
         metric = compared_metric(test)
-        if not (isinstance(metric, str) and (metric in SUMMARY_METRICS or metric in DERIVED_METRICS
-                                             or (metric.startswith("final:") and len(metric) > len("final:")))):
-            raise UserInputError(f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, "
-                                 f"{', '.join(DERIVED_METRICS)}, or final:<a per-step key of metrics.jsonl>")
+        if not (
+            isinstance(metric, str)
+            and (
+                metric in SUMMARY_METRICS
+                or metric in DERIVED_METRICS
+                or (metric.startswith("final:") and len(metric) > len("final:"))
+            )
+        ):
+            raise UserInputError(
+                f"{where}.tests[{i}].metric: {metric!r}; allowed: {', '.join(SUMMARY_METRICS)}, "
+                f"{', '.join(DERIVED_METRICS)}, or final:<a per-step key of metrics.jsonl>"
+            )
         if "known_effect" in test and (kind != "paired" or test["known_effect"] is not True):
-            raise UserInputError(f"{where}.tests[{i}].known_effect: {short_value(test['known_effect'])}; allowed: true, "
-                                 f"on a paired test (an effect its runs show, declared as its regime's evidence of "
-                                 f"sensitivity)")
+            raise UserInputError(
+                f"{where}.tests[{i}].known_effect: {short_value(test['known_effect'])}; allowed: true, "
+                f"on a paired test (an effect its runs show, declared as its regime's evidence of "
+                f"sensitivity)"
+            )
         if kind == "paired":
             values = spec.grid[axis]
             treatment = test.get("treatment", [])
             if not isinstance(treatment, list) or not treatment:
-                raise UserInputError(f"{where}.tests[{i}].treatment: {short_value(treatment)}; allowed: a non-empty list "
-                                     f"of values of grid axis {axis} {values}")
+                raise UserInputError(
+                    f"{where}.tests[{i}].treatment: {short_value(treatment)}; allowed: a non-empty list "
+                    f"of values of grid axis {axis} {values}"
+                )
             for v in [*treatment, test.get("control")]:
                 if v not in values:
                     raise UserInputError(f"{where}.tests[{i}]: {v!r} is not a value of grid axis {axis} {values}")
@@ -158,15 +215,19 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
             if test.get("note") is not None and test["note"] not in NOTE_KINDS:
                 raise UserInputError(f"{where}.tests[{i}].note: {test['note']!r}; allowed: {', '.join(NOTE_KINDS)}")
             if "claimed_effect" in test and not isinstance(test["claimed_effect"], (int, float)):
-                raise UserInputError(f"{where}.tests[{i}].claimed_effect: allowed: a number (the paired "
-                                     f"difference treatment − control the source claims)")
+                raise UserInputError(
+                    f"{where}.tests[{i}].claimed_effect: allowed: a number (the paired "
+                    f"difference treatment − control the source claims)"
+                )
     _check_mechanism(spec, where, tests)
     _check_no_mechanism(spec, where)
     _check_margins(spec, where, tests)
     superseded = spec.report.get("superseded_by")
     if superseded is not None and not (isinstance(superseded, str) and superseded.strip()):
-        raise UserInputError(f"{where}.superseded_by: {short_value(superseded)}; allowed: the file name (without "
-                             f".yaml) of the spec whose regime replaces this one's")
+        raise UserInputError(
+            f"{where}.superseded_by: {short_value(superseded)}; allowed: the file name (without "
+            f".yaml) of the spec whose regime replaces this one's"
+        )
     spec.check_quick()  # after the tests: a quick section refers to the grid the tests are checked against
 
 
@@ -174,59 +235,93 @@ def _check_mechanism(spec: SweepSpec, where: str, tests: list) -> None:
     """A spec's manipulation checks (report.mechanism), whole, before anything trains."""
     checks = spec.report.get("mechanism") or []
     if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
-        raise UserInputError(f"{where}.mechanism: {short_value(checks)}; allowed: a list of checks, each a mapping "
-                             f"with {', '.join(MECHANISM_KEYS)}")
+        raise UserInputError(
+            f"{where}.mechanism: {short_value(checks)}; allowed: a list of checks, each a mapping "
+            f"with {', '.join(MECHANISM_KEYS)}"
+        )
     for i, c in enumerate(checks):
         at = f"{where}.mechanism[{i}]"
-        if (unknown := sorted(set(c) - set(MECHANISM_KEYS))):
+        if unknown := sorted(set(c) - set(MECHANISM_KEYS)):
             raise UserInputError(f"{at}.{unknown[0]}: unknown key; allowed: {', '.join(MECHANISM_KEYS)}")
         for key in ("what", "reason", "metric"):
             if not isinstance(c.get(key), str) or not c[key].strip():
-                raise UserInputError(f"{at}.{key}: {short_value(c.get(key))}; allowed: text (what: the check in "
-                                     f"words; reason: why it shows the mechanism at work; metric: a summary.json "
-                                     f"key or a per-step key of metrics.jsonl)")
+                raise UserInputError(
+                    f"{at}.{key}: {short_value(c.get(key))}; allowed: text (what: the check in "
+                    f"words; reason: why it shows the mechanism at work; metric: a summary.json "
+                    f"key or a per-step key of metrics.jsonl)"
+                )
         if not is_logged_metric(c["metric"]):
-            raise UserInputError(f"{at}.metric: {c['metric']!r} is logged by no run, so the check could never be "
-                                 f"read; allowed: a summary.json key ({', '.join(SUMMARY_METRICS)}), a per-step key "
-                                 f"({', '.join(STEP_METRICS)}) or rewards/<function>")
+            raise UserInputError(
+                f"{at}.metric: {c['metric']!r} is logged by no run, so the check could never be "
+                f"read; allowed: a summary.json key ({', '.join(SUMMARY_METRICS)}), a per-step key "
+                f"({', '.join(STEP_METRICS)}) or rewards/<function>"
+            )
         steps = c.get("steps", "all")
         kind, _, n = str(steps).partition(":")
         if not (steps in ("all", "off_policy") or (kind in ("from", "first") and n.isdigit() and int(n) >= 1)):
             raise UserInputError(f"{at}.steps: {short_value(steps)}; allowed: {STEP_SELECTIONS}")
         if kind == "from" and (most := _max_steps_of(spec)) is not None and int(n) > most:
-            raise UserInputError(f"{at}.steps: {steps} is past the last step any run trains ({most}); allowed: "
-                                 f"{STEP_SELECTIONS} with N ≤ max_steps")
+            raise UserInputError(
+                f"{at}.steps: {steps} is past the last step any run trains ({most}); allowed: "
+                f"{STEP_SELECTIONS} with N ≤ max_steps"
+            )
         if c.get("per_run", "mean") not in PER_RUN:
             raise UserInputError(f"{at}.per_run: {short_value(c.get('per_run'))}; allowed: {', '.join(PER_RUN)}")
         if c["metric"] in SUMMARY_METRICS and ("steps" in c or "per_run" in c):
-            raise UserInputError(f"{at}: steps and per_run read a per-step metric; {c['metric']} is one number "
-                                 f"per run (summary.json); allowed: leave them out")
+            raise UserInputError(
+                f"{at}: steps and per_run read a per-step metric; {c['metric']} is one number "
+                f"per run (summary.json); allowed: leave them out"
+            )
         arms = c.get("arms", {})
         if not isinstance(arms, dict):
-            raise UserInputError(f"{at}.arms: {short_value(arms)}; allowed: a mapping of grid axes to lists of "
-                                 f"their values")
+            raise UserInputError(
+                f"{at}.arms: {short_value(arms)}; allowed: a mapping of grid axes to lists of their values"
+            )
         for axis, values in arms.items():
-            if axis not in spec.grid or not isinstance(values, list) or not values \
-                    or any(v not in spec.grid[axis] for v in values):
-                raise UserInputError(f"{at}.arms.{axis}: {short_value(values)}; allowed: a grid axis "
-                                     f"({', '.join(spec.grid)}) and a list of its values")
+            if (
+                axis not in spec.grid
+                or not isinstance(values, list)
+                or not values
+                or any(v not in spec.grid[axis] for v in values)
+            ):
+                raise UserInputError(
+                    f"{at}.arms.{axis}: {short_value(values)}; allowed: a grid axis "
+                    f"({', '.join(spec.grid)}) and a list of its values"
+                )
         ratio_to = c.get("ratio_to")
-        if ratio_to is not None and not (isinstance(ratio_to, dict) and len(ratio_to) == 1 and
-                                         (axis := next(iter(ratio_to))) in spec.grid and
-                                         ratio_to[axis] in spec.grid[axis] and axis in arms):
-            raise UserInputError(f"{at}.ratio_to: {short_value(ratio_to)}; allowed: one grid axis that `arms` names "
-                                 f"and a value of it, e.g. {{advantage_scale: 1.0}}: each run's value divided by "
-                                 f"that of the run of the same seed at that value")
+        if ratio_to is not None and not (
+            isinstance(ratio_to, dict)
+            and len(ratio_to) == 1
+            and (axis := next(iter(ratio_to))) in spec.grid
+            and ratio_to[axis] in spec.grid[axis]
+            and axis in arms
+        ):
+            raise UserInputError(
+                f"{at}.ratio_to: {short_value(ratio_to)}; allowed: one grid axis that `arms` names "
+                f"and a value of it, e.g. {{advantage_scale: 1.0}}: each run's value divided by "
+                f"that of the run of the same seed at that value"
+            )
         bounds = [k for k in ("at_least", "at_most") if k in c]
-        if len(bounds) != 1 or isinstance(c[bounds[0]], bool) or not isinstance(c[bounds[0]], (int, float)) \
-                or not math.isfinite(c[bounds[0]]):
-            raise UserInputError(f"{at}: {short_value({k: c.get(k) for k in ('at_least', 'at_most')})}; allowed: "
-                                 f"exactly one of at_least, at_most, a finite number")
+        if (
+            len(bounds) != 1
+            or isinstance(c[bounds[0]], bool)
+            or not isinstance(c[bounds[0]], (int, float))
+            or not math.isfinite(c[bounds[0]])
+        ):
+            raise UserInputError(
+                f"{at}: {short_value({k: c.get(k) for k in ('at_least', 'at_most')})}; allowed: "
+                f"exactly one of at_least, at_most, a finite number"
+            )
         gated = c.get("tests")
-        if gated is not None and (not isinstance(gated, list) or not gated or any(
-                isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(tests) for k in gated)):
-            raise UserInputError(f"{at}.tests: {short_value(gated)}; allowed: a list of indices of report.tests "
-                                 f"(0 to {len(tests) - 1}), the tests it gates; leave it out to gate them all")
+        if gated is not None and (
+            not isinstance(gated, list)
+            or not gated
+            or any(isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(tests) for k in gated)
+        ):
+            raise UserInputError(
+                f"{at}.tests: {short_value(gated)}; allowed: a list of indices of report.tests "
+                f"(0 to {len(tests) - 1}), the tests it gates; leave it out to gate them all"
+            )
 
 
 def _check_no_mechanism(spec: SweepSpec, where: str) -> None:
@@ -235,8 +330,10 @@ def _check_no_mechanism(spec: SweepSpec, where: str) -> None:
     if why is None:
         return
     if not isinstance(why, str) or not why.strip():
-        raise UserInputError(f"{where}.mechanism_none: {short_value(why)}; allowed: text saying why no manipulation "
-                             f"check applies (e.g. the test measures the mechanism itself)")
+        raise UserInputError(
+            f"{where}.mechanism_none: {short_value(why)}; allowed: text saying why no manipulation "
+            f"check applies (e.g. the test measures the mechanism itself)"
+        )
     if spec.report.get("mechanism"):
         raise UserInputError(f"{where}.mechanism_none: beside report.mechanism; allowed: one of them")
 
@@ -247,14 +344,17 @@ def _check_margins(spec: SweepSpec, where: str, tests: list) -> None:
     compared = {compared_metric(t) for t in tests if t.get("kind") in ("paired", "differ")}
     allowed = sorted(set(MARGIN_UNITS) | compared)
     if not isinstance(margins, dict):
-        raise UserInputError(f"{where}.margins: {short_value(margins)}; allowed: a mapping of {', '.join(allowed)} "
-                             f"to a number > 0")
+        raise UserInputError(
+            f"{where}.margins: {short_value(margins)}; allowed: a mapping of {', '.join(allowed)} to a number > 0"
+        )
     for key, value in margins.items():
         if key not in allowed:
             raise UserInputError(f"{where}.margins.{key}: unknown; allowed: {', '.join(allowed)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise UserInputError(f"{where}.margins.{key}: {short_value(value)}; allowed: a finite number > 0 (± this much "
-                                 f"counts as no effect)")
+            raise UserInputError(
+                f"{where}.margins.{key}: {short_value(value)}; allowed: a finite number > 0 (± this much "
+                f"counts as no effect)"
+            )
 
 
 def margin_of(spec: SweepSpec, metric: str, step_metrics: tuple) -> float | None:

@@ -65,8 +65,9 @@ def cfg_factory():
 def run_grpo(*args, cwd=ROOT, timeout=None):  # no wall-clock limit: a slow machine is not a failure
     """The `grpo` command in a real process, with tests/ importable (reward_helpers)."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    return subprocess.run([sys.executable, "-m", "grpo_lab", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "grpo_lab", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+    )
 
 
 def run_grpo_here(*args, cwd=ROOT) -> subprocess.CompletedProcess:
@@ -87,7 +88,12 @@ def run_grpo_here(*args, cwd=ROOT) -> subprocess.CompletedProcess:
     from grpo_lab.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    env, here, sigterm, threads = dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), torch.get_num_threads()
+    env, here, sigterm, threads = (
+        dict(os.environ),
+        os.getcwd(),
+        signal.getsignal(signal.SIGTERM),
+        torch.get_num_threads(),
+    )
     mlflow_level = logging.getLogger("mlflow").level
     try:
         os.chdir(cwd)

@@ -18,9 +18,19 @@ PROMPTS, G = 4, 4  # 16 completions: 8 per process on 2 processes
 
 
 def settings(loss_type: str, micro_batches: int) -> list[str]:
-    return ["task=addition", f"prompts_per_step={PROMPTS}", f"num_generations={G}", f"loss_type={loss_type}",
-            f"gradient_accumulation_steps={micro_batches}", "beta=0.04", "use_bias_correction_kl=true",
-            "max_grad_norm=0", "max_steps=10", "stl_window=5", "seed=3"]
+    return [
+        "task=addition",
+        f"prompts_per_step={PROMPTS}",
+        f"num_generations={G}",
+        f"loss_type={loss_type}",
+        f"gradient_accumulation_steps={micro_batches}",
+        "beta=0.04",
+        "use_bias_correction_kl=true",
+        "max_grad_norm=0",
+        "max_steps=10",
+        "stl_window=5",
+        "seed=3",
+    ]
 
 
 def global_batch(trainer):
@@ -46,9 +56,10 @@ def with_dropped_groups(batch, groups=(0, 1)):
 
     keep = torch.ones(batch.prompt_ids.shape[0])
     for g in groups:
-        keep[g * G:(g + 1) * G] = 0
-    return dataclasses.replace(batch, loss_mask=batch.completion_mask * keep.unsqueeze(1).long(),
-                               live_sequences=float(keep.sum()))
+        keep[g * G : (g + 1) * G] = 0
+    return dataclasses.replace(
+        batch, loss_mask=batch.completion_mask * keep.unsqueeze(1).long(), live_sequences=float(keep.sum())
+    )
 
 
 def share(batch, rank: int, processes: int):
@@ -57,9 +68,18 @@ def share(batch, rank: int, processes: int):
     n = batch.prompt_ids.shape[0] // processes
     rows = slice(rank * n, (rank + 1) * n)
     live = None if batch.live_sequences is None else batch.live_sequences / processes  # as the trainer passes it
-    return GenerationBatch(batch.prompt_ids[rows], batch.prompt_mask[rows], batch.completion_ids[rows],
-                           batch.completion_mask[rows], batch.advantages[rows], None, batch.ref_logps[rows], {},
-                           batch.loss_mask[rows], live)
+    return GenerationBatch(
+        batch.prompt_ids[rows],
+        batch.prompt_mask[rows],
+        batch.completion_ids[rows],
+        batch.completion_mask[rows],
+        batch.advantages[rows],
+        None,
+        batch.ref_logps[rows],
+        {},
+        batch.loss_mask[rows],
+        live,
+    )
 
 
 def one_step(batch, loss_type: str, micro_batches: int, processes: int, rank: int, dropped: bool = False) -> dict:
@@ -71,7 +91,8 @@ def one_step(batch, loss_type: str, micro_batches: int, processes: int, rank: in
     batch = share(with_dropped_groups(batch) if dropped else batch, rank, processes)
     captured = {}
     trainer.optimizer.step = lambda: captured.update(
-        {name: p.grad.detach().clone() for name, p in trainer.policy.named_parameters() if p.grad is not None})
+        {name: p.grad.detach().clone() for name, p in trainer.policy.named_parameters() if p.grad is not None}
+    )
     metrics = trainer.optimize(batch)
     trainer.close()
     return {"grads": captured, "loss": metrics["loss"], "kl": metrics["kl"], "grad_norm": metrics["grad_norm"]}

@@ -48,15 +48,23 @@ def train_many(configs: list[list[str]]) -> list[list[dict]]:
     the runs' comparable metrics rows, in order."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "configs.json").write_text(json.dumps(configs))
-        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR",
-                                                                  "ONEDNN_MAX_CPU_ISA", "GRPO_CPU_MATH")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "GRPO_CPU_MATH")
+        }
         env["PYTHONPATH"] = str(ROOT)
-        proc = subprocess.run([sys.executable, __file__, "--train", tmp], capture_output=True, text=True, cwd=ROOT,
-                              env=env)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--train", tmp], capture_output=True, text=True, cwd=ROOT, env=env
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"grpo train exited {proc.returncode}: {proc.stderr[-2000:]}")
-        return [comparable([json.loads(l) for l in Path(f"{tmp}/run-{i}/metrics.jsonl").read_text().splitlines() if l])
-                for i in range(len(configs))]
+        return [
+            comparable(
+                [json.loads(line) for line in Path(f"{tmp}/run-{i}/metrics.jsonl").read_text().splitlines() if line]
+            )
+            for i in range(len(configs))
+        ]
 
 
 def _train_here(tmp: str) -> int:

@@ -33,8 +33,11 @@ def postgres_bin_or_reason() -> tuple[Path | None, str]:
     """The PostgreSQL bin folder, installing Debian's package when we may; else why not."""
     found = _postgres_bin()
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600", "postgresql"], capture_output=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600", "postgresql"],
+            capture_output=True,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
         found = _postgres_bin()
     if found is None:
         return None, "PostgreSQL is not installed and Debian's postgresql package could not be installed here"
@@ -52,17 +55,31 @@ def postgres_server(bin_dir: Path):
     if os.geteuid() == 0:
         as_user = ["runuser", "-u", "postgres", "--"]
         shutil.chown(folder, "postgres")
+
     def run(*cmd, **kw):
         return subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True, **kw)
+
     run(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(folder / "server.log"), "-w", "-t", "60",
-        "-o", f"-h 127.0.0.1 -p {port} -k {folder}", "start")
+    run(
+        str(bin_dir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-l",
+        str(folder / "server.log"),
+        "-w",
+        "-t",
+        "60",
+        "-o",
+        f"-h 127.0.0.1 -p {port} -k {folder}",
+        "start",
+    )
     try:
         run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "grpo")
         yield f"postgresql://postgres@127.0.0.1:{port}/grpo"
     finally:
-        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                       capture_output=True)
+        subprocess.run(
+            [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True
+        )
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -76,11 +93,28 @@ def mlflow_server(folder: Path):
     port = free_port()
     log = open(folder / "mlflow-server.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{folder}/mlflow.db", "--artifacts-destination", str(folder / "artifacts"),
-         "--workers", "1"],
-        cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # as `grpo ui` starts it: no job runner
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{folder}/mlflow.db",
+            "--artifacts-destination",
+            str(folder / "artifacts"),
+            "--workers",
+            "1",
+        ],
+        cwd=folder,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )  # as `grpo ui` starts it: no job runner
     url = f"http://127.0.0.1:{port}"
     try:
         while True:  # until it answers or exits, however long this machine takes
@@ -89,7 +123,9 @@ def mlflow_server(folder: Path):
                     break
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"mlflow server did not start: {(folder / 'mlflow-server.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"mlflow server did not start: {(folder / 'mlflow-server.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.5)
         yield url
     finally:

@@ -3,8 +3,14 @@
 import pytest
 import torch
 
-from grpo_core.algo.advantages import (STD_EPS, advantage_metrics, noise_active, normalize_rewards,
-                                  perturb_advantages, scale_advantages)
+from grpo_core.algo.advantages import (
+    STD_EPS,
+    advantage_metrics,
+    noise_active,
+    normalize_rewards,
+    perturb_advantages,
+    scale_advantages,
+)
 
 
 def test_group_mode_by_hand():
@@ -26,14 +32,14 @@ def test_batch_mode_by_hand():
     # TRL 1.16's logging: reward_std is the batch std; frac_reward_zero_std looks at the std the
     # mode divides by (here the batch's, 0.5, so 0); the group stds √0.5 and 0 average to √0.5 / 2
     assert float(m["reward_std"]) == pytest.approx(0.5)
-    assert float(m["reward_std_within_group"]) == pytest.approx(0.5 ** 0.5 / 2)
+    assert float(m["reward_std_within_group"]) == pytest.approx(0.5**0.5 / 2)
     assert float(m["frac_reward_zero_std"]) == 0.0
 
 
 def test_group_mode_logs_the_batch_std_and_the_mean_group_std_apart():
     _, m = normalize_rewards(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2, "group")
     assert float(m["reward_std"]) == pytest.approx(0.5)  # std of [1, 0, 1, 1]
-    assert float(m["reward_std_within_group"]) == pytest.approx(0.5 ** 0.5 / 2)  # (std[1, 0] + std[1, 1]) / 2
+    assert float(m["reward_std_within_group"]) == pytest.approx(0.5**0.5 / 2)  # (std[1, 0] + std[1, 1]) / 2
     assert float(m["frac_reward_zero_std"]) == 0.5  # one group of two has std 0
 
 
@@ -89,11 +95,17 @@ def test_noise_uses_its_own_generator_not_the_global_stream():
     torch.testing.assert_close(torch.rand(3), expected_next)
 
 
-@pytest.mark.parametrize("step,std,steps,active", [
-    (1, 0.01, 0, True), (500, 0.01, 0, True),      # 0 = every step
-    (1, 0.01, 15, True), (15, 0.01, 15, True), (16, 0.01, 15, False),  # only the first 15
-    (1, 0.0, 0, False),                              # std 0 = off
-])
+@pytest.mark.parametrize(
+    "step,std,steps,active",
+    [
+        (1, 0.01, 0, True),
+        (500, 0.01, 0, True),  # 0 = every step
+        (1, 0.01, 15, True),
+        (15, 0.01, 15, True),
+        (16, 0.01, 15, False),  # only the first 15
+        (1, 0.0, 0, False),  # std 0 = off
+    ],
+)
 def test_noise_only_in_first_n_steps(step, std, steps, active):
     assert noise_active(step, std, steps) is active
 
@@ -113,6 +125,7 @@ def test_signal_groups_by_hand():
 
 
 # ---- advantage estimators (grpo_core/algo/advantages.py, ADVANTAGE_ESTIMATORS) ----------------------------
+
 
 def test_rloo_by_hand_one_right_in_a_group():
     # RLOO (Ahmadian et al. 2024; TRL's RLOOTrainer; verl's rloo): A_i = r_i − mean of the other G − 1
@@ -139,6 +152,7 @@ def test_rloo_is_the_group_mean_baseline_scaled_by_g_over_g_minus_1(G):
 
 # ---- reward aggregation (grpo_core/tasks/rewards.py, REWARD_AGGREGATIONS) ---------------------------------
 
+
 def test_normalize_then_sum_by_hand():
     # TRL's multi_objective_aggregation normalize_then_sum: each function's values normalized within the
     # group with the unbiased std, (r − mean)/(std + 1e-4), then Σ weight × normalized value. G = 3.
@@ -154,15 +168,16 @@ def test_normalize_then_sum_by_hand():
 
     want = []
     for g in range(2):
-        a, b = normalized(per_func["a"][3 * g:3 * g + 3]), normalized(per_func["b"][3 * g:3 * g + 3])
+        a, b = normalized(per_func["a"][3 * g : 3 * g + 3]), normalized(per_func["b"][3 * g : 3 * g + 3])
         want += [1.0 * x + 2.0 * y for x, y in zip(a, b)]
     got = REWARD_AGGREGATIONS.get("normalize_then_sum")(per_func, weights, 3)
     torch.testing.assert_close(got, torch.tensor(want), atol=1e-5, rtol=1e-6)
     assert abs(got[3:].tolist()[0] - 2.0 * (-1 / 1.0001)) < 1e-5  # function a is constant in group 2: it adds 0
     # a function that varies little weighs as much as one that varies a lot: scaling b by 100 changes nothing
     # but the 1e-4 guard's share
-    scaled = REWARD_AGGREGATIONS.get("normalize_then_sum")({"a": per_func["a"], "b": [100 * x for x in per_func["b"]]},
-                                                           weights, 3)
+    scaled = REWARD_AGGREGATIONS.get("normalize_then_sum")(
+        {"a": per_func["a"], "b": [100 * x for x in per_func["b"]]}, weights, 3
+    )
     torch.testing.assert_close(scaled, got, atol=3e-4, rtol=0)  # values of order 1: the guard moves them ≤ 2e-4
     plain = REWARD_AGGREGATIONS.get("sum_then_normalize")(per_func, weights, 3)
     assert plain.tolist() == [1.0 * x + 2.0 * y for x, y in zip(per_func["a"], per_func["b"])]
@@ -173,8 +188,11 @@ def test_normalize_then_sum_needs_batch_scaling_as_trl_divides():
     from grpo_core.config.validation import validate
     from grpo_core.util.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="multi_objective_aggregation: got normalize_then_sum with scale_rewards "
-                                          "'group'; allowed: normalize_then_sum with scale_rewards batch"):
+    with pytest.raises(
+        ConfigError,
+        match="multi_objective_aggregation: got normalize_then_sum with scale_rewards "
+        "'group'; allowed: normalize_then_sum with scale_rewards batch",
+    ):
         validate(make_cfg(multi_objective_aggregation="normalize_then_sum"))
     validate(make_cfg(multi_objective_aggregation="normalize_then_sum", scale_rewards="batch"))
 
@@ -204,7 +222,9 @@ def test_overlong_penalty_reaches_the_advantages_not_the_logged_reward(tmp_path)
     cfg = make_cfg(max_steps=3, stl_window=1, overlong_buffer_len=4, log_completions_per_step=0)
     run_training(cfg, tmp_path / "run", progress=False)
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
-    completions = [__import__("json").loads(l) for l in (tmp_path / "run" / "completions.jsonl").read_text().splitlines()]
+    completions = [
+        __import__("json").loads(line) for line in (tmp_path / "run" / "completions.jsonl").read_text().splitlines()
+    ]
     assert all(r["rewards/overlong_penalty"] <= 0 for r in rows)
     assert all(r["reward"] == pytest.approx(r["rewards/exact_match"], abs=1e-6) for r in rows)  # the task's reward
     lengths = [c["length"] for c in completions if c["step"] == 1]

@@ -25,12 +25,18 @@ def test_config_train_read_back_sweep_and_verdicts(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists()
 
     spec = tmp_path / "grid.yaml"
-    spec.write_text(f"name: api-grid\nclaim: C2\nbase: {{cache_dir: {CACHE}, max_steps: 4, stl_window: 2, "
-                    "baseline_prompts: 8}\ngrid: {warmup_ratio: [0.0, 0.5]}\nseeds: [0]\nreplication_seeds: [1]\nobjective: steps_to_learn\n"
-                    "report: {figures: [], tests: [{kind: paired, statement: warmup off learns sooner, metric: "
-                    "steps_to_learn, axis: warmup_ratio, treatment: [0.0], control: 0.5, direction: lower}]}\n")
-    sweep = grpo_lab.sweep(spec, storage=f"journal:///{tmp_path}/j.log", tracking_uri=f"sqlite:///{tmp_path}/m.db",
-                           out_root=tmp_path / "runs")
+    spec.write_text(
+        f"name: api-grid\nclaim: C2\nbase: {{cache_dir: {CACHE}, max_steps: 4, stl_window: 2, "
+        "baseline_prompts: 8}\ngrid: {warmup_ratio: [0.0, 0.5]}\nseeds: [0]\nreplication_seeds: [1]\nobjective: steps_to_learn\n"
+        "report: {figures: [], tests: [{kind: paired, statement: warmup off learns sooner, metric: "
+        "steps_to_learn, axis: warmup_ratio, treatment: [0.0], control: 0.5, direction: lower}]}\n"
+    )
+    sweep = grpo_lab.sweep(
+        spec,
+        storage=f"journal:///{tmp_path}/j.log",
+        tracking_uri=f"sqlite:///{tmp_path}/m.db",
+        out_root=tmp_path / "runs",
+    )
     assert sweep.exit_code == 0 and [t["state"] for t in sweep.trials] == ["COMPLETE"] * 4
     assert len(sweep.runs()) == 4 and all(r.summary["status"] == "finished" for r in sweep.runs())
     assert grpo_lab.trials(spec, storage=f"journal:///{tmp_path}/j.log").trials == sweep.trials
@@ -67,15 +73,18 @@ def _run_folder(tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("name, text", [
-    ("summary.json", '{"status": "fini'),  # cut mid-write
-    ("summary.json", "[1, 2]"),  # JSON, not a mapping
-    ("config.yaml", "max_steps: [2\n"),
-    ("config.yaml", "x: !!python/object/apply:os.getcwd []\n"),  # a tag: refused, never run
-    ("completions.jsonl", '{"step": 1}\n{"step": 2, "comp\n{"step": 3}\n'),  # broken mid-file
-    ("metrics.jsonl", '{"step": 1}\n[1]\n{"step": 3}\n'),  # a line that is not an object
-    ("completions.jsonl", b"\x80\x81\xfe\xff" * 64),  # random bytes
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("summary.json", '{"status": "fini'),  # cut mid-write
+        ("summary.json", "[1, 2]"),  # JSON, not a mapping
+        ("config.yaml", "max_steps: [2\n"),
+        ("config.yaml", "x: !!python/object/apply:os.getcwd []\n"),  # a tag: refused, never run
+        ("completions.jsonl", '{"step": 1}\n{"step": 2, "comp\n{"step": 3}\n'),  # broken mid-file
+        ("metrics.jsonl", '{"step": 1}\n[1]\n{"step": 3}\n'),  # a line that is not an object
+        ("completions.jsonl", b"\x80\x81\xfe\xff" * 64),  # random bytes
+    ],
+)
 def test_read_run_names_the_file_it_cannot_read(tmp_path, name, text):
     import grpo_lab
     from grpo_core.util.errors import UserInputError
@@ -120,11 +129,14 @@ def test_train_refused_leaves_the_users_folder_as_it_was(tmp_path):
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # no lock file left behind
 
 
-@pytest.mark.parametrize("values", [
-    {"dataset": "MIXED"},  # read by check_inputs: `grpo train` refused it, the API trained on it
-    {"learning_rate": "fast"},
-    {"lora_r": 10 ** 12, "use_peft": True},
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"dataset": "MIXED"},  # read by check_inputs: `grpo train` refused it, the API trained on it
+        {"learning_rate": "fast"},
+        {"lora_r": 10**12, "use_peft": True},
+    ],
+)
 def test_the_api_refuses_what_grpo_train_refuses_with_the_same_line(tmp_path, values):
     import dataclasses
 
@@ -135,9 +147,15 @@ def test_the_api_refuses_what_grpo_train_refuses_with_the_same_line(tmp_path, va
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "four"}\n')
     values = {k: (str(mixed) if v == "MIXED" else v) for k, v in values.items()}
-    res = run_grpo_here("train", "--no-mlflow", "--set", f"cache_dir={CACHE}",
-                        *[a for k, v in values.items() for a in ("--set", f"{k}={str(v).lower() if v is True else v}")],
-                        "--out", str(tmp_path / "cli"))
+    res = run_grpo_here(
+        "train",
+        "--no-mlflow",
+        "--set",
+        f"cache_dir={CACHE}",
+        *[a for k, v in values.items() for a in ("--set", f"{k}={str(v).lower() if v is True else v}")],
+        "--out",
+        str(tmp_path / "cli"),
+    )
     assert res.returncode == 2
     base = grpo_lab.config(cache_dir=str(CACHE))
     with pytest.raises(UserInputError) as err:  # a GRPOConfig changed by hand is checked as a file would be

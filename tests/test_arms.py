@@ -8,9 +8,11 @@ import yaml
 from conftest import CACHE, ROOT, run_grpo_here as grpo_here
 
 BASE = {"cache_dir": str(CACHE), "max_steps": 2, "baseline_prompts": 8, "stl_window": 2}
-ARMS = {"warmup": {"warmup_steps": 2, "learning_rate": 3e-4},
-        "no_warmup": {"warmup_steps": 0, "learning_rate": 3e-4},
-        "lr_matched": {"warmup_steps": 0, "learning_rate": 1.5e-4}}
+ARMS = {
+    "warmup": {"warmup_steps": 2, "learning_rate": 3e-4},
+    "no_warmup": {"warmup_steps": 0, "learning_rate": 3e-4},
+    "lr_matched": {"warmup_steps": 0, "learning_rate": 1.5e-4},
+}
 
 
 def _write(tmp_path, name="arms", **fields):
@@ -34,18 +36,27 @@ def test_arms_are_a_grid_axis_whose_points_carry_each_arms_values(tmp_path):
     assert load_spec(_write(tmp_path, grid={"arm": ["lr_matched", "warmup"]})).grid == {"arm": ["lr_matched", "warmup"]}
 
 
-@pytest.mark.parametrize("fields,needle", [
-    ({"arms": {"a": {"warmup_steps": 1}, "b": {"learning_rate": 1e-4}}}, "arms.b.learning_rate: every arm sets the same keys"),
-    ({"arms": {"a": {"warmup_steps": 1}, "b": {"warmup_steps": 1}}}, "arms.b: sets what arms.a sets"),
-    ({"arms": {"a": {"max_steps": 3}, "b": {"max_steps": 4}}}, "arms.a.max_steps: is also in base, grid or search"),
-    ({"arms": {"a": {"seed": 3}}}, "arms.a.seed: unknown key"),
-    ({"arms": {"a": {"warmup_step": 3}}}, "arms.a.warmup_step: unknown key"),
-    ({"arms": {"a": {"warmup_steps": "x"}}}, "arms.a.warmup_steps:"),
-    ({"arms": []}, "arms: []; allowed: a mapping of arm names"),
-    ({"arms": {"a b": {"warmup_steps": 1}}}, "arms.a b: allowed: a name of letters"),
-    ({"grid": {"arm": ["warmup", "nope"]}}, "grid.arm: 'nope' is not an arm; allowed: warmup, no_warmup, lr_matched"),
-    ({"arms": None, "grid": {"arm": ["a"]}}, "grid.arm: names arms the spec does not define"),
-])
+@pytest.mark.parametrize(
+    "fields,needle",
+    [
+        (
+            {"arms": {"a": {"warmup_steps": 1}, "b": {"learning_rate": 1e-4}}},
+            "arms.b.learning_rate: every arm sets the same keys",
+        ),
+        ({"arms": {"a": {"warmup_steps": 1}, "b": {"warmup_steps": 1}}}, "arms.b: sets what arms.a sets"),
+        ({"arms": {"a": {"max_steps": 3}, "b": {"max_steps": 4}}}, "arms.a.max_steps: is also in base, grid or search"),
+        ({"arms": {"a": {"seed": 3}}}, "arms.a.seed: unknown key"),
+        ({"arms": {"a": {"warmup_step": 3}}}, "arms.a.warmup_step: unknown key"),
+        ({"arms": {"a": {"warmup_steps": "x"}}}, "arms.a.warmup_steps:"),
+        ({"arms": []}, "arms: []; allowed: a mapping of arm names"),
+        ({"arms": {"a b": {"warmup_steps": 1}}}, "arms.a b: allowed: a name of letters"),
+        (
+            {"grid": {"arm": ["warmup", "nope"]}},
+            "grid.arm: 'nope' is not an arm; allowed: warmup, no_warmup, lr_matched",
+        ),
+        ({"arms": None, "grid": {"arm": ["a"]}}, "grid.arm: names arms the spec does not define"),
+    ],
+)
 def test_a_bad_arm_is_named_in_one_line(tmp_path, fields, needle):
     from grpo_core.util.errors import UserInputError
     from sweeps.spec import load_spec
@@ -68,9 +79,21 @@ def test_a_sweep_of_arms_trains_each_once_and_a_new_journal_adopts_them(tmp_path
     from sweeps.reporting.report_inputs import collect_runs
     from sweeps.spec import load_spec
 
-    _write(tmp_path, report={"tests": [{"kind": "paired", "statement": "s", "axis": "arm",
-                                        "treatment": ["no_warmup", "lr_matched"], "control": "warmup",
-                                        "direction": "lower"}]})
+    _write(
+        tmp_path,
+        report={
+            "tests": [
+                {
+                    "kind": "paired",
+                    "statement": "s",
+                    "axis": "arm",
+                    "treatment": ["no_warmup", "lr_matched"],
+                    "control": "warmup",
+                    "direction": "lower",
+                }
+            ]
+        },
+    )
     res = grpo_here("sweep", "arms.yaml", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     root = tmp_path / "results/local/sweeps"
@@ -89,7 +112,10 @@ def test_a_sweep_of_arms_trains_each_once_and_a_new_journal_adopts_them(tmp_path
     study = optuna.create_study(study_name="arms", storage=optuna.storages.InMemoryStorage())
     assert adopt_run_folders(study, spec, root) == 3
     assert sorted((t.params["arm"], t.params["seed"]) for t in study.get_trials()) == [
-        ("lr_matched", 0), ("no_warmup", 0), ("warmup", 0)]
+        ("lr_matched", 0),
+        ("no_warmup", 0),
+        ("warmup", 0),
+    ]
 
 
 def test_the_long_c2_specs_lr_matched_arm_runs_at_its_ramps_mean_rate():
@@ -99,8 +125,13 @@ def test_the_long_c2_specs_lr_matched_arm_runs_at_its_ramps_mean_rate():
 
     spec = load_spec(ROOT / "experiments/real/cpu/r2_warmup_long_cpu.yaml", check_points=False)
     ramp, matched = spec.config_for({"arm": "warmup", "seed": 20}), spec.config_for({"arm": "lr_matched", "seed": 20})
-    mean = sum(ramp.learning_rate * lr_multiplier(s, ramp.effective_warmup_steps, ramp.max_steps, ramp.lr_scheduler_type)
-               for s in range(ramp.max_steps)) / ramp.max_steps
+    mean = (
+        sum(
+            ramp.learning_rate * lr_multiplier(s, ramp.effective_warmup_steps, ramp.max_steps, ramp.lr_scheduler_type)
+            for s in range(ramp.max_steps)
+        )
+        / ramp.max_steps
+    )
     assert matched.effective_warmup_steps == 0 and matched.learning_rate == pytest.approx(mean, rel=1e-12)
     assert spec.config_for({"arm": "no_warmup", "seed": 20}).learning_rate == ramp.learning_rate
 
@@ -112,8 +143,13 @@ def test_the_long_c2_specs_early_matched_arm_runs_at_its_ramps_mean_over_the_fir
     from sweeps.spec import load_spec
 
     spec = load_spec(ROOT / "experiments/real/cpu/r2_warmup_long_cpu.yaml", check_points=False)
-    ramp, early = spec.config_for({"arm": "warmup", "seed": 20}), spec.config_for({"arm": "lr_matched_early", "seed": 20})
-    delivered = sum(ramp.learning_rate * lr_multiplier(s, ramp.effective_warmup_steps, ramp.max_steps,
-                                                       ramp.lr_scheduler_type) for s in range(50))
+    ramp, early = (
+        spec.config_for({"arm": "warmup", "seed": 20}),
+        spec.config_for({"arm": "lr_matched_early", "seed": 20}),
+    )
+    delivered = sum(
+        ramp.learning_rate * lr_multiplier(s, ramp.effective_warmup_steps, ramp.max_steps, ramp.lr_scheduler_type)
+        for s in range(50)
+    )
     assert delivered == pytest.approx(40 * ramp.learning_rate, rel=1e-12)
     assert early.effective_warmup_steps == 0 and early.learning_rate == pytest.approx(delivered / 50, rel=1e-12)

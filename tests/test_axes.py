@@ -55,25 +55,43 @@ def test_a_new_estimator_is_one_registered_function(monkeypatch):
 
     monkeypatch.setitem(ADVANTAGE_ESTIMATORS._entries, "group_min", min_baseline)
     monkeypatch.setitem(ADVANTAGE_ESTIMATORS.notes, "group_min", "r − the group's minimum")
-    cfg = make_cfg(advantage_estimator="group_min", scale_rewards="none", max_steps=2, stl_window=1,
-                   log_completions_per_step=0)
+    cfg = make_cfg(
+        advantage_estimator="group_min", scale_rewards="none", max_steps=2, stl_window=1, log_completions_per_step=0
+    )
     validate(cfg)
     import tempfile
     from pathlib import Path
 
     with tempfile.TemporaryDirectory() as tmp:
         summary = run_training(cfg, Path(tmp) / "run", progress=False)
-        rows = [__import__("json").loads(l) for l in (Path(tmp) / "run" / "completions.jsonl").read_text().splitlines()]
+        rows = [
+            __import__("json").loads(line)
+            for line in (Path(tmp) / "run" / "completions.jsonl").read_text().splitlines()
+        ]
     assert summary["status"] == "finished"
     assert rows and min(r["advantage"] for r in rows) == 0.0  # each group's lowest reward gets exactly 0
     assert "group_min" in axes.markdown_table()  # and the docs' table lists it
 
 
 NEW_VALUES = [  # two runs cover every newer value (each run costs ~10 s)
-    {"advantage_estimator": "rloo", "scale_rewards": "none", "loss_type": "cispo", "epsilon_high": 5.0,
-     "entropy_coef": 0.01, "overlong_buffer_len": 2, "delta": 1.5, "kl_estimator": "k2", "beta": 0.04},
-    {"loss_type": "sapo", "top_entropy_quantile": 0.2, "multi_objective_aggregation": "normalize_then_sum",
-     "scale_rewards": "batch", "reward_funcs": ["exact_match", "format_digits"]},
+    {
+        "advantage_estimator": "rloo",
+        "scale_rewards": "none",
+        "loss_type": "cispo",
+        "epsilon_high": 5.0,
+        "entropy_coef": 0.01,
+        "overlong_buffer_len": 2,
+        "delta": 1.5,
+        "kl_estimator": "k2",
+        "beta": 0.04,
+    },
+    {
+        "loss_type": "sapo",
+        "top_entropy_quantile": 0.2,
+        "multi_objective_aggregation": "normalize_then_sum",
+        "scale_rewards": "batch",
+        "reward_funcs": ["exact_match", "format_digits"],
+    },
 ]
 
 
@@ -92,8 +110,9 @@ def test_the_newer_axes_train_on_the_tiny_model(values, tmp_path):
     if values.get("entropy_coef"):
         assert all(r["entropy_bonus"] == pytest.approx(0.01 * r["entropy"], rel=1e-4) for r in rows)
     if len(values.get("reward_funcs", [])) == 2:  # the logged reward is the plain sum, whatever trains
-        assert all(r["reward"] == pytest.approx(r["rewards/exact_match"] + r["rewards/format_digits"], abs=1e-6)
-                   for r in rows)
+        assert all(
+            r["reward"] == pytest.approx(r["rewards/exact_match"] + r["rewards/format_digits"], abs=1e-6) for r in rows
+        )
 
 
 def test_kl_in_reward_moves_the_kl_from_the_loss_to_the_reward(tmp_path):

@@ -63,8 +63,14 @@ def test_baseline_uses_training_prompts_and_reaches_its_standard_error(tmp_path,
 def test_a_data_files_baseline_is_cached_by_its_content(tmp_path, monkeypatch):
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(f'{{"prompt": "{a}+{b}=", "answer": "{a + b}"}}\n' for a in range(20) for b in range(5)))
-    settings = dict(task="addition", dataset=str(rows), reward_funcs=["exact_match"], baseline_prompts=8,
-                    stl_delta=0.5, cache_dir=str(tmp_path / "cache"))
+    settings = dict(
+        task="addition",
+        dataset=str(rows),
+        reward_funcs=["exact_match"],
+        baseline_prompts=8,
+        stl_delta=0.5,
+        cache_dir=str(tmp_path / "cache"),
+    )
     first = GRPOTrainer(make_cfg(**settings)).baseline_reward()
     assert len(list((tmp_path / "cache" / "baselines").glob("dataset-*.json"))) == 1
     again = GRPOTrainer(make_cfg(**settings, seed=5))  # every seed of the file's runs shares it

@@ -13,8 +13,9 @@ pytest.importorskip("trl", reason="TRL is the [bench] extra; scripts/bootstrap.s
 
 def test_bench_tiny_two_steps_prints_ratio_memory_and_logps_check(tmp_path):
     out = tmp_path / "bench.md"
-    proc = run_grpo("bench", "--setup", "tiny", "--steps", "2", "--warmup", "1", "--cache-dir", str(CACHE),
-                    "--out", str(out))
+    proc = run_grpo(
+        "bench", "--setup", "tiny", "--steps", "2", "--warmup", "1", "--cache-dir", str(CACHE), "--out", str(out)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"ours/TRL median step time = \d+\.\d\d", proc.stdout)
     row = next(line for line in out.read_text().splitlines() if line.startswith("| tiny"))
@@ -26,13 +27,19 @@ def test_bench_tiny_two_steps_prints_ratio_memory_and_logps_check(tmp_path):
     assert "trl 1." in out.read_text() and "Command: `grpo bench" in out.read_text()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--setup", "nope"], "--setup: unknown value 'nope'; allowed: tiny, smollm2-135m, qwen2-0.5b"),
-    (["--setup", "qwen2-0.5b"], "--setup qwen2-0.5b: runs on a GPU only"),
-    (["--steps", "0"], "--steps: got 0; allowed: an integer ≥ 1"),
-    (["--loss-type", "ppo"], "--loss-type: unknown value 'ppo'"),
-    (["--out", "/proc/no-such-dir/cpu.md"], "--out /proc/no-such-dir/cpu.md: cannot be written"),  # before the bench runs
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--setup", "nope"], "--setup: unknown value 'nope'; allowed: tiny, smollm2-135m, qwen2-0.5b"),
+        (["--setup", "qwen2-0.5b"], "--setup qwen2-0.5b: runs on a GPU only"),
+        (["--steps", "0"], "--steps: got 0; allowed: an integer ≥ 1"),
+        (["--loss-type", "ppo"], "--loss-type: unknown value 'ppo'"),
+        (
+            ["--out", "/proc/no-such-dir/cpu.md"],
+            "--out /proc/no-such-dir/cpu.md: cannot be written",
+        ),  # before the bench runs
+    ],
+)
 def test_bench_bad_input_one_line_exit_2(args, message):
     proc = run_grpo_here("bench", *args)
     assert proc.returncode == 2
@@ -48,15 +55,25 @@ def test_suite_time_sums_each_specs_finished_runs_from_their_folders(tmp_path, c
     exp.mkdir()
     for name, claim in (("a", "calibration"), ("b", "C2"), ("c", "C3")):
         (exp / f"{name}.yaml").write_text(f"name: s-{name}\nclaim: {claim}\nreport: {{tests: []}}\n")
-    summaries = {"s-a": [(600.0, 7.0, "finished"), (300.0, 5.0, "finished"), (9999.0, 1.0, "killed")],
-                 "s-b": [(120.0, 3.0, "finished")]}  # s-c has no run folder: no row
+    summaries = {
+        "s-a": [(600.0, 7.0, "finished"), (300.0, 5.0, "finished"), (9999.0, 1.0, "killed")],
+        "s-b": [(120.0, 3.0, "finished")],
+    }  # s-c has no run folder: no row
     for sweep, rows in summaries.items():
         for i, (wall, median, status) in enumerate(rows):
             folder = runs / sweep / f"trial-{i:04d}"
             folder.mkdir(parents=True)
-            (folder / "summary.json").write_text(json.dumps({
-                "status": status, "wall_time_s": wall, "median_step_time_s": median, "steps_completed": 12,
-                "device_name": "AMD EPYC 7B13"}))
+            (folder / "summary.json").write_text(
+                json.dumps(
+                    {
+                        "status": status,
+                        "wall_time_s": wall,
+                        "median_step_time_s": median,
+                        "steps_completed": 12,
+                        "device_name": "AMD EPYC 7B13",
+                    }
+                )
+            )
     (runs / "s-b" / "trial-0009").mkdir()
     (runs / "s-b" / "trial-0009" / "summary.json").write_text('{"status": "fini')  # cut: left out
     assert suite_time.main(["--experiments", str(exp), "--runs", str(runs), "--workers", "2"]) == 0

@@ -32,8 +32,16 @@ def test_killed_run_resumed_from_checkpoint_matches_an_uninterrupted_run(tmp_pat
     # the killed run in a process of its own, the others in this one: torch's thread count is set
     # (num_threads 1), as MKL's sums depend on it
     # (the task's exact_match, held while the file `hold` exists: the run waits past checkpoint-80 for its kill)
-    settings = ["--set", "max_steps=120", "--set", "save_steps=40", "--set", "num_threads=1",
-                "--set", "reward_funcs=reward_helpers:held_exact_match"]
+    settings = [
+        "--set",
+        "max_steps=120",
+        "--set",
+        "save_steps=40",
+        "--set",
+        "num_threads=1",
+        "--set",
+        "reward_funcs=reward_helpers:held_exact_match",
+    ]
     ref = tmp_path / "ref"
     assert grpo_here("train", *ARGS, *settings, "--out", str(ref)).returncode == 0
     assert [p.name for p in ref.glob("checkpoint-*")] == ["checkpoint-120"]  # only the latest is kept
@@ -41,8 +49,13 @@ def test_killed_run_resumed_from_checkpoint_matches_an_uninterrupted_run(tmp_pat
     run = tmp_path / "run"
     hold = tmp_path / "hold"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *ARGS, *settings, "--out", str(run)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", "train", *ARGS, *settings, "--out", str(run)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     while proc.poll() is None:  # wait for the event, however long this machine takes
         if (run / "checkpoint-80").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) >= 85:
             break
@@ -69,11 +82,18 @@ def test_resume_mid_iteration_restores_the_reused_batch(tmp_path):
     run_training(cfg, tmp_path / "ref", progress=False)
     shutil.copytree(tmp_path / "ref" / "checkpoint-3", tmp_path / "ckpt" / "checkpoint-3")
     shutil.copy(tmp_path / "ref" / "metrics.jsonl", tmp_path / "ckpt" / "metrics.jsonl")
-    resumed_cfg = make_cfg(max_steps=5, save_steps=3, num_iterations=2, beta=0.04, advantage_noise_std=0.01,
-                           resume_from_checkpoint=str(tmp_path / "ckpt" / "checkpoint-3"))
+    resumed_cfg = make_cfg(
+        max_steps=5,
+        save_steps=3,
+        num_iterations=2,
+        beta=0.04,
+        advantage_noise_std=0.01,
+        resume_from_checkpoint=str(tmp_path / "ckpt" / "checkpoint-3"),
+    )
     run_training(resumed_cfg, tmp_path / "resumed", progress=False)
-    assert _without_timing(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == \
-        _without_timing(read_metrics(tmp_path / "ref" / "metrics.jsonl"))
+    assert _without_timing(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == _without_timing(
+        read_metrics(tmp_path / "ref" / "metrics.jsonl")
+    )
 
 
 def test_a_lora_checkpoint_holds_the_adapters_and_resumes_exactly(tmp_path):
@@ -88,19 +108,27 @@ def test_a_lora_checkpoint_holds_the_adapters_and_resumes_exactly(tmp_path):
     assert weights and all(".lora_A." in name or ".lora_B." in name for name in weights), sorted(weights)[:3]
     shutil.copytree(tmp_path / "ref" / "checkpoint-3", tmp_path / "ckpt" / "checkpoint-3")
     shutil.copy(tmp_path / "ref" / "metrics.jsonl", tmp_path / "ckpt" / "metrics.jsonl")
-    run_training(make_cfg(**settings, resume_from_checkpoint=str(tmp_path / "ckpt" / "checkpoint-3")),
-                 tmp_path / "resumed", progress=False)
-    assert _without_timing(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == \
-        _without_timing(read_metrics(tmp_path / "ref" / "metrics.jsonl"))
+    run_training(
+        make_cfg(**settings, resume_from_checkpoint=str(tmp_path / "ckpt" / "checkpoint-3")),
+        tmp_path / "resumed",
+        progress=False,
+    )
+    assert _without_timing(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == _without_timing(
+        read_metrics(tmp_path / "ref" / "metrics.jsonl")
+    )
     run_training(make_cfg(**{**settings, "save_steps": 0}), tmp_path / "none", progress=False)  # writing them
-    assert _without_timing(read_metrics(tmp_path / "none" / "metrics.jsonl")) == \
-        _without_timing(read_metrics(tmp_path / "ref" / "metrics.jsonl"))  # changes nothing a run computes
+    assert _without_timing(read_metrics(tmp_path / "none" / "metrics.jsonl")) == _without_timing(
+        read_metrics(tmp_path / "ref" / "metrics.jsonl")
+    )  # changes nothing a run computes
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("resume_from_checkpoint=/no/such/checkpoint", "is not a checkpoint folder"),
-    ("save_steps=-1", "save_steps"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("resume_from_checkpoint=/no/such/checkpoint", "is not a checkpoint folder"),
+        ("save_steps=-1", "save_steps"),
+    ],
+)
 def test_bad_checkpoint_settings_one_line_exit_2(tmp_path, capsys, setting, message):
     assert main(["train", *ARGS, "--set", setting, "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
@@ -111,8 +139,23 @@ def test_bad_checkpoint_settings_one_line_exit_2(tmp_path, capsys, setting, mess
 def test_resume_with_a_different_config_is_refused(tmp_path, capsys):
     run_training(make_cfg(max_steps=2, save_steps=2), tmp_path / "ref", progress=False)
     ckpt = tmp_path / "ref" / "checkpoint-2"
-    assert main(["train", *ARGS, "--set", "max_steps=2", "--set", "stl_window=1", "--set", "loss_type=bnpo",
-                 "--set", f"resume_from_checkpoint={ckpt}"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                *ARGS,
+                "--set",
+                "max_steps=2",
+                "--set",
+                "stl_window=1",
+                "--set",
+                "loss_type=bnpo",
+                "--set",
+                f"resume_from_checkpoint={ckpt}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "loss_type='grpo'" in err and "allowed: the same config" in err
 
@@ -133,8 +176,15 @@ def test_a_checkpoint_that_would_run_code_is_refused(tmp_path, capsys):
     torch.save({"step": 2, "model": Payload()}, ckpt / "trainer_state.pt")
     same = {**make_cfg(max_steps=2, save_steps=2).to_dict(), "resume_from_checkpoint": str(ckpt)}
     args = ["train", "--no-mlflow", "--no-progress", "--out", str(tmp_path / "resumed")]
-    for key in ("cache_dir", "max_steps", "save_steps", "baseline_prompts", "eval_prompts", "stl_window",
-                "resume_from_checkpoint"):
+    for key in (
+        "cache_dir",
+        "max_steps",
+        "save_steps",
+        "baseline_prompts",
+        "eval_prompts",
+        "stl_window",
+        "resume_from_checkpoint",
+    ):
         args += ["--set", f"{key}={same[key]}"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
@@ -150,12 +200,33 @@ def test_sigterm_records_the_run_as_killed_with_its_curve(tmp_path):
     db = tmp_path / "m.db"
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", "--no-progress", "--set", f"cache_dir={CACHE}",
-                             "--set", "baseline_prompts=8", "--set", "max_steps=2000",
-                             "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(run)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    while proc.poll() is None and not ((run / "metrics.jsonl").exists()
-                                       and len((run / "metrics.jsonl").read_text().splitlines()) >= 20):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "train",
+            "--no-progress",
+            "--set",
+            f"cache_dir={CACHE}",
+            "--set",
+            "baseline_prompts=8",
+            "--set",
+            "max_steps=2000",
+            "--set",
+            f"mlflow_tracking_uri=sqlite:///{db}",
+            "--out",
+            str(run),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while proc.poll() is None and not (
+        (run / "metrics.jsonl").exists() and len((run / "metrics.jsonl").read_text().splitlines()) >= 20
+    ):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGTERM)  # what kill, Slurm, Kubernetes and docker stop send
     assert proc.wait() == 143, proc.stderr.read()[-2000:]
@@ -174,12 +245,32 @@ def test_grpo_recover_ends_a_sigkilled_run_and_backfills_its_curve(tmp_path):
     db = tmp_path / "m.db"
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", "--no-progress", "--set", f"cache_dir={CACHE}",
-                             "--set", "baseline_prompts=8", "--set", "max_steps=2000",
-                             "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(run)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while proc.poll() is None and not ((run / "metrics.jsonl").exists()
-                                       and len((run / "metrics.jsonl").read_text().splitlines()) >= 30):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "train",
+            "--no-progress",
+            "--set",
+            f"cache_dir={CACHE}",
+            "--set",
+            "baseline_prompts=8",
+            "--set",
+            "max_steps=2000",
+            "--set",
+            f"mlflow_tracking_uri=sqlite:///{db}",
+            "--out",
+            str(run),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while proc.poll() is None and not (
+        (run / "metrics.jsonl").exists() and len((run / "metrics.jsonl").read_text().splitlines()) >= 30
+    ):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)  # nothing can be recorded: the OOM killer, a lost node
     proc.wait()

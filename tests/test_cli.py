@@ -25,8 +25,6 @@ def base_without(overrides) -> list[str]:
     return out
 
 
-
-
 BAD_INPUTS = [  # (overrides or files, key the message must name, words of what is allowed)
     (["loss_type=token_mean"], "loss_type", "grpo, bnpo, dapo, dr_grpo"),
     (["scale_rewards=std"], "scale_rewards", "group, batch, none"),
@@ -103,8 +101,22 @@ def test_malformed_and_missing_yaml(tmp_path, capsys):
 @pytest.mark.parametrize("steps", [1, 3, 10])
 def test_a_short_run_with_every_other_key_at_its_default_trains(tmp_path, capsys, steps):
     out = tmp_path / "run"
-    assert main(["train", "--set", f"max_steps={steps}", "--set", f"cache_dir={CACHE}", "--no-mlflow", "--no-progress",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--set",
+                f"max_steps={steps}",
+                "--set",
+                f"cache_dir={CACHE}",
+                "--no-mlflow",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if line.startswith("grpo: note:")]
     assert len(notes) == 1 and f"cannot be reached in {steps} steps" in notes[0] and "stl_window = 20" in notes[0]
@@ -113,8 +125,11 @@ def test_a_short_run_with_every_other_key_at_its_default_trains(tmp_path, capsys
     assert summary["steps_to_learn"] is None and summary["learned"] == 0
     assert summary["steps_to_learn_reason"].startswith(f"cannot be reached in {steps} steps")
     # what to change: a window that fits, or more steps where none can (it said "stl_window ≤ 1" for 1 step)
-    assert notes[0].endswith({1: "train at least 2 steps)", 3: "set stl_window ≤ 1 for this run)",
-                              10: "set stl_window ≤ 5 for this run)"}[steps])
+    assert notes[0].endswith(
+        {1: "train at least 2 steps)", 3: "set stl_window ≤ 1 for this run)", 10: "set stl_window ≤ 5 for this run)"}[
+            steps
+        ]
+    )
 
 
 def test_bad_input_from_a_real_process_has_no_traceback(tmp_path):
@@ -128,19 +143,31 @@ def test_train_writes_run_folder_and_mlflow(tmp_path):
     config = tmp_path / "exp.yaml"
     config.write_text("task: addition\nmax_steps: 3\nstl_window: 1\nloss_type: dapo\n")  # partial file
     db = tmp_path / "mlflow.db"
-    res = grpo_here("train", str(config), *BASE, "--set", "beta=0.04", "--set", f"mlflow_tracking_uri=sqlite:///{db}",
-               "--out", str(tmp_path / "run"), cwd=tmp_path)
+    res = grpo_here(
+        "train",
+        str(config),
+        *BASE,
+        "--set",
+        "beta=0.04",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{db}",
+        "--out",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     run = tmp_path / "run"
-    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["steps_completed"] == 3
     import yaml
+
     resolved = yaml.safe_load((run / "config.yaml").read_text())
     assert resolved["loss_type"] == "dapo" and resolved["beta"] == 0.04 and resolved["tiny_pretrain_steps"] == 1200
 
     from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     exp = client.get_experiment_by_name("grpo-train")
     (mrun,) = client.search_runs([exp.experiment_id])
@@ -158,22 +185,37 @@ def test_train_writes_run_folder_and_mlflow(tmp_path):
 
 def test_reward_function_that_raises_is_recorded_as_failed(tmp_path):
     db = tmp_path / "mlflow.db"
-    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:explode_on_seven", "--set", "max_steps=3", "--set", "stl_window=1",
-               "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"), cwd=tmp_path)
+    res = grpo_here(
+        "train",
+        *BASE,
+        "--set",
+        "reward_funcs=reward_helpers:explode_on_seven",
+        "--set",
+        "max_steps=3",
+        "--set",
+        "stl_window=1",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{db}",
+        "--out",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 1 and "Traceback" not in res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed"
     assert "explode_on_seven" in summary["error"] and "seven is not allowed" in summary["error"]
     assert "completion" in summary["error"] and "7" in summary["error"]
     from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
     assert mrun.info.status == "FAILED" and "explode_on_seven" in mrun.data.tags["error"]
 
 
 def test_non_finite_reward_stops_the_run(tmp_path):
-    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:nan_reward", "--no-mlflow",
-               "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train", *BASE, "--set", "reward_funcs=reward_helpers:nan_reward", "--no-mlflow", "--out", str(tmp_path / "run")
+    )
     assert res.returncode == 1
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and "non-finite" in summary["error"] and "nan_reward" in summary["error"]
@@ -182,10 +224,20 @@ def test_non_finite_reward_stops_the_run(tmp_path):
 def test_reward_too_large_for_float32_stops_the_run_naming_it(tmp_path):
     # 1e308 passed the finite check, overflowed in the baseline's float sums, and the baseline's
     # nan standard error asked for one more prompt at a time up to its cap: minutes before failing
-    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:huge_reward", "--no-mlflow",
-                    "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train",
+        *BASE,
+        "--set",
+        "reward_funcs=reward_helpers:huge_reward",
+        "--no-mlflow",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 1 and "Traceback" not in res.stderr and res.stderr.count("\n") == 1, res.stderr
-    assert "huge_reward returned 1e+308 for completion 0" in res.stderr and "allowed: numbers of absolute value ≤ 1e+15" in res.stderr
+    assert (
+        "huge_reward returned 1e+308 for completion 0" in res.stderr
+        and "allowed: numbers of absolute value ≤ 1e+15" in res.stderr
+    )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and "huge_reward" in summary["error"]
 
@@ -199,13 +251,23 @@ def test_out_folder_that_is_not_empty_is_refused(tmp_path, capsys):
 
 def test_interrupted_run_is_recorded_as_killed(tmp_path):
     db = tmp_path / "mlflow.db"
-    res = grpo_here("train", *base_without(["baseline_prompts=1"]), "--set", "reward_funcs=reward_helpers:interrupt",
-               "--set", "baseline_prompts=1",
-               "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train",
+        *base_without(["baseline_prompts=1"]),
+        "--set",
+        "reward_funcs=reward_helpers:interrupt",
+        "--set",
+        "baseline_prompts=1",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{db}",
+        "--out",
+        str(tmp_path / "run"),
+    )
     # the interrupt lands in the baseline, before step 1: the folder and MLflow still record it
     assert res.returncode == 130 and "Traceback" not in res.stderr
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "killed"
     from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
     assert mrun.info.status == "KILLED"
@@ -220,15 +282,26 @@ def test_a_second_interrupt_while_mlflow_is_written_says_what_is_recorded(tmp_pa
 
     monkeypatch.setattr(grpo_core.mlflow_logging, "record_end", interrupted_again)
     db = tmp_path / "mlflow.db"
-    res = grpo_here("train", *base_without(["baseline_prompts=1"]), "--set", "reward_funcs=reward_helpers:interrupt",
-                    "--set", "baseline_prompts=1", "--set", f"mlflow_tracking_uri=sqlite:///{db}",
-                    "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train",
+        *base_without(["baseline_prompts=1"]),
+        "--set",
+        "reward_funcs=reward_helpers:interrupt",
+        "--set",
+        "baseline_prompts=1",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{db}",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 130 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert res.stderr.strip().splitlines() == [
         f"grpo: interrupted; the run is recorded as killed in {tmp_path / 'run'}; its MLflow record was interrupted as "
-        "it was written: `grpo recover` completes it from the folder"]  # (once its process is gone: not this one)
+        "it was written: `grpo recover` completes it from the folder"
+    ]  # (once its process is gone: not this one)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "killed"
     from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     (mrun,) = client.search_runs([client.get_experiment_by_name("grpo-train").experiment_id])
     assert mrun.info.status == "RUNNING" and mrun.data.tags["run_dir"] == str(tmp_path / "run")
@@ -280,10 +353,16 @@ def test_two_real_runs_into_one_folder_one_is_refused(tmp_path):
     import sys
 
     from conftest import ROOT
+
     out = tmp_path / "o"
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", "--set", "max_steps=100", "--out", str(out),
-                              "--no-mlflow", *BASE], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", "train", "--set", "max_steps=100", "--out", str(out), "--no-mlflow", *BASE],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while first.poll() is None and not (out / "config.yaml").exists():  # until the first run is writing
         __import__("time").sleep(0.05)
     second = grpo_here("train", "--set", "seed=1", "--set", "max_steps=100", "--out", str(out), "--no-mlflow", *BASE)
@@ -307,16 +386,26 @@ def test_reward_functions_with_one_name_stay_apart(tmp_path):
 
 
 def test_reward_returned_as_a_string_fails_the_run(tmp_path):
-    res = grpo_here("train", *BASE, "--set", "reward_funcs=reward_helpers:string_reward", "--no-mlflow",
-               "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train",
+        *BASE,
+        "--set",
+        "reward_funcs=reward_helpers:string_reward",
+        "--no-mlflow",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 1 and "Traceback" not in res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["status"] == "failed" and "'1.0' (str)" in summary["error"] and "allowed: numbers" in summary["error"]
+    assert (
+        summary["status"] == "failed" and "'1.0' (str)" in summary["error"] and "allowed: numbers" in summary["error"]
+    )
 
 
 def test_secrets_are_masked_in_error_lines(capsys):
     storage = "postgresql://grpo:hunter2@127.0.0.1:1/optuna"
     from conftest import ROOT
+
     assert main(["trials", str(ROOT / "experiments" / "example-grid.yaml"), "--storage", storage]) == 2
     err = capsys.readouterr().err
     assert "hunter2" not in err and "grpo:***@127.0.0.1" in err
@@ -326,8 +415,12 @@ def test_fetch_model_checks_its_destination_before_downloading(tmp_path):
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("mine")
-    for dest, needle in ((tmp_path / "a-file", "is a file"), (tmp_path / "a-file" / "model", "is a file"),
-                         (tmp_path / "full", "not empty"), ("/proc/grpo-model", "cannot write")):
+    for dest, needle in (
+        (tmp_path / "a-file", "is a file"),
+        (tmp_path / "a-file" / "model", "is a file"),
+        (tmp_path / "full", "not empty"),
+        ("/proc/grpo-model", "cannot write"),
+    ):
         before = sorted(p.name for p in tmp_path.iterdir())
         res = grpo_here("fetch-model", "--dest", str(dest))
         assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
@@ -343,7 +436,9 @@ def test_an_interrupt_before_any_run_started_says_nothing_was_recorded(tmp_path,
         raise Terminated()
 
     monkeypatch.setattr(sweeps.driving.driver, "run_sweep", interrupted)
-    (tmp_path / "s.yaml").write_text(f"name: s\nbase: {{cache_dir: {CACHE}}}\ngrid: {{loss_type: [grpo]}}\nseeds: [0]\n")
+    (tmp_path / "s.yaml").write_text(
+        f"name: s\nbase: {{cache_dir: {CACHE}}}\ngrid: {{loss_type: [grpo]}}\nseeds: [0]\n"
+    )
     import grpo_core.run
 
     monkeypatch.setattr(grpo_core.run, "runs_started", 0)
@@ -358,17 +453,44 @@ def test_more_threads_than_cpus_trains_and_says_so(tmp_path, capsys):
 
     cpus = len(os.sched_getaffinity(0))
     out = tmp_path / "run"
-    assert main(["train", "--set", "max_steps=2", "--set", "stl_window=1", "--set", f"num_threads={cpus + 2}",
-                 "--set", f"cache_dir={CACHE}", "--no-mlflow", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--set",
+                "max_steps=2",
+                "--set",
+                "stl_window=1",
+                "--set",
+                f"num_threads={cpus + 2}",
+                "--set",
+                f"cache_dir={CACHE}",
+                "--no-mlflow",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("grpo: note:")]
-    assert notes == [f"grpo: note: num_threads {cpus + 2} is more than the {cpus} CPU(s) this process may use: "
-                     f"the same numbers, more slowly"]
+    assert notes == [
+        f"grpo: note: num_threads {cpus + 2} is more than the {cpus} CPU(s) this process may use: "
+        f"the same numbers, more slowly"
+    ]
     assert json.loads((out / "summary.json").read_text())["status"] == "finished"
 
 
-@pytest.mark.parametrize("args", [("train", "--out", ""), ("sweep", "experiments/example-grid.yaml", "--out-root", ""),
-                                  ("reproduce", "--quick", "--out", ""), ("trials", "x.yaml", "--storage", ""),
-                                  ("ui", "--tracking-uri", "")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("train", "--out", ""),
+        ("sweep", "experiments/example-grid.yaml", "--out-root", ""),
+        ("reproduce", "--quick", "--out", ""),
+        ("trials", "x.yaml", "--storage", ""),
+        ("ui", "--tracking-uri", ""),
+    ],
+)
 def test_an_empty_place_is_refused_not_read_as_the_default(args, tmp_path):
     """`--out ''` (an unset variable in a script) had trained into the default folder in silence."""
     from conftest import run_grpo_here

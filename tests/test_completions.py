@@ -5,8 +5,20 @@ import json
 
 from conftest import CACHE, run_grpo_here as grpo_here
 
-BASE = ["--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--set", "max_steps=3",
-        "--set", "stl_window=1", "--set", "prompts_per_step=4", "--set", "num_generations=4"]
+BASE = [
+    "--set",
+    f"cache_dir={CACHE}",
+    "--set",
+    "baseline_prompts=8",
+    "--set",
+    "max_steps=3",
+    "--set",
+    "stl_window=1",
+    "--set",
+    "prompts_per_step=4",
+    "--set",
+    "num_generations=4",
+]
 FIELDS = {"step", "prompt", "completion", "reward", "rewards/exact_match", "advantage", "length", "truncated"}
 
 
@@ -22,8 +34,19 @@ def test_every_completion_of_a_short_run_in_the_folder_mlflow_and_terminal(tmp_p
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path}/m.db"
-    res = grpo_here("train", *BASE, "--set", "log_completions_per_step=0", "--set", "num_completions_to_print=2",
-                    "--set", f"mlflow_tracking_uri={uri}", "--no-progress", "--out", tmp_path / "run")
+    res = grpo_here(
+        "train",
+        *BASE,
+        "--set",
+        "log_completions_per_step=0",
+        "--set",
+        "num_completions_to_print=2",
+        "--set",
+        f"mlflow_tracking_uri={uri}",
+        "--no-progress",
+        "--out",
+        tmp_path / "run",
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     rows = rows_of(tmp_path / "run" / "completions.jsonl")
     metrics = rows_of(tmp_path / "run" / "metrics.jsonl")
@@ -35,7 +58,7 @@ def test_every_completion_of_a_short_run_in_the_folder_mlflow_and_terminal(tmp_p
         # advantages sum to 0 (group-normalized), and the reward is the one function's value
         assert abs(sum(r["reward"] for r in mine) / 16 - metrics[step - 1]["reward"]) < 1e-6
         for g in range(4):
-            group = mine[4 * g:4 * g + 4]
+            group = mine[4 * g : 4 * g + 4]
             assert len({r["prompt"] for r in group}) == 1
             assert abs(sum(r["advantage"] for r in group)) < 1e-5
         assert all(r["rewards/exact_match"] == r["reward"] for r in mine)  # one function, weight 1
@@ -56,8 +79,11 @@ def test_every_completion_of_a_short_run_in_the_folder_mlflow_and_terminal(tmp_p
 
 def test_the_default_sample_and_logging_off_leave_the_run_as_it_was(tmp_path):
     runs = {}
-    for name, extra in (("default", []), ("off", ["--set", "log_completions=false"]),
-                        ("all", ["--set", "log_completions_per_step=0"])):
+    for name, extra in (
+        ("default", []),
+        ("off", ["--set", "log_completions=false"]),
+        ("all", ["--set", "log_completions_per_step=0"]),
+    ):
         res = grpo_here("train", *BASE, *extra, "--no-mlflow", "--no-progress", "--out", tmp_path / name)
         assert res.returncode == 0, res.stderr[-2000:]
         runs[name] = comparable(tmp_path / name / "metrics.jsonl")
@@ -80,10 +106,28 @@ def test_a_closed_output_pipe_stops_the_printing_not_the_run(tmp_path):
     from conftest import ROOT
 
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *BASE, "--set", "log_completions_per_step=0",
-                             "--set", "num_completions_to_print=2",
-                             "--no-mlflow", "--no-progress", "--out", str(tmp_path / "run")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "train",
+            *BASE,
+            "--set",
+            "log_completions_per_step=0",
+            "--set",
+            "num_completions_to_print=2",
+            "--no-mlflow",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     assert proc.stdout.readline().startswith("step 1 · reward")
     proc.stdout.close()  # the reader leaves, as `head` does
     err = proc.stderr.read()

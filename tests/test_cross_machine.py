@@ -27,7 +27,8 @@ def _as_trained(args: list[str]) -> list[str]:
     step depends on max_steps then); a schedule that depends on max_steps runs in full."""
     keys = dict(a.split("=", 1) for a in args)
     constant = keys.get("lr_scheduler_type", "constant") == "constant" and not any(
-        float(keys.get(k, 0)) for k in ("warmup_ratio", "warmup_steps"))
+        float(keys.get(k, 0)) for k in ("warmup_ratio", "warmup_steps")
+    )
     if constant and _steps(args) > PREFIX:
         return [a for a in args if not a.startswith("max_steps=")] + [f"max_steps={PREFIX}"]
     return args
@@ -73,7 +74,7 @@ def test_reference_runs_reproduce_bit_for_bit():
     for (machine, name), got in results.items():
         want = [json.loads(line) for line in (DATA / machine / f"{name}.jsonl").read_text().splitlines() if line]
         assert len(want) >= PREFIX and len(got) == min(len(want), _steps(runs[machine, name]))
-        if (where := first_difference(got, want[:len(got)])):
+        if where := first_difference(got, want[: len(got)]):
             differences[f"{machine}/{name}"] = where
     assert not differences, f"runs that differ from their references: {differences}"
 
@@ -83,15 +84,34 @@ def test_cpu_math_is_recorded_and_native_is_an_opt_out(tmp_path):
 
     for mode, run in (("reproducible", run_grpo_here), ("native", run_grpo)):  # native: a process of its own
         out = tmp_path / mode
-        proc = run("train", "--no-mlflow", "--no-progress", "--set", "max_steps=2", "--set", f"cpu_math={mode}",
-                        "--set", "baseline_prompts=16", "--set", "stl_window=1", "--out", str(out))
+        proc = run(
+            "train",
+            "--no-mlflow",
+            "--no-progress",
+            "--set",
+            "max_steps=2",
+            "--set",
+            f"cpu_math={mode}",
+            "--set",
+            "baseline_prompts=16",
+            "--set",
+            "stl_window=1",
+            "--out",
+            str(out),
+        )
         assert proc.returncode == 0, proc.stderr
         summary = json.loads((out / "summary.json").read_text())
         assert summary["cpu_math"] == mode and summary["cpu_capability"]
         assert f"cpu_math: {mode}" in (out / "config.yaml").read_text()
         # the branch MKL computed with: MKL_CBWR=AVX2 holds on Intel CPUs only (Intel's CNR docs); AMD gets AUTO
-        vendor = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                       if line.startswith("vendor_id")), "")
+        vendor = next(
+            (
+                line.split(":")[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("vendor_id")
+            ),
+            "",
+        )
         wanted = "OFF" if mode == "native" else {"GenuineIntel": "AVX2", "AuthenticAMD": "AUTO"}.get(vendor)
         if wanted is not None:
             assert summary["mkl_branch"] == wanted, (vendor, summary["mkl_branch"])
@@ -135,7 +155,7 @@ def test_real_model_reference_reproduces_bit_for_bit(smollm2):
     if vendor not in REAL_REFERENCES:
         pytest.skip(f"no real-model reference made on a {vendor or 'unknown'} CPU (references: {REAL_REFERENCES})")
     folder = DATA / REAL_REFERENCES[vendor]
-    (name, args), = read_configs(folder).items()
+    ((name, args),) = read_configs(folder).items()
     want = [json.loads(line) for line in (folder / f"{name}.jsonl").read_text().splitlines() if line]
     # the untrained baseline draws from a fixed stream of its own and no metrics.jsonl row depends on it
     # (checked: the 8 rows are the same with it cut to 2 prompts): cut, it saves ~100 s of sampling.

@@ -72,10 +72,34 @@ def test_two_processes_give_the_one_process_gradient_for_every_loss_type_and_dro
 def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path):
     out = tmp_path / "run"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    done = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", "--no-progress",
-                           "--set", "max_steps=6", "--set", "stl_window=2", "--set", "save_steps=4", "--set", f"mlflow_tracking_uri={uri}",
-                           "--set", "mlflow_experiment=dp", "--set", f"cache_dir={tmp_path / 'cache'}", "--out", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "train",
+            "--num-processes",
+            "2",
+            "--no-progress",
+            "--set",
+            "max_steps=6",
+            "--set",
+            "stl_window=2",
+            "--set",
+            "save_steps=4",
+            "--set",
+            f"mlflow_tracking_uri={uri}",
+            "--set",
+            "mlflow_experiment=dp",
+            "--set",
+            f"cache_dir={tmp_path / 'cache'}",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "mlartifacts", "mlflow.db", "run"]
     assert len(list((tmp_path / "mlartifacts").iterdir())) == 1  # one run's MLflow artifacts, beside its store
@@ -95,13 +119,29 @@ def test_a_two_process_run_writes_one_folder_and_records_num_processes(tmp_path)
 
     # its checkpoint (step 4) holds both processes' sampling streams: it resumes on 2 processes,
     # identically, and is refused on 1
-    resume = ["--set", f"resume_from_checkpoint={out / 'checkpoint-4'}", "--set", "max_steps=6",
-              "--set", "stl_window=2", "--set", "save_steps=4", "--no-mlflow", "--no-progress", "--set", f"cache_dir={tmp_path / 'cache'}"]
+    resume = [
+        "--set",
+        f"resume_from_checkpoint={out / 'checkpoint-4'}",
+        "--set",
+        "max_steps=6",
+        "--set",
+        "stl_window=2",
+        "--set",
+        "save_steps=4",
+        "--no-mlflow",
+        "--no-progress",
+        "--set",
+        f"cache_dir={tmp_path / 'cache'}",
+    ]
     one = run_grpo_here("train", *resume, "--out", str(tmp_path / "one"), cwd=tmp_path)
     assert one.returncode == 2 and "written by a run on 2 process(es)" in one.stderr, one.stderr[-2000:]
     assert one.stderr.strip().count("\n") == 0 and not (tmp_path / "one").exists()
-    two = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", *resume,
-                          "--out", str(tmp_path / "two")], cwd=tmp_path, capture_output=True, text=True)
+    two = subprocess.run(
+        [sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", *resume, "--out", str(tmp_path / "two")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     resumed = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
     straight = [json.loads(line) for line in lines]
@@ -129,11 +169,35 @@ def test_dynamic_sampling_on_two_processes_fills_both_shares(tmp_path):
     # [Claim C6] both processes sample further rounds together until each holds its share of groups
     # with signal (or the cap): every process computes every process's choice from the gathered rewards
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", "--no-progress",
-                           "--no-mlflow", "--set", "max_steps=4", "--set", "stl_window=2", "--set", "seed=1",
-                           "--set", "zero_variance_groups=resample", "--set", "max_num_gen_batches=3",
-                           "--set", f"cache_dir={tmp_path / 'cache'}", "--out", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "train",
+            "--num-processes",
+            "2",
+            "--no-progress",
+            "--no-mlflow",
+            "--set",
+            "max_steps=4",
+            "--set",
+            "stl_window=2",
+            "--set",
+            "seed=1",
+            "--set",
+            "zero_variance_groups=resample",
+            "--set",
+            "max_num_gen_batches=3",
+            "--set",
+            f"cache_dir={tmp_path / 'cache'}",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     cfg = load_config(out / "config.yaml")
@@ -179,10 +243,30 @@ def test_a_worker_killed_mid_run_is_one_line_and_one_record(tmp_path, rank):
 
     out, uri = tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}"
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "grpo_lab", "train", "--num-processes", "2", "--no-progress", "--set", "max_steps=2000",
-         "--set", f"mlflow_tracking_uri={uri}", "--set", "mlflow_experiment=dp", "--set",
-         f"cache_dir={ROOT / 'results' / 'local' / 'cache'}", "--out", str(out)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "train",
+            "--num-processes",
+            "2",
+            "--no-progress",
+            "--set",
+            "max_steps=2000",
+            "--set",
+            f"mlflow_tracking_uri={uri}",
+            "--set",
+            "mlflow_experiment=dp",
+            "--set",
+            f"cache_dir={ROOT / 'results' / 'local' / 'cache'}",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while not (out / "metrics.jsonl").is_file() or len((out / "metrics.jsonl").read_text().splitlines()) < 3:
         assert launcher.poll() is None, launcher.communicate()[1][-3000:]
         time.sleep(0.2)
@@ -195,8 +279,11 @@ def test_a_worker_killed_mid_run_is_one_line_and_one_record(tmp_path, rank):
     reason = rf"worker {rank} of 2 \(pid {victim}\) died( \(SIGKILL\))?; the run stopped"
     # it was 241 or 247, after a 60-line gloo traceback; 143 once (a fresh-clone CI run of 2026-11-30, cause unseen;
     # the launcher's SIGTERM after the record is the likely one, ignored since: ignore_sigterm)
-    assert launcher.returncode == 1, (launcher.returncode, stderr[-3000:], (out / "summary.json").is_file()
-                                      and (out / "summary.json").read_text()[-1000:])
+    assert launcher.returncode == 1, (
+        launcher.returncode,
+        stderr[-3000:],
+        (out / "summary.json").is_file() and (out / "summary.json").read_text()[-1000:],
+    )
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and re.match(f"grpo: run killed: {reason}", lines[0]), stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -214,7 +301,9 @@ def test_a_survivor_waits_for_a_dying_peer_to_show_as_ended(monkeypatch):
 
     from grpo_core.util import distributed
 
-    peer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])  # not reaped by us: a zombie once done
+    peer = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(0.5)"]
+    )  # not reaped by us: a zombie once done
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr(distributed, "_PEERS", {0: os.getpid(), 1: peer.pid})

@@ -9,8 +9,13 @@ import yaml
 
 from sweeps.reporting.declared import margins_line, mechanism_line
 
-CHECK = {"what": "the loss sits at zero", "reason": "the premise", "metric": "loss_departure_step",
-         "arms": {"arm": ["warmup"]}, "at_least": 31}
+CHECK = {
+    "what": "the loss sits at zero",
+    "reason": "the premise",
+    "metric": "loss_departure_step",
+    "arms": {"arm": ["warmup"]},
+    "at_least": 31,
+}
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -25,10 +30,21 @@ def _write_spec(repo: Path, margins: dict, check: dict = CHECK) -> None:
 def _commit(repo: Path, message: str, date: str) -> None:
     _git(repo, "add", "-A")
     env_date = f"{date}T12:00:00+00:00"
-    subprocess.run(["git", "commit", "-qm", message], cwd=repo, check=True,
-                   env={"GIT_AUTHOR_DATE": env_date, "GIT_COMMITTER_DATE": env_date, "PATH": "/usr/bin:/bin",
-                        "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(repo)})
+    subprocess.run(
+        ["git", "commit", "-qm", message],
+        cwd=repo,
+        check=True,
+        env={
+            "GIT_AUTHOR_DATE": env_date,
+            "GIT_COMMITTER_DATE": env_date,
+            "PATH": "/usr/bin:/bin",
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "HOME": str(repo),
+        },
+    )
 
 
 def _add_runs(repo: Path, n: int) -> None:
@@ -51,8 +67,10 @@ def repo(tmp_path):
 
 
 def _lines(repo: Path, margins: dict, check: dict = CHECK) -> tuple[str, str]:
-    return (margins_line(str(repo / "spec.yaml"), margins, repo / "runs" / "s", repo=repo),
-            mechanism_line(str(repo / "spec.yaml"), [check], repo / "runs" / "s", repo=repo))
+    return (
+        margins_line(str(repo / "spec.yaml"), margins, repo / "runs" / "s", repo=repo),
+        mechanism_line(str(repo / "spec.yaml"), [check], repo / "runs" / "s", repo=repo),
+    )
 
 
 def test_a_declaration_in_force_before_the_runs_is_pre_registered(repo):

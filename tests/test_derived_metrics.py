@@ -21,10 +21,21 @@ def _run(seed: int, rates: list, stl, arm: str = "a") -> Run:
 def test_the_final_length_is_read_within_right_and_within_wrong_replies(tmp_path):
     run = _run(0, [1e-5] * 12, 9)
     run.folder = tmp_path
-    rows = [(8, 1.0, 10), (9, 0.0, 30), (9, 1.0, 14), (10, 0.0, 50), (12, 1.0, 12), (12, 0.0, 40),
-            (7, 1.0, 99)]  # step 7 is before the last stl_window (4) steps of 12: not read
-    (tmp_path / "completions.jsonl").write_text("".join(json.dumps(
-        {"step": s, "reward": r, "length": n, "prompt": "p", "completion": "c"}) + "\n" for s, r, n in rows))
+    rows = [
+        (8, 1.0, 10),
+        (9, 0.0, 30),
+        (9, 1.0, 14),
+        (10, 0.0, 50),
+        (12, 1.0, 12),
+        (12, 0.0, 40),
+        (7, 1.0, 99),
+    ]  # step 7 is before the last stl_window (4) steps of 12: not read
+    (tmp_path / "completions.jsonl").write_text(
+        "".join(
+            json.dumps({"step": s, "reward": r, "length": n, "prompt": "p", "completion": "c"}) + "\n"
+            for s, r, n in rows
+        )
+    )
     assert run.value("final_length_correct") == pytest.approx((14 + 12) / 2)
     assert run.value("final_length_wrong") == pytest.approx((30 + 50 + 40) / 3)
 
@@ -45,12 +56,20 @@ def test_lr_to_learn_is_compared_by_seed_with_never_learned_runs_at_the_least_ra
     from sweeps.spec import SweepSpec
 
     ramp, flat = [0.0, 1e-5, 2e-5] + [3e-5] * 9, [3e-5] * 12
-    runs = ([_run(s, ramp, None if s == 7 else 6 + s % 2, "warmup") for s in range(8)]
-            + [_run(s, flat, 5 + s % 2, "flat") for s in range(8)])
+    runs = [_run(s, ramp, None if s == 7 else 6 + s % 2, "warmup") for s in range(8)] + [
+        _run(s, flat, 5 + s % 2, "flat") for s in range(8)
+    ]
     spec = SweepSpec.__new__(SweepSpec)
     spec.grid, spec.arms = {"arm": ["warmup", "flat"]}, {}
-    test = {"kind": "paired", "axis": "arm", "treatment": ["warmup"], "control": "flat", "direction": "higher",
-            "metric": "lr_to_learn", "statement": "the ramp needs more rate"}
+    test = {
+        "kind": "paired",
+        "axis": "arm",
+        "treatment": ["warmup"],
+        "control": "flat",
+        "direction": "higher",
+        "metric": "lr_to_learn",
+        "statement": "the ramp needs more rate",
+    }
     v = check_paired(spec, runs, test)
     assert v.comparisons[0].diffs == [pytest.approx(-3.0)] * 7 + [pytest.approx(15.0)]
     assert "steps at 1e-05, never-learned runs at the least given in all" in v.table

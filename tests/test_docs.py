@@ -25,8 +25,13 @@ def site(tmp_path_factory):
     """The documentation site, built once for this module's tests (strictly: a warning fails it)."""
     out = tmp_path_factory.mktemp("site")
     mkdocs = Path(sys.executable).with_name("mkdocs")
-    res = subprocess.run([str(mkdocs), "build", "--strict", "-d", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    res = subprocess.run(
+        [str(mkdocs), "build", "--strict", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return out
 
@@ -53,8 +58,15 @@ def test_the_results_page_opens_on_the_figure_and_the_table(site, tmp_path):
 
     shot = ROOT / "results" / "local" / "test-artifacts" / "results-first-screen.png"
     shot.parent.mkdir(parents=True, exist_ok=True)
-    found = evaluate(chromium(), (site / "results" / "index.html").as_uri(), tmp_path / "profile", FIRST_SCREEN,
-                     shot, timeout=60, size="1400,900")
+    found = evaluate(
+        chromium(),
+        (site / "results" / "index.html").as_uri(),
+        tmp_path / "profile",
+        FIRST_SCREEN,
+        shot,
+        timeout=60,
+        size="1400,900",
+    )
     assert found is not None, "the results page drew no figure or no table"
     assert found["width"] == 1400 and found["rows"] > 5
     assert 0 <= found["figure_top"] < found["figure_bottom"] <= found["height"], found  # the whole figure
@@ -82,8 +94,12 @@ def test_the_layout_page_names_every_module():
     import re
 
     page = (ROOT / "docs" / "development" / "layout.md").read_text()
-    modules = [p for package in ("grpo_lab", "sweeps", "benchmarks", "grpo_peer") for p in (ROOT / package).rglob("*.py")
-               if p.name not in ("__init__.py", "__main__.py")]  # sweeps' wings included
+    modules = [
+        p
+        for package in ("grpo_lab", "sweeps", "benchmarks", "grpo_peer")
+        for p in (ROOT / package).rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    ]  # sweeps' wings included
     library = [p for p in (ROOT / "grpo_core").rglob("*.py") if p.name != "__init__.py"]
     assert len(modules) >= 25 and len(library) >= 35  # the five packages, found
     assert [str(p.relative_to(ROOT)) for p in modules if f"`{p.name}`" not in page] == []
@@ -100,7 +116,9 @@ def test_the_project_speaks_only_of_itself():
     #2995`, carry their project's name and a `#`). The run folders record what made them, as is."""
     import re
 
-    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    names = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     pattern = re.compile(r"\b(?:CLAIMS|SPEC|STYLE)\.md\b|/work/|\.\./shared\b|\b[Ii]ssues? \d+\b")
     found = []
     for name in names:
@@ -110,6 +128,7 @@ def test_the_project_speaks_only_of_itself():
             text = (ROOT / name).read_text()
         except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
             continue
-        found += [f"{name}:{n}: {line.strip()[:120]}" for n, line in enumerate(text.splitlines(), 1)
-                  if pattern.search(line)]
+        found += [
+            f"{name}:{n}: {line.strip()[:120]}" for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)
+        ]
     assert not found, "\n".join(found)

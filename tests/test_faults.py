@@ -27,8 +27,11 @@ TRAIN = ["--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prom
 def small_disk(path: Path, size: str, options: str = ""):
     """A tmpfs of `size` mounted at `path` (a full disk on demand); skipped where mounting is not allowed."""
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}{',' + options if options else ''}", "tmpfs",
-                           str(path)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}{',' + options if options else ''}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
     try:
@@ -54,8 +57,20 @@ def _one_line(res) -> str:
 def test_a_full_disk_during_a_checkpoint_is_recorded_as_failed_everywhere(tmp_path):
     db = tmp_path / "m.db"
     with small_disk(tmp_path / "disk", "1500k") as disk:  # room for the run folder, not for a 5 MB checkpoint
-        res = grpo_here("train", *TRAIN, "--set", "max_steps=20", "--set", "save_steps=5", "--set", "stl_window=5",
-                   "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--out", str(disk / "run"))
+        res = grpo_here(
+            "train",
+            *TRAIN,
+            "--set",
+            "max_steps=20",
+            "--set",
+            "save_steps=5",
+            "--set",
+            "stl_window=5",
+            "--set",
+            f"mlflow_tracking_uri=sqlite:///{db}",
+            "--out",
+            str(disk / "run"),
+        )
         assert res.returncode == 1
         line = _one_line(res)
         assert line.startswith("grpo: run failed: cannot write") and "No space left on device" in line
@@ -63,7 +78,9 @@ def test_a_full_disk_during_a_checkpoint_is_recorded_as_failed_everywhere(tmp_pa
         assert summary["status"] == "failed" and "No space left" in summary["error"]
         assert summary["steps_completed"] == 5
         leftovers = sorted(p.name for p in (disk / "run").iterdir())
-        assert not [n for n in leftovers if n.endswith(".tmp") or n.startswith(".checkpoint") or n == RESERVE], leftovers
+        assert not [n for n in leftovers if n.endswith(".tmp") or n.startswith(".checkpoint") or n == RESERVE], (
+            leftovers
+        )
         assert [r["step"] for r in read_metrics(disk / "run" / "metrics.jsonl")] == [1, 2, 3, 4, 5]
     client, (run,) = _mlflow_runs(db)
     assert run.info.status == "FAILED" and "No space left on device" in run.data.tags["error"]
@@ -77,11 +94,26 @@ def test_an_address_space_limit_too_low_to_start_is_one_line_before_anything_is_
     spec = tmp_path / "s.yaml"
     spec.write_text(yaml.safe_dump({"name": "s", "base": {"max_steps": 2}, "grid": {"beta": [0.0]}, "seeds": [0]}))
     limit = 1_000_000 * 1024
-    for args in (["train", *TRAIN, "--out", str(tmp_path / "run")],
-                 ["sweep", str(spec), "--storage", f"journal:///{tmp_path}/j.log",
-                  "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out-root", str(tmp_path / "runs")]):
-        res = subprocess.run([sys.executable, "-m", "grpo_lab", *args], capture_output=True, text=True, cwd=tmp_path,
-                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    for args in (
+        ["train", *TRAIN, "--out", str(tmp_path / "run")],
+        [
+            "sweep",
+            str(spec),
+            "--storage",
+            f"journal:///{tmp_path}/j.log",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path}/m.db",
+            "--out-root",
+            str(tmp_path / "runs"),
+        ],
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "grpo_lab", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+        )
         assert res.returncode == 2, res.stderr[-2000:]
         line = _one_line(res)
         assert line.startswith("grpo: error: ulimit -v: 977 MiB of address space") and "at least 2048 MiB" in line
@@ -97,13 +129,16 @@ def test_an_allocation_that_fails_mid_run_is_one_line_and_recorded_as_failed(tmp
     def runs_out(self, *args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 3:
-            raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
-                               "memory: you tried to allocate 393216 bytes. Error code 12 (Cannot allocate memory)")
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                "memory: you tried to allocate 393216 bytes. Error code 12 (Cannot allocate memory)"
+            )
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(GRPOTrainer, "_sample", runs_out)
-    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=4", "--set", "stl_window=1",
-                    "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train", *TRAIN, "--no-mlflow", "--set", "max_steps=4", "--set", "stl_window=1", "--out", str(tmp_path / "run")
+    )
     assert res.returncode == 1
     line = _one_line(res)
     assert line.startswith("grpo: run failed: out of memory ([enforce fail at alloc_cpu.cpp:127]"), line
@@ -169,7 +204,9 @@ def test_the_memory_gate_waits_for_the_holder_only_above_its_share(tmp_path):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def test_a_gated_block_or_a_grown_process_hands_its_freed_memory_back_before_the_next_holder_gets_in(tmp_path, monkeypatch):
+def test_a_gated_block_or_a_grown_process_hands_its_freed_memory_back_before_the_next_holder_gets_in(
+    tmp_path, monkeypatch
+):
     import fcntl
 
     import grpo_core.util.memory as memory
@@ -215,17 +252,20 @@ print(start, kept, release_freed_memory(), rss())
 """
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists() or platform.libc_ver()[0] != "glibc",
-                    reason="glibc's malloc_trim on Linux only")
+@pytest.mark.skipif(
+    not Path("/proc/self/status").exists() or platform.libc_ver()[0] != "glibc",
+    reason="glibc's malloc_trim on Linux only",
+)
 def test_released_memory_leaves_the_process(tmp_path):
     # glibc told to keep every freed chunk (no mmap, no trim on free), as it keeps a step's
     # activations under its mmap threshold: only release_freed_memory gives the 800 MiB back
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 30), MALLOC_TRIM_THRESHOLD_=str(1 << 34))
-    out = subprocess.run([sys.executable, "-c", _HEAP_PROBE], env=env, capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", _HEAP_PROBE], env=env, capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
     start, kept, released, after = int(out[0]), int(out[1]), out[2] == "True", int(out[3])
-    assert kept - start > 700 * 2 ** 20  # freed, yet still the process's
-    assert released and after - start < 100 * 2 ** 20
+    assert kept - start > 700 * 2**20  # freed, yet still the process's
+    assert released and after - start < 100 * 2**20
 
 
 def test_a_step_above_its_share_waits_for_the_host_gate(tmp_path, monkeypatch):
@@ -272,11 +312,13 @@ def test_a_line_the_disk_refuses_is_cut_back_and_a_resume_reads_the_folder(tmp_p
                 f.write_line(line.replace('"step": 0', f'"step": {step}'))
         f.close()
         text = (disk / "metrics.jsonl").read_text()
-        assert text.endswith("\n") and all(json.loads(l) for l in text.splitlines())  # whole lines only
+        assert text.endswith("\n") and all(json.loads(line) for line in text.splitlines())  # whole lines only
     # a folder whose last line was cut before this fix (or by a crash): a resume keeps the whole lines
     folder = tmp_path / "old"
     (folder / "checkpoint-3").mkdir(parents=True)
-    (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (1, 2, 3)) + '{"step": 4, "lo')
+    (folder / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s}) + "\n" for s in (1, 2, 3)) + '{"step": 4, "lo'
+    )
     import dataclasses
 
     cfg = dataclasses.replace(make_cfg(max_steps=6), resume_from_checkpoint=str(folder / "checkpoint-3"))
@@ -290,6 +332,7 @@ def test_recover_reports_a_bad_folder_in_one_line_and_ends_the_others(tmp_path):
     client = MlflowClient(tracking_uri=db)
     exp = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())  # not ./mlruns
     import socket
+
     dead = f"{socket.gethostname()}:999999:12345"  # a pid that does not exist on this host
     with small_disk(tmp_path / "disk", "16k") as disk:
         bad, good = disk / "bad", tmp_path / "good"
@@ -309,23 +352,43 @@ def test_recover_reports_a_bad_folder_in_one_line_and_ends_the_others(tmp_path):
         assert res.returncode == 0, res.stderr
         assert "2 run(s) ended, 0 left alone" in res.stdout
         bad_run = client.get_run(runs["bad"])
-        assert bad_run.info.status == "KILLED" and "summary.json could not be written" in bad_run.data.tags["failure_reason"]
+        assert (
+            bad_run.info.status == "KILLED"
+            and "summary.json could not be written" in bad_run.data.tags["failure_reason"]
+        )
     assert client.get_run(runs["good"]).info.status == "KILLED"
     assert json.loads((good / "summary.json").read_text())["status"] == "killed"
 
 
 def test_a_full_disk_under_the_journal_is_one_line_and_leaves_no_empty_journal(tmp_path):
     spec = tmp_path / "s.yaml"
-    spec.write_text(yaml.safe_dump({"name": "s", "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1},
-                                    "grid": {"loss_type": ["grpo"]}, "seeds": [0]}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "s",
+                "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1},
+                "grid": {"loss_type": ["grpo"]},
+                "seeds": [0],
+            }
+        )
+    )
     with small_disk(tmp_path / "disk", "16k") as disk:
         with contextlib.suppress(OSError):
             with open(disk / "filler", "wb") as f:
                 while True:
                     f.write(b"\0" * 4096)
                     f.flush()
-        res = grpo_here("sweep", str(spec), "--storage", f"journal:///{disk}/journal.log",
-                   "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+        res = grpo_here(
+            "sweep",
+            str(spec),
+            "--storage",
+            f"journal:///{disk}/journal.log",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path}/m.db",
+            "--out-root",
+            str(tmp_path / "runs"),
+            cwd=tmp_path,
+        )
         assert res.returncode == 2 and "No space left on device" in _one_line(res)
         assert not (disk / "journal.log").exists()
 
@@ -334,14 +397,31 @@ def test_a_full_disk_under_the_journal_is_one_line_and_leaves_no_empty_journal(t
 def test_recover_leaves_a_resumed_folder_to_the_run_that_resumed_it(tmp_path):
     db = tmp_path / "m.db"
     run = tmp_path / "run"
-    args = [*TRAIN, "--set", "max_steps=60", "--set", "save_steps=10", "--set", "stl_window=5",
-            "--set", f"mlflow_tracking_uri=sqlite:///{db}", "--set", "reward_funcs=reward_helpers:held_exact_match"]
+    args = [
+        *TRAIN,
+        "--set",
+        "max_steps=60",
+        "--set",
+        "save_steps=10",
+        "--set",
+        "stl_window=5",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{db}",
+        "--set",
+        "reward_funcs=reward_helpers:held_exact_match",
+    ]
     hold = tmp_path / "hold"  # the task's exact_match, held while it exists: killed mid-run however slow the machine
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "train", *args, "--out", str(run)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while proc.poll() is None and not ((run / "checkpoint-10").is_dir()
-                                       and len((run / "metrics.jsonl").read_text().splitlines()) >= 12):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", "train", *args, "--out", str(run)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while proc.poll() is None and not (
+        (run / "checkpoint-10").is_dir() and len((run / "metrics.jsonl").read_text().splitlines()) >= 12
+    ):
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed"
     reward_helpers.hold_at_next_reward(hold, lambda: proc.poll() is None)
@@ -353,10 +433,12 @@ def test_recover_leaves_a_resumed_folder_to_the_run_that_resumed_it(tmp_path):
     res = grpo_here("recover", "--tracking-uri", f"sqlite:///{db}")
     assert res.returncode == 0 and "1 run(s) ended" in res.stdout, res.stderr
     client, runs = _mlflow_runs(db)
-    killed, = [r for r in runs if r.info.status == "KILLED"]
-    finished, = [r for r in runs if r.info.status == "FINISHED"]
+    (killed,) = [r for r in runs if r.info.status == "KILLED"]
+    (finished,) = [r for r in runs if r.info.status == "FINISHED"]
     assert f"taken over by MLflow run {finished.info.run_id}" in killed.data.tags["failure_reason"]
-    assert max((m.step for m in client.get_metric_history(killed.info.run_id, "reward")), default=0) < 60  # none of the resume's steps
+    assert (
+        max((m.step for m in client.get_metric_history(killed.info.run_id, "reward")), default=0) < 60
+    )  # none of the resume's steps
     assert max(m.step for m in client.get_metric_history(finished.info.run_id, "reward")) == 60
     assert json.loads((run / "summary.json").read_text())["status"] == "finished"  # the resumed run's, untouched
 
@@ -364,23 +446,45 @@ def test_recover_leaves_a_resumed_folder_to_the_run_that_resumed_it(tmp_path):
 # ---- sweeps -------------------------------------------------------------------------------------------
 def _spec(tmp_path, name, grid, **base):
     path = tmp_path / f"{name}-{len(list(tmp_path.glob('*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump({"name": name, "base": {"cache_dir": str(CACHE), "max_steps": 3, "stl_window": 1,
-                                                           "baseline_prompts": 8, **base},
-                                    "grid": grid, "seeds": [0]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "base": {"cache_dir": str(CACHE), "max_steps": 3, "stl_window": 1, "baseline_prompts": 8, **base},
+                "grid": grid,
+                "seeds": [0],
+            }
+        )
+    )
     return path
 
 
 def _stores(tmp_path):
-    return ["--storage", f"journal:///{tmp_path}/journal.log", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
-            "--out-root", str(tmp_path / "runs")]
+    return [
+        "--storage",
+        f"journal:///{tmp_path}/journal.log",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+        "--out-root",
+        str(tmp_path / "runs"),
+    ]
 
 
 def test_two_sweeps_of_one_name_with_different_grids_started_together_one_is_refused(tmp_path):
     a = _spec(tmp_path, "same", {"loss_type": ["grpo", "bnpo"]})
     b = _spec(tmp_path, "same", {"learning_rate": [1e-4, 3e-4]})
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    procs = [subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(p), *_stores(tmp_path)], cwd=tmp_path,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in (a, b)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "grpo_lab", "sweep", str(p), *_stores(tmp_path)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in (a, b)
+    ]
     results = [(p.wait(), *p.communicate()) for p in procs]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 2], results
@@ -388,16 +492,23 @@ def test_two_sweeps_of_one_name_with_different_grids_started_together_one_is_ref
     assert "already exists" in refused and "different spec" in refused
     import optuna
 
-    study = optuna.load_study(study_name="same", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))))
+    study = optuna.load_study(
+        study_name="same",
+        storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))
+        ),
+    )
     assert len(study.trials) == 2 and len({tuple(t.params) for t in study.trials}) == 1  # one grid only
 
 
-@pytest.mark.parametrize("base, flag, needle", [
-    ({"model": "EMPTY"}, None, "holds no config.json"),
-    ({"cache_dir": "/proc/grpo-no-cache", "tiny_pretrain_steps": 3}, None, "cache_dir"),
-    ({}, "/proc/grpo-runs", "--out-root"),
-])
+@pytest.mark.parametrize(
+    "base, flag, needle",
+    [
+        ({"model": "EMPTY"}, None, "holds no config.json"),
+        ({"cache_dir": "/proc/grpo-no-cache", "tiny_pretrain_steps": 3}, None, "cache_dir"),
+        ({}, "/proc/grpo-runs", "--out-root"),
+    ],
+)
 def test_a_spec_that_cannot_run_is_refused_before_any_store_is_touched(tmp_path, base, flag, needle):
     if base.get("model") == "EMPTY":
         (tmp_path / "empty-model").mkdir()
@@ -415,11 +526,28 @@ def test_a_dead_tracking_server_does_not_undo_a_finished_trial(tmp_path):
     from servers import mlflow_server
 
     spec = _spec(tmp_path, "srv", {"loss_type": ["grpo", "bnpo"]}, max_steps=40)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-           "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}",
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+    }
     with mlflow_server(tmp_path / "server") as url:
-        cmd = [sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "1", "--storage",
-               f"journal:///{tmp_path}/journal.log", "--tracking-uri", url, "--out-root", str(tmp_path / "runs")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "sweep",
+            str(spec),
+            "--workers",
+            "1",
+            "--storage",
+            f"journal:///{tmp_path}/journal.log",
+            "--tracking-uri",
+            url,
+            "--out-root",
+            str(tmp_path / "runs"),
+        ]
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         first = tmp_path / "runs" / "srv" / "trial-0000" / "metrics.jsonl"
         while proc.poll() is None and not (first.exists() and len(first.read_text().splitlines()) >= 5):
@@ -430,8 +558,12 @@ def test_a_dead_tracking_server_does_not_undo_a_finished_trial(tmp_path):
     assert json.loads((first.parent / "summary.json").read_text())["status"] == "finished"
     import optuna
 
-    study = optuna.load_study(study_name="srv", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))))
+    study = optuna.load_study(
+        study_name="srv",
+        storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))
+        ),
+    )
     states = {t.number: t.state.name for t in study.trials}
     assert states == {0: "COMPLETE", 1: "FAIL"}, states
     assert "record is incomplete" in study.trials[0].user_attrs["record_error"]
@@ -442,9 +574,22 @@ def test_a_dead_tracking_server_does_not_undo_a_finished_trial(tmp_path):
 @pytest.mark.parametrize("reward, says", [("exit_three", "SystemExit"), ("os_exit_zero", "called os._exit(0)")])
 def test_a_reward_that_ends_the_process_fails_the_run_naming_it(tmp_path, workers, reward, says):
     # os._exit in a reward ended `grpo train` with exit 0, no summary.json and the MLflow run RUNNING
-    res = grpo("train", *TRAIN, "--set", f"reward_funcs=reward_helpers:{reward}", "--set", "max_steps=2",
-               "--set", "stl_window=1", "--set", f"reward_workers={workers}", "--set",
-               f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db", "--out", str(tmp_path / "run"))
+    res = grpo(
+        "train",
+        *TRAIN,
+        "--set",
+        f"reward_funcs=reward_helpers:{reward}",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "stl_window=1",
+        "--set",
+        f"reward_workers={workers}",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 1
     line = _one_line(res)
     # in a reward worker, os._exit ends that worker: the pool names the function whose call it died in
@@ -457,18 +602,51 @@ def test_a_reward_that_ends_the_process_fails_the_run_naming_it(tmp_path, worker
 
 @pytest.mark.parametrize("extra", [[], ["--set", "reward_timeout=2"]])
 def test_a_reward_whose_values_cannot_come_back_fails_the_run(tmp_path, extra):
-    res = grpo("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:unpicklable", "--set",
-               "reward_workers=2", "--set", "max_steps=2", "--set", "stl_window=1", *extra,
-               "--out", str(tmp_path / "run"), timeout=300)
+    res = grpo(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        "reward_funcs=reward_helpers:unpicklable",
+        "--set",
+        "reward_workers=2",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "stl_window=1",
+        *extra,
+        "--out",
+        str(tmp_path / "run"),
+        timeout=300,
+    )
     assert res.returncode == 1
     line = _one_line(res)
     assert "reward function unpicklable returned" in line and "cannot be sent back" in line
 
 
 def test_a_run_never_finishes_on_timeouts_alone(tmp_path):
-    res = grpo("train", *TRAIN, "--no-mlflow", "--set", "reward_funcs=reward_helpers:sleepy", "--set", "reward_workers=2",
-               "--set", "reward_timeout=0.2", "--set", "max_steps=2", "--set", "stl_window=1", "--set",
-               "prompts_per_step=2", "--set", "num_generations=2", "--out", str(tmp_path / "run"), timeout=300)
+    res = grpo(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        "reward_funcs=reward_helpers:sleepy",
+        "--set",
+        "reward_workers=2",
+        "--set",
+        "reward_timeout=0.2",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "stl_window=1",
+        "--set",
+        "prompts_per_step=2",
+        "--set",
+        "num_generations=2",
+        "--out",
+        str(tmp_path / "run"),
+        timeout=300,
+    )
     assert res.returncode == 1
     import re
 
@@ -489,8 +667,19 @@ def test_a_tokenizer_without_a_pad_token_trains(tmp_path):
     config = json.loads((folder / "tokenizer_config.json").read_text())
     del config["pad_token"]  # transformers then appends '<|endoftext|>' past the model's embeddings
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2", "--set",
-               "stl_window=1", "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        f"model={folder}",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "stl_window=1",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
 
 
@@ -507,10 +696,20 @@ def test_truncated_or_pickled_weights_are_one_line_and_run_no_code(tmp_path):
             return (os.system, (f"touch {planted}",))
 
     import pickle
+
     (pickled / "pytorch_model.bin").write_bytes(pickle.dumps(Evil()))
     for folder in (truncated, pickled):
-        res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--set", "max_steps=2",
-                   "--out", str(tmp_path / f"run-{folder.name}"))
+        res = grpo_here(
+            "train",
+            *TRAIN,
+            "--no-mlflow",
+            "--set",
+            f"model={folder}",
+            "--set",
+            "max_steps=2",
+            "--out",
+            str(tmp_path / f"run-{folder.name}"),
+        )
         assert res.returncode == 2 and f"model: cannot load '{folder}'" in _one_line(res)
         assert not (tmp_path / f"run-{folder.name}").exists()
     assert not planted.exists()  # the pickle was never executed
@@ -524,11 +723,27 @@ def test_a_sweep_whose_places_are_all_given_writes_nothing_in_the_working_folder
     work.mkdir()
     elsewhere.mkdir()  # (a store's folder must exist)
     spec = tmp_path / "places.yaml"
-    spec.write_text(yaml.safe_dump({"name": "places", "base": {"max_steps": 2, "baseline_prompts": 8, "stl_window": 1,
-                                                              "stl_delta": 8},
-                                    "grid": {"beta": [0.0]}, "seeds": [0]}))
-    res = grpo_here("sweep", str(spec), "--storage", f"journal:///{elsewhere}/j.log",
-                    "--tracking-uri", f"sqlite:///{elsewhere}/mlflow.db", "--out-root", str(elsewhere / "runs"), cwd=work)
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "places",
+                "base": {"max_steps": 2, "baseline_prompts": 8, "stl_window": 1, "stl_delta": 8},
+                "grid": {"beta": [0.0]},
+                "seeds": [0],
+            }
+        )
+    )
+    res = grpo_here(
+        "sweep",
+        str(spec),
+        "--storage",
+        f"journal:///{elsewhere}/j.log",
+        "--tracking-uri",
+        f"sqlite:///{elsewhere}/mlflow.db",
+        "--out-root",
+        str(elsewhere / "runs"),
+        cwd=work,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert list(work.iterdir()) == []
     assert list((elsewhere / "cache" / "baselines").glob("*.json"))  # the baseline it measured, kept there
@@ -543,27 +758,45 @@ def test_an_mlflow_store_that_cannot_be_written_is_refused_before_training(tmp_p
     assert res.returncode == 2 and "is not a SQLite database" in _one_line(res)
     assert not (tmp_path / "run").exists() and text.read_text() == "not a database\n"
     with small_disk(tmp_path / "ro", "64k", "ro") as ro:
-        res = grpo_here("train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{ro}/m.db", "--out", str(tmp_path / "run"))
+        res = grpo_here(
+            "train", *TRAIN, "--set", f"mlflow_tracking_uri=sqlite:///{ro}/m.db", "--out", str(tmp_path / "run")
+        )
         assert res.returncode == 2 and "cannot write there (Read-only file system)" in _one_line(res)
     assert not (tmp_path / "run").exists()
 
 
 def test_one_baseline_prompt_is_allowed_and_trains(tmp_path):
-    res = grpo_here("train", "--no-progress", "--no-mlflow", "--set", f"cache_dir={tmp_path / 'cache'}", "--set",
-               "baseline_prompts=1", "--set", "max_steps=2", "--set", "stl_window=1", "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train",
+        "--no-progress",
+        "--no-mlflow",
+        "--set",
+        f"cache_dir={tmp_path / 'cache'}",
+        "--set",
+        "baseline_prompts=1",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "stl_window=1",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["baseline_prompts_used"] >= 2
 
 
 # ---- values and parsing --------------------------------------------------------------------------------
-@pytest.mark.parametrize("setting, needle", [
-    ("learning_rate=1e400", "not a finite number"),
-    (f"learning_rate={10 ** 400}", "not a finite number"),
-    ("adam_epsilon=1e300", "(0, 1)"),  # accepted before: Adam's steps vanished and the run exited 0
-    ("max_steps=1000000000000000000000000000000", "below 2^63"),
-    ("num_threads=99999999999999999999", "below 2^63"),
-])
+@pytest.mark.parametrize(
+    "setting, needle",
+    [
+        ("learning_rate=1e400", "not a finite number"),
+        (f"learning_rate={10**400}", "not a finite number"),
+        ("adam_epsilon=1e300", "(0, 1)"),  # accepted before: Adam's steps vanished and the run exited 0
+        ("max_steps=1000000000000000000000000000000", "below 2^63"),
+        ("num_threads=99999999999999999999", "below 2^63"),
+    ],
+)
 def test_numbers_that_overflow_are_refused(tmp_path, setting, needle):
     res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", setting, "--out", str(tmp_path / "run"))
     assert res.returncode == 2
@@ -595,27 +828,60 @@ def test_parsing_errors_say_what_is_wrong(tmp_path):
 def test_a_csv_with_a_byte_order_mark_loads_and_a_huge_prompt_is_named(tmp_path):
     bom = tmp_path / "bom.csv"
     bom.write_bytes("\ufeffprompt,answer\n".encode() + "".join(f"{a}+{a}=,{2 * a}\n" for a in range(50)).encode())
-    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"dataset={bom}", "--set", "reward_funcs=exact_match",
-               "--set", "max_steps=2", "--set", "stl_window=1", "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        f"dataset={bom}",
+        "--set",
+        "reward_funcs=exact_match",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "stl_window=1",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     huge = tmp_path / "huge.jsonl"
     # 1 MB (the review's was 10 MB: the same path, a tenth of the tokenizing time)
-    huge.write_text("".join(json.dumps({"prompt": ("1+1=" * 260_000 if i == 3 else "1+1="), "answer": "2"}) + "\n"
-                            for i in range(20)))
-    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"dataset={huge}", "--set", "reward_funcs=exact_match",
-               "--set", "max_steps=2", "--out", str(tmp_path / "run2"))
+    huge.write_text(
+        "".join(
+            json.dumps({"prompt": ("1+1=" * 260_000 if i == 3 else "1+1="), "answer": "2"}) + "\n" for i in range(20)
+        )
+    )
+    res = grpo_here(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        f"dataset={huge}",
+        "--set",
+        "reward_funcs=exact_match",
+        "--set",
+        "max_steps=2",
+        "--out",
+        str(tmp_path / "run2"),
+    )
     assert res.returncode == 2
     line = _one_line(res)
-    assert "the longest prompt has 1040000 tokens, and the model has 64 positions" in line and "-" not in line.split("allowed:")[1]
+    assert (
+        "the longest prompt has 1040000 tokens, and the model has 64 positions" in line
+        and "-" not in line.split("allowed:")[1]
+    )
 
 
 # ---- secrets --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("url, secret", [
-    ("postgresql://grpo:s3/cr3t@db:5432/optuna", "s3/cr3t"),
-    ("postgresql://grpo:p@ss@db:5432/optuna", "p@ss"),
-    ("postgresql://db:5432/optuna?user=grpo&password=hunter2", "hunter2"),
-    ("http://alice:wonder/land@127.0.0.1:1", "wonder/land"),
-])
+@pytest.mark.parametrize(
+    "url, secret",
+    [
+        ("postgresql://grpo:s3/cr3t@db:5432/optuna", "s3/cr3t"),
+        ("postgresql://grpo:p@ss@db:5432/optuna", "p@ss"),
+        ("postgresql://db:5432/optuna?user=grpo&password=hunter2", "hunter2"),
+        ("http://alice:wonder/land@127.0.0.1:1", "wonder/land"),
+    ],
+)
 def test_passwords_are_never_printed(tmp_path, url, secret):
     from grpo_core.util.errors import mask_secrets
 
@@ -631,8 +897,18 @@ def test_basic_auth_in_a_tracking_uri_reaches_the_server(tmp_path):
 
     with mlflow_server(tmp_path / "server") as url:
         authed = url.replace("http://", "http://alice:s3@cret@")
-        res = grpo_here("train", *TRAIN, "--set", "max_steps=2", "--set", "stl_window=1", "--set",
-                   f"mlflow_tracking_uri={authed}", "--out", str(tmp_path / "run"))
+        res = grpo_here(
+            "train",
+            *TRAIN,
+            "--set",
+            "max_steps=2",
+            "--set",
+            "stl_window=1",
+            "--set",
+            f"mlflow_tracking_uri={authed}",
+            "--out",
+            str(tmp_path / "run"),
+        )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "s3@cret" not in res.stderr + res.stdout and "Name or service not known" not in res.stderr
 
@@ -664,7 +940,9 @@ def test_a_store_creation_stopped_half_way_leaves_no_broken_store(tmp_path, monk
         make_client(f"sqlite:///{path}").search_experiments()
     assert list(stores.iterdir()) == [] and list((cache / "grpo-lab").iterdir()) == []  # nothing half-made
     monkeypatch.setattr(db_utils, "_initialize_tables", real)
-    monkeypatch.setattr(SqlAlchemyStore, "_initialize_store_state", lambda self: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(
+        SqlAlchemyStore, "_initialize_store_state", lambda self: (_ for _ in ()).throw(KeyboardInterrupt)
+    )
     with pytest.raises(KeyboardInterrupt):  # stopped while MLflow opens the copy of the template
         make_client(f"sqlite:///{path}").search_experiments()
     assert list(stores.iterdir()) == []
@@ -689,10 +967,14 @@ def test_a_store_made_from_the_template_is_the_store_mlflow_makes(tmp_path, monk
 
     def schema(path):  # each statement's lines as a set: MLflow's own migrations order a table's CHECK
         with contextlib.closing(sqlite3.connect(path)) as db:  # constraints differently from run to run
-            return (sorted((kind, name, sorted(sql.strip().rstrip(")").replace(", \n", "\n").splitlines()) if sql else None)
-                           for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master")),
-                    list(db.execute("SELECT version_num FROM alembic_version")),
-                    list(db.execute("SELECT experiment_id, name, artifact_location FROM experiments")))
+            return (
+                sorted(
+                    (kind, name, sorted(sql.strip().rstrip(")").replace(", \n", "\n").splitlines()) if sql else None)
+                    for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master")
+                ),
+                list(db.execute("SELECT version_num FROM alembic_version")),
+                list(db.execute("SELECT experiment_id, name, artifact_location FROM experiments")),
+            )
 
     assert schema(tmp_path / "first.db") == schema(tmp_path / "second.db") == schema(tmp_path / "by-mlflow.db")
 
@@ -706,14 +988,22 @@ def test_recover_ends_a_run_whose_metrics_have_a_malformed_line_before_the_last(
     exp = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n" + '{"step": 2, "rew\n'
-                                          + json.dumps({"step": 3, "reward": 0.7}) + "\n")
+    (folder / "metrics.jsonl").write_text(
+        json.dumps({"step": 1, "reward": 0.5})
+        + "\n"
+        + '{"step": 2, "rew\n'
+        + json.dumps({"step": 3, "reward": 0.7})
+        + "\n"
+    )
     dead = f"{socket.gethostname()}:999999:12345"
     run_id = client.create_run(exp, run_name="r", tags={"owner": dead, "run_dir": str(folder)}).info.run_id
     res = grpo_here("recover", "--tracking-uri", db)
     assert res.returncode == 0 and "1 run(s) ended, 0 left alone" in res.stdout, res.stdout + res.stderr
     run = client.get_run(run_id)
-    assert run.info.status == "KILLED" and "1 malformed line(s) of metrics.jsonl skipped" in run.data.tags["failure_reason"]
+    assert (
+        run.info.status == "KILLED"
+        and "1 malformed line(s) of metrics.jsonl skipped" in run.data.tags["failure_reason"]
+    )
     assert [m.step for m in client.get_metric_history(run_id, "reward")] == [1, 3]
     assert json.loads((folder / "summary.json").read_text())["status"] == "killed"
 
@@ -722,15 +1012,38 @@ def test_recover_after_a_sigkilled_sweep_ends_its_parent_run_too(tmp_path):
     from mlflow.tracking import MlflowClient
 
     spec = tmp_path / "s.yaml"
-    spec.write_text(yaml.safe_dump({"name": "s", "base": {"cache_dir": str(CACHE), "max_steps": 400, "stl_window": 2,
-                                                          "baseline_prompts": 8},
-                                    "grid": {"loss_type": ["grpo"]}, "seeds": [0]}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "s",
+                "base": {"cache_dir": str(CACHE), "max_steps": 400, "stl_window": 2, "baseline_prompts": 8},
+                "grid": {"loss_type": ["grpo"]},
+                "seeds": [0],
+            }
+        )
+    )
     db = f"sqlite:///{tmp_path / 'm.db'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--tracking-uri", db,
-                             "--storage", f"journal:///{tmp_path}/j.log", "--out-root", str(tmp_path / "runs")],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "sweep",
+            str(spec),
+            "--tracking-uri",
+            db,
+            "--storage",
+            f"journal:///{tmp_path}/j.log",
+            "--out-root",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     metrics = tmp_path / "runs" / "s" / "trial-0000" / "metrics.jsonl"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and not (metrics.is_file() and metrics.read_text().count("\n") >= 2):
@@ -762,15 +1075,19 @@ def test_recover_names_a_run_whose_process_is_alive_and_leaves_it_running(tmp_pa
 
 
 # ---- values that passed validation and failed later ---------------------------------------
-@pytest.mark.parametrize("settings, key", [
-    (["loss_type=sapo", "sapo_temperature_pos=1e308"], "sapo_temperature_pos"),  # a 39-line overflow traceback
-    (["temperature=1e-308"], "temperature"),  # below float32's smallest normal: 0 in a tensor
-    (["use_peft=true", f"lora_r={10 ** 12}"], "lora_r"),  # the allocator's traceback
-    (["use_peft=true", "lora_r=129"], "lora_r"),  # past the tiny model's hidden size (128)
-])
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        (["loss_type=sapo", "sapo_temperature_pos=1e308"], "sapo_temperature_pos"),  # a 39-line overflow traceback
+        (["temperature=1e-308"], "temperature"),  # below float32's smallest normal: 0 in a tensor
+        (["use_peft=true", f"lora_r={10**12}"], "lora_r"),  # the allocator's traceback
+        (["use_peft=true", "lora_r=129"], "lora_r"),  # past the tiny model's hidden size (128)
+    ],
+)
 def test_values_past_what_can_work_are_refused(tmp_path, settings, key):
-    res = grpo_here("train", *TRAIN, "--no-mlflow", *[a for s in settings for a in ("--set", s)],
-                    "--out", str(tmp_path / "run"))
+    res = grpo_here(
+        "train", *TRAIN, "--no-mlflow", *[a for s in settings for a in ("--set", s)], "--out", str(tmp_path / "run")
+    )
     assert res.returncode == 2
     assert _one_line(res).startswith(f"grpo: error: {key}: got ") and not (tmp_path / "run").exists()
 
@@ -778,19 +1095,23 @@ def test_values_past_what_can_work_are_refused(tmp_path, settings, key):
 def test_a_model_that_is_not_a_causal_lm_is_refused_before_anything_starts(tmp_path):
     folder = tmp_path / "bert"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"],
-                                                    "hidden_size": 32}))
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": 32})
+    )
     res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"model={folder}", "--out", str(tmp_path / "run"))
     assert res.returncode == 2 and "not a causal language model" in _one_line(res)
     assert not (tmp_path / "run").exists()
 
 
 # ---- datasets -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("rows, kinds", [
-    ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "four"}\n', "numbers (row 1), text (row 2)"),
-    ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": true}\n', "true/false (row 2)"),
-    ('{"prompt": "1+1=", "answer": [2]}\n{"prompt": "2+2=", "answer": [4]}\n', "lists (row 1)"),
-])
+@pytest.mark.parametrize(
+    "rows, kinds",
+    [
+        ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "four"}\n', "numbers (row 1), text (row 2)"),
+        ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": true}\n', "true/false (row 2)"),
+        ('{"prompt": "1+1=", "answer": [2]}\n{"prompt": "2+2=", "answer": [4]}\n', "lists (row 1)"),
+    ],
+)
 def test_answers_of_mixed_kinds_are_named(tmp_path, rows, kinds):
     data = tmp_path / "rows.jsonl"
     data.write_text(rows)
@@ -813,12 +1134,20 @@ def test_a_hub_id_where_the_hub_cannot_be_reached_fails_at_once(tmp_path, monkey
     from servers import free_port
 
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens there
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
-                "ALL_PROXY", "all_proxy"):
+    for var in (
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         monkeypatch.delenv(var, raising=False)
     started = time.perf_counter()
-    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", f"{key}=someone/nothing-here", "--out",
-                    str(tmp_path / "run"))
+    res = grpo_here(
+        "train", *TRAIN, "--no-mlflow", "--set", f"{key}=someone/nothing-here", "--out", str(tmp_path / "run")
+    )
     assert res.returncode == 2 and time.perf_counter() - started < 20  # the libraries' retries took ~30 s
     line = _one_line(res)
     assert line.startswith(f"grpo: error: {key}: 'someone/nothing-here' is a hub id") and "cannot be reached" in line
@@ -829,15 +1158,39 @@ def test_a_hub_id_where_the_hub_cannot_be_reached_fails_at_once(tmp_path, monkey
 def checkpointed_run(tmp_path_factory):
     """A finished 2-step run with its checkpoint, copied by each test that changes it."""
     folder = tmp_path_factory.mktemp("ckpt") / "run"
-    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=2", "--set", "save_steps=2", "--set",
-                    "stl_window=1", "--out", str(folder))
+    res = grpo_here(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "save_steps=2",
+        "--set",
+        "stl_window=1",
+        "--out",
+        str(folder),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return folder
 
 
 def _resume(run: Path):
-    return grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=2", "--set", "save_steps=2", "--set",
-                     "stl_window=1", "--set", f"resume_from_checkpoint={run / 'checkpoint-2'}", "--out", str(run))
+    return grpo_here(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "save_steps=2",
+        "--set",
+        "stl_window=1",
+        "--set",
+        f"resume_from_checkpoint={run / 'checkpoint-2'}",
+        "--out",
+        str(run),
+    )
 
 
 def test_a_checkpoint_config_with_a_python_tag_is_one_line_naming_it(tmp_path, checkpointed_run):
@@ -878,20 +1231,24 @@ def test_a_lock_file_that_is_a_link_is_refused_in_a_new_run(tmp_path):
 
 
 # ---- a spec's quick section --------------------------------------------------------------------
-@pytest.mark.parametrize("quick, needle", [
-    ("{grid: [1]}", "quick.grid: [1]; allowed: a mapping"),
-    ("{grid: {learning_rate: [0.5]}}", "quick.grid.learning_rate: [0.5]; allowed: a non-empty sub-list"),
-    ("{grid: {beta: [0.0]}}", "quick.grid.beta: not a grid axis"),
-    ("{max_steps: two}", "quick.max_steps: 'two'"),
-    ("{seeds: 3}", "quick.seeds: 3"),
-])
+@pytest.mark.parametrize(
+    "quick, needle",
+    [
+        ("{grid: [1]}", "quick.grid: [1]; allowed: a mapping"),
+        ("{grid: {learning_rate: [0.5]}}", "quick.grid.learning_rate: [0.5]; allowed: a non-empty sub-list"),
+        ("{grid: {beta: [0.0]}}", "quick.grid.beta: not a grid axis"),
+        ("{max_steps: two}", "quick.max_steps: 'two'"),
+        ("{seeds: 3}", "quick.seeds: 3"),
+    ],
+)
 def test_a_bad_quick_section_is_one_line(tmp_path, quick, needle):
     experiments = tmp_path / "experiments"
     experiments.mkdir()
     (experiments / "c.yaml").write_text(
         f"name: q\nclaim: C2\nbase: {{max_steps: 4}}\ngrid: {{learning_rate: [1.0e-4, 1.0e-3]}}\nseeds: [0]\n"
         f"replication_seeds: [1]\nreport: {{tests: [{{kind: paired, statement: s, axis: learning_rate, "
-        f"treatment: [1.0e-3], control: 1.0e-4, direction: lower}}]}}\nquick: {quick}\n")
+        f"treatment: [1.0e-3], control: 1.0e-4, direction: lower}}]}}\nquick: {quick}\n"
+    )
     for args in (["reproduce", "--quick"], ["reproduce", "--report-only"]):
         res = grpo_here(*args, "--experiments", str(experiments), "--out", str(tmp_path / "out"))
         assert res.returncode == 2 and needle in _one_line(res), res.stderr
@@ -1037,8 +1394,9 @@ def test_a_sigterm_while_a_run_is_created_ends_that_run(tmp_path, monkeypatch):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     experiment = make_client(uri).create_experiment("interrupted")  # (only the run's commit is aimed at)
-    _terminated_at_commit(lambda: MlflowRunLogger(uri, "interrupted", "run", {"max_steps": 4}), monkeypatch,
-                          after="create_run")
+    _terminated_at_commit(
+        lambda: MlflowRunLogger(uri, "interrupted", "run", {"max_steps": 4}), monkeypatch, after="create_run"
+    )
     runs = make_client(uri).search_runs([experiment])
     assert [(r.info.status, r.data.tags.get("status")) for r in runs] == [("KILLED", "killed")]
     assert not [t for t in threading.enumerate() if t.name.startswith("mlflow-writer")]  # its writer ended
@@ -1062,9 +1420,16 @@ def test_a_sweep_stopped_while_its_parent_run_is_created_ends_that_run_and_resum
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (handle_sigterm sets its own)
     monkeypatch.setattr(mlflow.MlflowClient, "create_run", create_run)
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({"name": "stopped-parent", "grid": {"beta": [0.0]}, "seeds": [0],
-                                    "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1,
-                                             "baseline_prompts": 8}}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "stopped-parent",
+                "grid": {"beta": [0.0]},
+                "seeds": [0],
+                "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1, "baseline_prompts": 8},
+            }
+        )
+    )
     done = grpo_here("sweep", spec, "--workers", "1", *_stores(tmp_path), cwd=tmp_path)
     assert sent and done.returncode == 143, done.stderr[-2000:]
     assert done.stderr.count("grpo sweep: interrupted; run the same command again to resume") == 1, done.stderr[-2000:]
@@ -1095,11 +1460,24 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     from optuna.trial import TrialState
 
     spec = tmp_path / "search.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "killed", "base": {"cache_dir": str(CACHE), "max_steps": 16, "stl_window": 2, "baseline_prompts": 8,
-                                   "reward_funcs": ["reward_helpers:held_exact_match"]},
-        "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random", "n_trials": 5,
-        "seeds": [0]}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "killed",
+                "base": {
+                    "cache_dir": str(CACHE),
+                    "max_steps": 16,
+                    "stl_window": 2,
+                    "baseline_prompts": 8,
+                    "reward_funcs": ["reward_helpers:held_exact_match"],
+                },
+                "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}},
+                "sampler": "random",
+                "n_trials": 5,
+                "seeds": [0],
+            }
+        )
+    )
     hold = tmp_path / "hold"  # while it exists, each reward call waits (and marks its process: hold.<pid>)
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     cmd = [sys.executable, "-m", "grpo_lab", "sweep", str(spec), "--workers", "2", *_stores(tmp_path)]
@@ -1135,8 +1513,11 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
             time.sleep(0.5)
         trials = optuna.load_study(study_name="killed", storage=journal).trials
         before = len(trials)  # no trial claimed after the kill (an orphan finishes its trial and claims the next)
-        late = [(t.number, t.state.name, (t.datetime_start - killed_at).total_seconds(), t.user_attrs.get("owner"))
-                for t in trials if t.datetime_start > killed_at + datetime.timedelta(seconds=1)]
+        late = [
+            (t.number, t.state.name, (t.datetime_start - killed_at).total_seconds(), t.user_attrs.get("owner"))
+            for t in trials
+            if t.datetime_start > killed_at + datetime.timedelta(seconds=1)
+        ]
         assert not late, (late, workers, (tmp_path / "first.log").read_text()[-3000:])
         said = (tmp_path / "first.log").read_text()
         # each worker's end says one line: no traceback (a signal during its exit), and its killed trial is
@@ -1155,8 +1536,11 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     trials = optuna.load_study(study_name="killed", storage=journal).trials
     ran = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     # (what a failure needs to be read: each trial as the journal holds it, and what both invocations said)
-    told = ([(t.number, t.state.name, t.params, t.user_attrs, str(t.datetime_start)) for t in trials],
-            (tmp_path / "first.log").read_text()[-2000:], done.stderr[-2000:])
+    told = (
+        [(t.number, t.state.name, t.params, t.user_attrs, str(t.datetime_start)) for t in trials],
+        (tmp_path / "first.log").read_text()[-2000:],
+        done.stderr[-2000:],
+    )
     assert len(ran) == 5 and len(trials) > before, told  # the budget spent once, by trials that ran
     points = [t.params["learning_rate"] for t in ran]
     assert len(set(points)) == len(points), points  # no point bought twice
@@ -1167,21 +1551,28 @@ def test_a_random_search_killed_and_resumed_trains_no_point_twice_and_leaves_no_
     # budget was not spent: a new point is drawn instead)
     # (a trial may also start between the test's last look and the kill, or be claimed by a worker as the
     # signal reaches it: the same second of slack as `late` above allows)
-    started = running | {t.number for t in trials
-                         if t.datetime_start and t.datetime_start <= killed_at + datetime.timedelta(seconds=1)}
+    started = running | {
+        t.number for t in trials if t.datetime_start and t.datetime_start <= killed_at + datetime.timedelta(seconds=1)
+    }
     assert killed and {t.number for t in killed} <= started
-    assert all(t.state in (TrialState.FAIL, TrialState.COMPLETE, TrialState.PRUNED) for t in trials if t.number in running)
-    assert sorted(t.user_attrs.get("retry_of") for t in ran if "retry_of" in t.user_attrs) == \
-        sorted(t.number for t in killed if t.params)
+    assert all(
+        t.state in (TrialState.FAIL, TrialState.COMPLETE, TrialState.PRUNED) for t in trials if t.number in running
+    )
+    assert sorted(t.user_attrs.get("retry_of") for t in ran if "retry_of" in t.user_attrs) == sorted(
+        t.number for t in killed if t.params
+    )
     for t in ran:  # each trial that ran has its run folder, as its state says
-        summary = json.loads((tmp_path / "runs" / "killed" / f"trial-{t.number:04d}" / "seed-0" / "summary.json").read_text())
+        summary = json.loads(
+            (tmp_path / "runs" / "killed" / f"trial-{t.number:04d}" / "seed-0" / "summary.json").read_text()
+        )
         assert summary["status"] == ("finished" if t.state == TrialState.COMPLETE else "pruned")
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("mode", ["search", "grid"])
-def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_the_sweep(tmp_path, monkeypatch, mode,
-                                                                                          when):
+def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_the_sweep(
+    tmp_path, monkeypatch, mode, when
+):
     """SIGTERM (or Ctrl-C) raised inside a read from the SQLite store as a seed's run is being
     created, before or just after the run exists: the interrupted read's cursor, still referenced by
     the exception's frames, kept SQLite's shared lock, so every record written after it waited out
@@ -1203,8 +1594,11 @@ def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_
     armed, made = [None], []  # armed: None, "any read", or "after" (the run's creation)
 
     def interrupt(conn, cursor, statement, *rest):  # in the main thread, where a signal's handler runs
-        if armed[0] == "any read" and threading.current_thread() is threading.main_thread() and \
-                statement.lstrip().upper().startswith("SELECT"):  # mid-result, as a signal lands
+        if (
+            armed[0] == "any read"
+            and threading.current_thread() is threading.main_thread()
+            and statement.lstrip().upper().startswith("SELECT")
+        ):  # mid-result, as a signal lands
             armed[0] = None
             raise Terminated()
 
@@ -1228,8 +1622,16 @@ def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_
     monkeypatch.setattr(MlflowRunLogger, "__init__", init)
     monkeypatch.setattr(mlflow.MlflowClient, "create_run", create_run)
     base = {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1, "baseline_prompts": 8}
-    space = ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}, "sampler": "random",
-              "n_trials": 2, "seeds": [0, 1]} if mode == "search" else {"grid": {"beta": [0.0, 0.04]}, "seeds": [0]})
+    space = (
+        {
+            "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}},
+            "sampler": "random",
+            "n_trials": 2,
+            "seeds": [0, 1],
+        }
+        if mode == "search"
+        else {"grid": {"beta": [0.0, 0.04]}, "seeds": [0]}
+    )
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({"name": "killed-read", "base": base, **space}))
     sqlalchemy.event.listen(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
@@ -1240,7 +1642,9 @@ def test_a_trial_killed_while_reading_the_store_is_recorded_as_killed_and_stops_
     assert len(made) == first_seed_run and armed[0] is None, made  # it came where aimed; no other trial started
     assert done.returncode == 143, done.stderr[-2000:]
     assert "database is locked" not in done.stderr and "not logged to MLflow" not in done.stderr, done.stderr[-2000:]
-    trials = optuna.load_study(study_name="killed-read", storage=open_storage(f"journal:///{tmp_path}/journal.log")).trials
+    trials = optuna.load_study(
+        study_name="killed-read", storage=open_storage(f"journal:///{tmp_path}/journal.log")
+    ).trials
     assert [(t.state, t.user_attrs.get("error")) for t in trials] == [(TrialState.FAIL, "interrupted (SIGTERM)")]
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/m.db")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
@@ -1351,15 +1755,23 @@ except KeyboardInterrupt as exc:
 """
 
 
-@pytest.mark.parametrize("signum,raised", [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "KeyboardInterrupt"),
-                                           (0, None)], ids=["SIGTERM", "SIGINT", "not_an_interrupt"])
+@pytest.mark.parametrize(
+    "signum,raised",
+    [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "KeyboardInterrupt"), (0, None)],
+    ids=["SIGTERM", "SIGINT", "not_an_interrupt"],
+)
 def test_an_interrupt_raised_inside_a_finalizer_is_raised_again_after_it_not_lost(signum, raised):
     """A signal whose handler raises, landing in a finalizer (a weakref's callback during an automatic
     collection, in a killed search's orphaned worker in CI), was printed as "Exception ignored" with
     a traceback and lost: the process went on. It is sent again once the finalizer is done, and
     nothing is printed. A finalizer's own error is still printed, as Python prints it."""
-    res = subprocess.run([sys.executable, "-c", _LOST_IN_A_FINALIZER, str(int(signum))], capture_output=True,
-                         text=True, cwd=ROOT, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", _LOST_IN_A_FINALIZER, str(int(signum))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     if raised is None:
         assert res.stdout.strip() == "went on"
         assert "Exception ignored" in res.stderr and "a finalizer's own error" in res.stderr
@@ -1392,8 +1804,22 @@ def test_a_checkpoint_whose_config_was_edited_is_refused_by_the_digest_it_was_wr
     assert config["learning_rate"] != 0.003
     config["learning_rate"] = 0.003
     (run / "checkpoint-2" / "config.yaml").write_text(yaml.safe_dump(config))
-    res = grpo_here("train", *TRAIN, "--no-mlflow", "--set", "max_steps=2", "--set", "save_steps=2", "--set",
-                    "stl_window=1", "--set", "learning_rate=0.003",
-                    "--set", f"resume_from_checkpoint={run / 'checkpoint-2'}", "--out", str(run))
+    res = grpo_here(
+        "train",
+        *TRAIN,
+        "--no-mlflow",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "save_steps=2",
+        "--set",
+        "stl_window=1",
+        "--set",
+        "learning_rate=0.003",
+        "--set",
+        f"resume_from_checkpoint={run / 'checkpoint-2'}",
+        "--out",
+        str(run),
+    )
     assert res.returncode == 2
     assert "is not the config the checkpoint was trained with" in _one_line(res)

@@ -16,10 +16,26 @@ def trainer(gemma3):
     from grpo_core.config.loading import config_from_dict
     from grpo_core.trainer import GRPOTrainer
 
-    return GRPOTrainer(config_from_dict(dict(
-        model=str(gemma3), dataset=str(ROOT / "data/real/add_small.jsonl"), reward_funcs=["last_number"],
-        use_peft=True, prompts_per_step=2, num_generations=2, max_completion_length=6, baseline_prompts=2,
-        max_steps=2, stl_window=1, stl_delta=8, num_threads=2, beta=0.04, learning_rate=1e-4)))
+    return GRPOTrainer(
+        config_from_dict(
+            dict(
+                model=str(gemma3),
+                dataset=str(ROOT / "data/real/add_small.jsonl"),
+                reward_funcs=["last_number"],
+                use_peft=True,
+                prompts_per_step=2,
+                num_generations=2,
+                max_completion_length=6,
+                baseline_prompts=2,
+                max_steps=2,
+                stl_window=1,
+                stl_delta=8,
+                num_threads=2,
+                beta=0.04,
+                learning_rate=1e-4,
+            )
+        )
+    )
 
 
 def test_the_fetched_gemma3_is_the_checked_base_model_with_its_terms(gemma3):
@@ -42,21 +58,33 @@ def test_a_gemma3_prompt_is_led_by_bos_and_its_sampled_logps_are_a_plain_forward
     assert ids[torch.arange(2), first].tolist() == [tok.bos_token_id] * 2
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        comp, comp_mask = sample_completions(model, ids, mask, max_new_tokens=5, eos_token_id=tok.eos_token_id,
-                                             pad_token_id=tok.pad_token_id, temperature=1.0, top_p=1.0, top_k=0,
-                                             generator=gen)
+        comp, comp_mask = sample_completions(
+            model,
+            ids,
+            mask,
+            max_new_tokens=5,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            generator=gen,
+        )
         logps, _ = completion_logps(model, ids, mask, comp, comp_mask, temperature=1.0, with_entropy=True)
         full, full_mask = torch.cat([ids, comp], 1), torch.cat([mask, comp_mask], 1)
         logits = model(input_ids=full, attention_mask=full_mask, position_ids=positions_from_mask(full_mask)).logits
     P, sel = ids.shape[1], comp_mask.bool()
-    ref = torch.log_softmax(logits[:, P - 1:-1].float(), -1).gather(-1, comp[..., None]).squeeze(-1)
+    ref = torch.log_softmax(logits[:, P - 1 : -1].float(), -1).gather(-1, comp[..., None]).squeeze(-1)
     assert sel.any() and (logps[sel] - ref[sel]).abs().max().item() <= 1e-4
 
 
 def test_two_grpo_steps_of_gemma3_train_lora_on_every_linear_layer(trainer):
     trained = [name for name, p in trainer.policy.named_parameters() if p.requires_grad]
-    linear = {n.removesuffix(".base_layer").rsplit(".", 1)[-1] for n, m in trainer.policy.named_modules()
-              if isinstance(m, torch.nn.Linear) and "lora_" not in n and not n.endswith("lm_head")}  # peft wraps each
+    linear = {
+        n.removesuffix(".base_layer").rsplit(".", 1)[-1]
+        for n, m in trainer.policy.named_modules()
+        if isinstance(m, torch.nn.Linear) and "lora_" not in n and not n.endswith("lm_head")
+    }  # peft wraps each
     assert {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"} <= linear
     assert trained and all(".lora_A." in n or ".lora_B." in n for n in trained)  # only the adapters train
     targets = {name.split(".lora_")[0].rsplit(".", 1)[-1] for name in trained}

@@ -6,8 +6,14 @@ import pytest
 
 import grpo_core.sampling.generation as generation
 from grpo_core.sampling import fast_decode
-from grpo_core.sampling.generation import (completion_logps, filter_logits, positions_from_mask,
-                                  sample_categorical, sample_completions, token_logps)
+from grpo_core.sampling.generation import (
+    completion_logps,
+    filter_logits,
+    positions_from_mask,
+    sample_categorical,
+    sample_completions,
+    token_logps,
+)
 from grpo_core.tasks.models import build_tiny_model, build_tiny_tokenizer
 
 
@@ -27,9 +33,19 @@ def test_tokenizer_is_character_level_and_round_trips():
 
 def test_greedy_kv_cache_sampler_matches_no_cache_loop():
     tok, model, ids, mask = _tiny()
-    got, got_mask = sample_completions(model, ids, mask, max_new_tokens=6, eos_token_id=tok.eos_token_id,
-                                       pad_token_id=tok.pad_token_id, temperature=1.0, top_p=1.0, top_k=0,
-                                       generator=None, greedy=True)
+    got, got_mask = sample_completions(
+        model,
+        ids,
+        mask,
+        max_new_tokens=6,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        generator=None,
+        greedy=True,
+    )
     # reference: re-run the whole sequence each step, no cache
     seq, seq_mask = ids.clone(), mask.clone()
     ref = []
@@ -47,33 +63,51 @@ def test_greedy_kv_cache_sampler_matches_no_cache_loop():
 def test_completion_logps_match_plain_forward_within_1e5():
     tok, model, ids, mask = _tiny()
     gen = torch.Generator().manual_seed(0)
-    comp, comp_mask = sample_completions(model, ids, mask, max_new_tokens=5, eos_token_id=tok.eos_token_id,
-                                         pad_token_id=tok.pad_token_id, temperature=0.7, top_p=1.0, top_k=0,
-                                         generator=gen)
+    comp, comp_mask = sample_completions(
+        model,
+        ids,
+        mask,
+        max_new_tokens=5,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        temperature=0.7,
+        top_p=1.0,
+        top_k=0,
+        generator=gen,
+    )
     logps, entropy = completion_logps(model, ids, mask, comp, comp_mask, temperature=0.7, with_entropy=True)
     full = torch.cat([ids, comp], 1)
     full_mask = torch.cat([mask, comp_mask], 1)
     with torch.no_grad():
         logits = model(input_ids=full, attention_mask=full_mask, position_ids=positions_from_mask(full_mask)).logits
     P = ids.shape[1]
-    ref = torch.log_softmax(logits[:, P - 1:-1] / 0.7, -1).gather(-1, comp[..., None]).squeeze(-1)
+    ref = torch.log_softmax(logits[:, P - 1 : -1] / 0.7, -1).gather(-1, comp[..., None]).squeeze(-1)
     sel = comp_mask.bool()
     assert (logps[sel] - ref[sel]).abs().max().item() <= 1e-5
-    probs = torch.softmax(logits[:, P - 1:-1] / 0.7, -1)
+    probs = torch.softmax(logits[:, P - 1 : -1] / 0.7, -1)
     ref_entropy = -(probs * torch.log(probs)).sum(-1)
     assert (entropy[sel] - ref_entropy[sel]).abs().max().item() <= 1e-4
 
 
 def test_completion_mask_runs_through_first_eos_then_pads():
     tok, model, ids, mask = _tiny()
-    comp, comp_mask = sample_completions(model, ids, mask, max_new_tokens=8, eos_token_id=tok.eos_token_id,
-                                         pad_token_id=tok.pad_token_id, temperature=1.0, top_p=1.0, top_k=0,
-                                         generator=torch.Generator().manual_seed(1))
+    comp, comp_mask = sample_completions(
+        model,
+        ids,
+        mask,
+        max_new_tokens=8,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        generator=torch.Generator().manual_seed(1),
+    )
     for row, row_mask in zip(comp.tolist(), comp_mask.tolist()):
         if tok.eos_token_id in row:
             end = row.index(tok.eos_token_id)
             assert row_mask == [1] * (end + 1) + [0] * (len(row) - end - 1)
-            assert all(t == tok.pad_token_id for t in row[end + 1:])
+            assert all(t == tok.pad_token_id for t in row[end + 1 :])
         else:
             assert all(row_mask)
 
@@ -96,9 +130,19 @@ def _grouped_batch(G=4, temperature=0.8):
     model = build_tiny_model(tok, seed=3).eval()
     enc = tok(["12+3=", "1+2=", "45+67="], return_tensors="pt", padding=True, add_special_tokens=False)
     ids, mask = enc.input_ids.repeat_interleave(G, 0), enc.attention_mask.repeat_interleave(G, 0)
-    comp, comp_mask = sample_completions(model, ids, mask, max_new_tokens=6, eos_token_id=tok.eos_token_id,
-                                         pad_token_id=tok.pad_token_id, temperature=temperature, top_p=1.0,
-                                         top_k=0, generator=torch.Generator().manual_seed(5), group_size=G)
+    comp, comp_mask = sample_completions(
+        model,
+        ids,
+        mask,
+        max_new_tokens=6,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        temperature=temperature,
+        top_p=1.0,
+        top_k=0,
+        generator=torch.Generator().manual_seed(5),
+        group_size=G,
+    )
     return model, ids, mask, comp, comp_mask
 
 
@@ -106,7 +150,7 @@ def _plain_logps(model, ids, mask, comp, comp_mask, temperature):
     full, full_mask = torch.cat([ids, comp], 1), torch.cat([mask, comp_mask], 1)
     logits = model(input_ids=full, attention_mask=full_mask, position_ids=positions_from_mask(full_mask)).logits
     T = comp.shape[1]
-    return torch.log_softmax(logits[:, -T - 1:-1] / temperature, -1).gather(-1, comp[..., None]).squeeze(-1)
+    return torch.log_softmax(logits[:, -T - 1 : -1] / temperature, -1).gather(-1, comp[..., None]).squeeze(-1)
 
 
 @pytest.mark.parametrize("path", ["packed", "shared_cache"])
@@ -172,7 +216,7 @@ def test_token_logps_gradient_and_entropy_by_reference():
     for temperature in (1.0, 0.7):
         x = torch.randn(2, 3, 7, dtype=torch.double, requires_grad=True)
         ids = torch.randint(0, 7, (2, 3))
-        assert torch.autograd.gradcheck(lambda z: token_logps(z, ids, temperature, True)[0], (x,))
+        assert torch.autograd.gradcheck(lambda z, i=ids, t=temperature: token_logps(z, i, t, True)[0], (x,))
         logps, entropy = token_logps(x, ids, temperature, True)
         ref = torch.log_softmax(x / temperature, -1)
         assert torch.allclose(logps, ref.gather(-1, ids[..., None]).squeeze(-1))
@@ -200,11 +244,21 @@ def test_leaving_ended_rows_out_of_the_decode_batch_changes_no_token(monkeypatch
     # check_every=2 keeps every row in the decode batch; check_every=1 leaves out rows that ended
     tok, model, ids, mask = _tiny()
     ids, mask = ids.repeat_interleave(16, 0), mask.repeat_interleave(16, 0)  # 48 rows
-    kwargs = dict(max_new_tokens=24, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                  temperature=1.5, top_p=1.0, top_k=0, group_size=16)
+    kwargs = dict(
+        max_new_tokens=24,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        temperature=1.5,
+        top_p=1.0,
+        top_k=0,
+        group_size=16,
+    )
     calls, real_step = [], fast_decode.decode_step
-    monkeypatch.setattr(fast_decode, "decode_step",
-                        lambda model, tokens, *a: calls.append(tokens.shape[0]) or real_step(model, tokens, *a))
+    monkeypatch.setattr(
+        fast_decode,
+        "decode_step",
+        lambda model, tokens, *a: calls.append(tokens.shape[0]) or real_step(model, tokens, *a),
+    )
     left_out = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(4), check_every=1, **kwargs)
     rows_seen, calls[:] = list(calls), []
     kept = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(4), check_every=2, **kwargs)
@@ -215,8 +269,15 @@ def test_leaving_ended_rows_out_of_the_decode_batch_changes_no_token(monkeypatch
 def test_sampler_with_prebuilt_boolean_masks_equals_hf_masks(monkeypatch):
     tok, model, ids, mask = _tiny()
     ids, mask = ids.repeat_interleave(3, 0), mask.repeat_interleave(3, 0)
-    kwargs = dict(max_new_tokens=6, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                  temperature=1.0, top_p=1.0, top_k=0, group_size=3)
+    kwargs = dict(
+        max_new_tokens=6,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        group_size=3,
+    )
     fast = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(2), **kwargs)
     monkeypatch.setattr(generation, "takes_bool_masks", lambda m: False)
     monkeypatch.setattr(generation, "shares_prompts", lambda *a: False)
@@ -239,11 +300,11 @@ def test_the_entropy_has_the_gradient_of_the_naive_entropy(temperature):
     ref_lp = torch.log_softmax(z, -1).gather(-1, ids[:, None]).squeeze(-1)
     ref_H = -(torch.softmax(z, -1) * torch.log_softmax(z, -1)).sum(-1)
     w1, w2 = torch.randn(5, dtype=torch.float64, generator=gen), torch.randn(5, dtype=torch.float64, generator=gen)
-    g, = torch.autograd.grad((lp * w1).sum() + (H * w2).sum(), logits)
-    want, = torch.autograd.grad((ref_lp * w1).sum() + (ref_H * w2).sum(), logits, retain_graph=True)
+    (g,) = torch.autograd.grad((lp * w1).sum() + (H * w2).sum(), logits)
+    (want,) = torch.autograd.grad((ref_lp * w1).sum() + (ref_H * w2).sum(), logits, retain_graph=True)
     torch.testing.assert_close(g, want, atol=1e-12, rtol=0)
-    only_lp, = torch.autograd.grad((_TokenLogps.apply(logits, ids, temperature, True)[0] * w1).sum(), logits)
-    want_lp, = torch.autograd.grad((ref_lp * w1).sum(), logits)
+    (only_lp,) = torch.autograd.grad((_TokenLogps.apply(logits, ids, temperature, True)[0] * w1).sum(), logits)
+    (want_lp,) = torch.autograd.grad((ref_lp * w1).sum(), logits)
     torch.testing.assert_close(only_lp, want_lp, atol=1e-12, rtol=0)  # an unused entropy adds nothing
 
 
@@ -261,8 +322,10 @@ def test_grad_forward_size_counts_what_the_forward_runs(path, monkeypatch):
     seen = {"positions": 0, "rows": 0}
     inner = model.get_input_embeddings()
     head = model.get_output_embeddings()
-    hooks = [inner.register_forward_hook(lambda m, i, o: seen.__setitem__("positions", seen["positions"] + i[0].numel())),
-             head.register_forward_hook(lambda m, i, o: seen.__setitem__("rows", seen["rows"] + o.numel() // o.shape[-1]))]
+    hooks = [
+        inner.register_forward_hook(lambda m, i, o: seen.__setitem__("positions", seen["positions"] + i[0].numel())),
+        head.register_forward_hook(lambda m, i, o: seen.__setitem__("rows", seen["rows"] + o.numel() // o.shape[-1])),
+    ]
     try:
         completion_logps(model, ids, mask, comp, comp_mask, 0.8, group_size=G)
     finally:
@@ -272,10 +335,13 @@ def test_grad_forward_size_counts_what_the_forward_runs(path, monkeypatch):
     assert got == (seen["positions"], seen["rows"])
     B, P = mask.shape
     T = comp.shape[1]
-    by_hand = {"packed": None, "shared_cache": (B // G * P + B * (T - 1), B // G + B * (T - 1)),
-               "plain": (B * (P + T), B * (T + 1))}[path]
+    by_hand = {
+        "packed": None,
+        "shared_cache": (B // G * P + B * (T - 1), B // G + B * (T - 1)),
+        "plain": (B * (P + T), B * (T + 1)),
+    }[path]
     if by_hand is not None:
         assert got == by_hand
     else:  # the packed rows: prompt + the longest group's fed tokens, one row per group
-        length = P + max(int((comp_mask[g * G:(g + 1) * G].sum(1) - 1).clamp(min=0).sum()) for g in range(B // G))
+        length = P + max(int((comp_mask[g * G : (g + 1) * G].sum(1) - 1).clamp(min=0).sum()) for g in range(B // G))
         assert got == (B // G * length, B // G * (length - P + 1))

@@ -16,7 +16,7 @@ from sweeps.spec import SweepSpec
 def _block(path, name) -> list[str]:
     text = path.read_text()
     start, end = markers(name)
-    return text[text.index(start) + len(start):text.index(end)].strip("\n").splitlines()
+    return text[text.index(start) + len(start) : text.index(end)].strip("\n").splitlines()
 
 
 def _cells(row: str) -> list[str]:
@@ -32,13 +32,18 @@ def test_the_committed_tables_are_the_reports_verdicts():
         assert rows, testbed
         for r in rows:
             assert f"| {r['question']} | **{r['verdict']}** |" in report, r["question"]
-            assert f"\n## {r['section']}" in report or f"\n## {r['section'].replace(' — ', ' on a CPU (float32) — ', 1)}" \
-                in report, r["section"]
+            assert (
+                f"\n## {r['section']}" in report
+                or f"\n## {r['section'].replace(' — ', ' on a CPU (float32) — ', 1)}" in report
+            ), r["section"]
 
 
 def test_no_table_cell_runs_past_30_words():
-    for path, name in ((ROOT / "README.md", "answers"), (ROOT / "docs" / "results.md", "answers"),
-                       (ROOT / "docs" / "results.md", "superseded")):
+    for path, name in (
+        (ROOT / "README.md", "answers"),
+        (ROOT / "docs" / "results.md", "answers"),
+        (ROOT / "docs" / "results.md", "superseded"),
+    ):
         rows = [line for line in _block(path, name) if line.startswith("| ") and not line.startswith("|---")]
         assert len(rows) > 2, (path, name)
         for row in rows:
@@ -55,8 +60,10 @@ def test_the_readme_links_each_row_to_its_report_section():
 
 
 def _verdict(estimates) -> Verdict:
-    sets = [(name, [Comparison("all runs", 8, est, low, high, 0.01, 0.0078, True)])
-            for name, (est, low, high) in zip(("discovery", "replication"), estimates)]
+    sets = [
+        (name, [Comparison("all runs", 8, est, low, high, 0.01, 0.0078, True)])
+        for name, (est, low, high) in zip(("discovery", "replication"), estimates)
+    ]
     return Verdict("warmup off learns sooner", "supported", "", "", facts={"n_per_set": [8, 8]}, sets=sets)
 
 
@@ -64,23 +71,43 @@ def test_a_row_holds_the_effect_margin_check_and_seeds_of_its_verdict():
     """Hand-built verdicts: each cell from the verdict's own numbers, bounds rounded outward; a spec
     none of whose runs finished gives its statements with "no finished runs yet"; a superseded
     regime says by which spec."""
-    spec = SweepSpec(name="c2", base={}, grid={"warmup_ratio": [0.0, 0.25]}, seeds=[0], replication_seeds=[1],
-                     report={"tests": [], "margins": {"steps": 2}, "superseded_by": "r2_warmup_long"},
-                     path="experiments/real/cpu/r2_warmup_room.yaml")
-    test = {"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "warmup_ratio",
-            "treatment": [0.0], "control": 0.25, "direction": "lower"}
+    spec = SweepSpec(
+        name="c2",
+        base={},
+        grid={"warmup_ratio": [0.0, 0.25]},
+        seeds=[0],
+        replication_seeds=[1],
+        report={"tests": [], "margins": {"steps": 2}, "superseded_by": "r2_warmup_long"},
+        path="experiments/real/cpu/r2_warmup_room.yaml",
+    )
+    test = {
+        "kind": "paired",
+        "statement": "s",
+        "metric": "steps_to_learn",
+        "axis": "warmup_ratio",
+        "treatment": [0.0],
+        "control": 0.25,
+        "direction": "lower",
+    }
     twin = {**test, "metric": "reward_auc", "twin_of": 0}
     v = _verdict([(-4.0, -8.4, -1.6), (-6.0, -8.0, -2.0)])
-    row, = glance_rows("real model, CPU", "C2", spec, [test, twin], [v, Verdict("s", "no effect detected", "", "")])
+    (row,) = glance_rows("real model, CPU", "C2", spec, [test, twin], [v, Verdict("s", "no effect detected", "", "")])
     assert (row.verdict, row.auc, row.effect, row.margin, row.n) == (
-        "supported", "no effect detected", "disc. −4 [−9, −1]; repl. −6 [−8, −2] steps", "±2 steps", "8 + 8")
+        "supported",
+        "no effect detected",
+        "disc. −4 [−9, −1]; repl. −6 [−8, −2] steps",
+        "±2 steps",
+        "8 + 8",
+    )
     assert (row.check, row.section, row.superseded_by) == ("–", "C2 — r2_warmup_room", "r2_warmup_long")
-    empty, = glance_rows("tiny models", "C2", spec, [test, twin], [])
+    (empty,) = glance_rows("tiny models", "C2", spec, [test, twin], [])
     assert (empty.question, empty.verdict, empty.effect) == ("s", "no finished runs yet", "–")
     nan = _verdict([(math.nan, math.nan, math.nan)] * 2)
     assert glance_rows("t", "C2", spec, [test], [nan])[0].effect == "–"  # no pairs yet: nothing to print
-    assert sentences([row]) == ["- **C2**: On the real model, CPU: warmup off learns sooner: **supported** (disc. −4 [−9, −1]; repl. −6 "
-                                "[−8, −2] steps; margin ±2 steps)."]
+    assert sentences([row]) == [
+        "- **C2**: On the real model, CPU: warmup off learns sooner: **supported** (disc. −4 [−9, −1]; repl. −6 "
+        "[−8, −2] steps; margin ±2 steps)."
+    ]
     assert anchor("C3 — r3_advantage_noise_long_cpu") == "c3--r3_advantage_noise_long_cpu"
 
 
@@ -107,13 +134,21 @@ def test_every_real_model_row_has_one_answer_wherever_it_is_printed():
     # real model's report instead of copying it
     real = (ROOT / "results/real/cpu/REPORT.md").read_text()
     full = (ROOT / "results/REPORT.md").read_text()
-    answers = {_cells(line)[1]: _cells(line)[2] for line in real.splitlines()
-               if line.startswith("| ") and len(_cells(line)) >= 4 and _cells(line)[2].startswith("**")}
+    answers = {
+        _cells(line)[1]: _cells(line)[2]
+        for line in real.splitlines()
+        if line.startswith("| ") and len(_cells(line)) >= 4 and _cells(line)[2].startswith("**")
+    }
     copied = [_cells(line) for line in full.splitlines() if line.startswith("| real model, CPU · ")]
-    assert all(answers.get(cells[1]) == cells[2] for cells in copied), [c[:3] for c in copied if answers.get(c[1]) != c[2]]
+    assert all(answers.get(cells[1]) == cells[2] for cells in copied), [
+        c[:3] for c in copied if answers.get(c[1]) != c[2]
+    ]
     real_rows = {r["question"]: r["verdict"] for r in json.loads((ROOT / "results/real/cpu" / VERDICTS).read_text())}
-    stale = [r["question"] for r in json.loads((ROOT / "results" / VERDICTS).read_text())
-             if r["testbed"] == "real model, CPU" and real_rows.get(r["question"]) != r["verdict"]]
+    stale = [
+        r["question"]
+        for r in json.loads((ROOT / "results" / VERDICTS).read_text())
+        if r["testbed"] == "real model, CPU" and real_rows.get(r["question"]) != r["verdict"]
+    ]
     assert not stale, stale
     assert "## Real model on a CPU: in results/real/cpu/REPORT.md" in full
 
@@ -124,20 +159,26 @@ def test_the_readme_table_leaves_out_specs_without_a_finished_run():
     from sweeps.reporting.glance import GlanceRow, readme_table
 
     row = dict(testbed=REPORTS[0][0], claim="C7", auc="–", effect="–", margin="–", check="–", n="–", section="C7 — x")
-    rows = [GlanceRow(question="answered", verdict="supported", **row),
-            GlanceRow(question="declared, not run", verdict="no finished runs yet", **row)]
+    rows = [
+        GlanceRow(question="answered", verdict="supported", **row),
+        GlanceRow(question="declared, not run", verdict="no finished runs yet", **row),
+    ]
     table = readme_table(rows)
     assert len(table) == 3 and "answered" in table[2]
 
 
-@pytest.mark.parametrize("damage, needle", [
-    ("missing", "results/real/cpu/verdicts.json is missing"),
-    ("empty", "holds no row of the real model, CPU"),
-    ("cut", "results/real/cpu/verdicts.json is not whole"),
-    ("two blocks", "README.md has not exactly one block answers"),
-])
-def test_glance_writes_nothing_unless_every_report_is_whole_and_each_block_is_there_once(tmp_path, monkeypatch,
-                                                                                     capsys, damage, needle):
+@pytest.mark.parametrize(
+    "damage, needle",
+    [
+        ("missing", "results/real/cpu/verdicts.json is missing"),
+        ("empty", "holds no row of the real model, CPU"),
+        ("cut", "results/real/cpu/verdicts.json is not whole"),
+        ("two blocks", "README.md has not exactly one block answers"),
+    ],
+)
+def test_glance_writes_nothing_unless_every_report_is_whole_and_each_block_is_there_once(
+    tmp_path, monkeypatch, capsys, damage, needle
+):
     # a missing or empty verdicts file had rewritten README.md and docs/results.md without its rows,
     # exit 0; a cut one gave a traceback; a second copy of a block stayed stale and --check passed
     import shutil
@@ -157,7 +198,7 @@ def test_glance_writes_nothing_unless_every_report_is_whole_and_each_block_is_th
     else:
         readme = (tmp_path / "README.md").read_text()
         start, end = markers("answers")
-        block = readme[readme.index(start):readme.index(end) + len(end)]
+        block = readme[readme.index(start) : readme.index(end) + len(end)]
         (tmp_path / "README.md").write_text(readme + "\n" + block.replace("| C2 |", "| C2 (old) |") + "\n")
     before = {p: p.read_bytes() for p in tmp_path.rglob("*.md")}
     monkeypatch.setattr(glance, "REPO", tmp_path)

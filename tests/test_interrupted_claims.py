@@ -14,10 +14,24 @@ from conftest import CACHE, run_grpo_here as grpo_here
 
 def _sweep(tmp_path, storage_url):
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({"name": "claimed", "grid": {"beta": [0.0]}, "seeds": [0, 1],
-                                    "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1,
-                                             "baseline_prompts": 8}}))
-    stores = ["--storage", storage_url, "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out-root", str(tmp_path / "runs")]
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "claimed",
+                "grid": {"beta": [0.0]},
+                "seeds": [0, 1],
+                "base": {"cache_dir": str(CACHE), "max_steps": 2, "stl_window": 1, "baseline_prompts": 8},
+            }
+        )
+    )
+    stores = [
+        "--storage",
+        storage_url,
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+        "--out-root",
+        str(tmp_path / "runs"),
+    ]
     return lambda: grpo_here("sweep", spec, "--workers", "1", *stores, cwd=tmp_path)
 
 
@@ -61,11 +75,14 @@ def test_a_sweep_stopped_as_it_claims_a_trial_fails_that_trial_and_the_rerun_tra
 
     url = f"journal:///{tmp_path}/journal.log"
     sweep = _sweep(tmp_path, url)
-    done, sent = _sigterm_at_call(lambda f: f.f_code.co_name == "owner_id" and f.f_back.f_code.co_name == "_claim_once",
-                                  sweep)
+    done, sent = _sigterm_at_call(
+        lambda f: f.f_code.co_name == "owner_id" and f.f_back.f_code.co_name == "_claim_once", sweep
+    )
     assert sent and done.returncode == 143, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert [(state, error) for state, _, error in _trials(url)] == [("FAIL", CLAIM_INTERRUPTED.format("interrupted (SIGTERM)"))]
+    assert [(state, error) for state, _, error in _trials(url)] == [
+        ("FAIL", CLAIM_INTERRUPTED.format("interrupted (SIGTERM)"))
+    ]
     again = sweep()
     assert again.returncode == 0, again.stderr[-2000:]
     trials = _trials(url)
@@ -85,7 +102,9 @@ def test_a_trial_left_with_no_owner_is_failed_and_its_point_runs_again(tmp_path,
 
     url = f"journal:///{tmp_path}/journal.log" if storage == "journal" else f"sqlite:///{tmp_path}/optuna.db"
     sweep = _sweep(tmp_path, url)
-    first, sent = _sigterm_at_call(lambda f: f.f_code.co_name == "_claim_once", sweep)  # makes the study, trains nothing
+    first, sent = _sigterm_at_call(
+        lambda f: f.f_code.co_name == "_claim_once", sweep
+    )  # makes the study, trains nothing
     assert sent and first.returncode == 143 and _trials(url) == [], first.stderr[-2000:]
     storage_ = open_storage(url)
     study = optuna.load_study(study_name="claimed", storage=storage_)
@@ -101,9 +120,13 @@ def test_a_trial_left_with_no_owner_is_failed_and_its_point_runs_again(tmp_path,
     assert _every_point_once_complete(trials), trials
 
 
-@pytest.mark.parametrize("aim, said", [
-    ("__init__", "grpo: terminated (SIGTERM)"),  # the command's line: before the sweep's own try
-    ("set_trial_state_values", "grpo sweep: interrupted; run the same command again to resume")])
+@pytest.mark.parametrize(
+    "aim, said",
+    [
+        ("__init__", "grpo: terminated (SIGTERM)"),  # the command's line: before the sweep's own try
+        ("set_trial_state_values", "grpo sweep: interrupted; run the same command again to resume"),
+    ],
+)
 def test_a_sigterm_inside_an_optuna_sqlite_commit_stops_the_sweep_cleanly(tmp_path, aim, said):
     """SIGTERM as SQLAlchemy commits for Optuna's SQLite storage, as it makes its tables or as a
     trial is told: raised inside the commit, it became an AssertionError in SQLAlchemy's error

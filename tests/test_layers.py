@@ -13,8 +13,13 @@ LINT = Path(sys.executable).parent / "lint-imports"
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache"], cwd=root,
-                          capture_output=True, text=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_imports_run_one_way():
@@ -90,18 +95,24 @@ def test_the_report_and_the_peer_may_not_rest_on_a_measurement(tmp_path):
 def test_no_module_but_the_trainer_is_over_500_lines():
     """A reader finds a job by its file name and reads the file in one sitting; the trainer says in
     its opening comment why it stays one file."""
-    long = {str(p.relative_to(ROOT)): n for pkg in ("grpo_core", "sweeps", "grpo_lab", "grpo_peer")
-            for p in (ROOT / pkg).rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for pkg in ("grpo_core", "sweeps", "grpo_lab", "grpo_peer")
+        for p in (ROOT / pkg).rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 500
+    }
     assert set(long) <= {"grpo_core/trainer.py"}, long
 
 
 def test_the_verdicts_load_no_torch_optuna_or_mlflow():
     """At run time too: importing every module of the verdict wing loads none of the heavy
     libraries (the statistics run on any numbers, in any Python with numpy and scipy)."""
-    code = ("import importlib, pkgutil, sys, sweeps.deciding as d\n"
-            "names = [m.name for m in pkgutil.iter_modules(d.__path__)]\n"
-            "[importlib.import_module('sweeps.deciding.' + n) for n in names]\n"
-            "print(len(names), sorted({k.split('.')[0] for k in sys.modules} & {'torch', 'optuna', 'mlflow', 'transformers'}))")
+    code = (
+        "import importlib, pkgutil, sys, sweeps.deciding as d\n"
+        "names = [m.name for m in pkgutil.iter_modules(d.__path__)]\n"
+        "[importlib.import_module('sweeps.deciding.' + n) for n in names]\n"
+        "print(len(names), sorted({k.split('.')[0] for k in sys.modules} & {'torch', 'optuna', 'mlflow', 'transformers'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     modules = len(list((ROOT / "sweeps" / "deciding").glob("*.py"))) - 1  # all but __init__.py
     assert out.split() == [str(modules), "[]"], out  # every module imported, none of the four libraries
@@ -113,7 +124,9 @@ def test_the_power_command_keeps_its_name_before_the_wings():
     proc = subprocess.run([sys.executable, "-m", "sweeps.power", "--help"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and "--treatment" in proc.stdout, proc.stderr[-2000:]
     code = "import sweeps.power as old, sweeps.deciding.power as new; print(old is new)"
-    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True).stdout.strip() == "True"
+    assert (
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True).stdout.strip() == "True"
+    )
 
 
 def test_no_import_cycle_inside_grpo_core():  # the checkpoint <-> trainer cycle: GenerationBatch moved to batch.py
@@ -123,19 +136,22 @@ def test_no_import_cycle_inside_grpo_core():  # the checkpoint <-> trainer cycle
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "grpo_core"
-    paths = {".".join(p.relative_to(root).with_suffix("").parts): p for p in root.rglob("*.py")
-             if p.name != "__init__.py"}
+    paths = {
+        ".".join(p.relative_to(root).with_suffix("").parts): p for p in root.rglob("*.py") if p.name != "__init__.py"
+    }
     graph = {}
     for name, path in paths.items():
         deps = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grpo_core."):
-                module = node.module[len("grpo_core."):]
+                module = node.module[len("grpo_core.") :]
                 deps |= {module} | {f"{module}.{a.name}" for a in node.names}
         graph[name] = (deps & set(paths)) - {name}
+
     def reaches(start, target, seen):
-        return any(d == target or (d not in seen and not seen.add(d) and reaches(d, target, seen))
-                   for d in graph[start])
+        return any(
+            d == target or (d not in seen and not seen.add(d) and reaches(d, target, seen)) for d in graph[start]
+        )
 
     cycles = sorted(m for m in graph if reaches(m, m, set()))
     assert not cycles, f"modules on an import cycle: {cycles}"
@@ -147,7 +163,15 @@ def test_sweeps_is_three_wings_over_a_small_ground():
     file stays readable)."""
     sweeps = ROOT / "sweeps"
     assert sorted(p.name for p in sweeps.iterdir() if p.is_dir() and (p / "__init__.py").is_file()) == [
-        "deciding", "driving", "reporting"]
-    assert sorted(p.stem for p in sweeps.glob("*.py") if p.name != "__init__.py") == ["arms", "paths", "report_spec", "spec"]
+        "deciding",
+        "driving",
+        "reporting",
+    ]
+    assert sorted(p.stem for p in sweeps.glob("*.py") if p.name != "__init__.py") == [
+        "arms",
+        "paths",
+        "report_spec",
+        "spec",
+    ]
     long = {str(p.relative_to(ROOT)): n for p in sweeps.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
     assert long == {}

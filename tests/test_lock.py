@@ -33,7 +33,9 @@ def test_reproduce_warns_in_one_line_when_runs_were_made_with_other_versions():
 
     here = ", ".join(f"{k} {v}" for k, v in versions().items())
     same = Run({}, {}, {"versions": here}, [])
-    other = Run({}, {}, {"versions": here.replace(f"transformers {versions()['transformers']}", "transformers 5.23.0")}, [])
+    other = Run(
+        {}, {}, {"versions": here.replace(f"transformers {versions()['transformers']}", "transformers 5.23.0")}, []
+    )
     assert versions_warning([same]) == ""
     line = versions_warning([same, other])
     assert "transformers 5.23.0" in line and "\n" not in line and "lock-cpu.txt" in line

@@ -13,20 +13,24 @@ VALUES = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])  # the 9s are padding
 MASK = torch.tensor([[1, 1, 1], [1, 0, 0]])
 
 
-@pytest.mark.parametrize("loss_type,expected", [
-    ("grpo", 3.0),       # per-sequence means [2, 4] → mean 3
-    ("bnpo", 2.5),       # Σ = 1+2+3+4 = 10 over 4 tokens
-    ("dapo", 2.5),       # one micro-batch: the generation batch is this batch → 10 / 4
-    ("dr_grpo", 1.25),   # 10 / (2 sequences × max_completion_length 4)
-])
+@pytest.mark.parametrize(
+    "loss_type,expected",
+    [
+        ("grpo", 3.0),  # per-sequence means [2, 4] → mean 3
+        ("bnpo", 2.5),  # Σ = 1+2+3+4 = 10 over 4 tokens
+        ("dapo", 2.5),  # one micro-batch: the generation batch is this batch → 10 / 4
+        ("dr_grpo", 1.25),  # 10 / (2 sequences × max_completion_length 4)
+    ],
+)
 def test_aggregation_by_hand_unequal_lengths(loss_type, expected):
     assert aggregate(VALUES, MASK, S(loss_type, max_completion_length=4)).item() == pytest.approx(expected)
 
 
 def test_dapo_normalizes_by_the_whole_generation_batch():
     # 10 / 8 tokens in the generation batch (this micro-batch holds half of them)
-    got = aggregate(VALUES, MASK, S("dapo", max_completion_length=4, gradient_accumulation_steps=2,
-                                               generation_batch_tokens=8.0))
+    got = aggregate(
+        VALUES, MASK, S("dapo", max_completion_length=4, gradient_accumulation_steps=2, generation_batch_tokens=8.0)
+    )
     assert got.item() == pytest.approx(1.25)
 
 
@@ -49,17 +53,21 @@ def test_k3_kl_by_hand():
     assert kl[0, 1].item() == 0.0  # identical policies: exactly 0
 
 
-@pytest.mark.parametrize("log_ratio,adv,eps_high,loss,clipped", [
-    (1.0, 1.0, 0.2, -1.2, True),            # ratio e, clipped to 1.2: −min(e, 1.2) = −1.2
-    (1.0, 1.0, 0.28, -1.28, True),          # clip-higher ε_high = 0.28: −1.28
-    (1.0, -1.0, 0.2, math.e, False),        # A < 0: −min(−e, −1.2) = e, the unclipped side
-    (-1.0, -1.0, 0.2, 0.8, True),           # ratio 1/e < 0.8: −min(−0.368, −0.8) = 0.8
-    (-1.0, 1.0, 0.2, -math.exp(-1), False),  # A > 0 and ratio low: −min(0.368, 0.8) = −0.368
-    (0.0, 2.0, 0.2, -2.0, False),           # ratio 1: −A
-])
+@pytest.mark.parametrize(
+    "log_ratio,adv,eps_high,loss,clipped",
+    [
+        (1.0, 1.0, 0.2, -1.2, True),  # ratio e, clipped to 1.2: −min(e, 1.2) = −1.2
+        (1.0, 1.0, 0.28, -1.28, True),  # clip-higher ε_high = 0.28: −1.28
+        (1.0, -1.0, 0.2, math.e, False),  # A < 0: −min(−e, −1.2) = e, the unclipped side
+        (-1.0, -1.0, 0.2, 0.8, True),  # ratio 1/e < 0.8: −min(−0.368, −0.8) = 0.8
+        (-1.0, 1.0, 0.2, -math.exp(-1), False),  # A > 0 and ratio low: −min(0.368, 0.8) = −0.368
+        (0.0, 2.0, 0.2, -2.0, False),  # ratio 1: −A
+    ],
+)
 def test_clipped_surrogate_by_hand(log_ratio, adv, eps_high, loss, clipped):
-    per_token, is_clipped = clipped_surrogate(torch.tensor([[log_ratio]]), None, torch.tensor([[adv]]),
-                                              S(epsilon=0.2, epsilon_high=eps_high))
+    per_token, is_clipped = clipped_surrogate(
+        torch.tensor([[log_ratio]]), None, torch.tensor([[adv]]), S(epsilon=0.2, epsilon_high=eps_high)
+    )
     assert per_token.item() == pytest.approx(loss, abs=1e-6)
     assert bool(is_clipped.item()) is clipped
 
@@ -68,8 +76,7 @@ def test_grpo_loss_at_step_one_is_zero_but_gradient_is_not():
     # claim C1: μ = 1, policy = reference; each sequence contributes −A_i, Σ A_i = 0 per group
     logps = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -0.7, -0.2]], requires_grad=True)
     adv = torch.tensor([1.0, -1.0])
-    loss, m = grpo_loss(logps, None, logps.detach().clone(), adv, MASK,
-                        S("grpo", beta=0.04, max_completion_length=4))
+    loss, m = grpo_loss(logps, None, logps.detach().clone(), adv, MASK, S("grpo", beta=0.04, max_completion_length=4))
     assert abs(loss.item()) < 1e-7
     loss.backward()
     # ∂/∂logp_t of −A_i·ratio_t / L_i / B: seq 0 tokens −1/3/2, seq 1 first token +1/1/2
@@ -88,8 +95,7 @@ def test_loss_is_policy_plus_kl_part():
     # policy −A per token plus β·KL: logp 0 vs ref log 0.5 → KL 0.1931 on every token
     logps = torch.zeros(2, 3, requires_grad=True)
     ref = torch.full((2, 3), math.log(0.5))
-    loss, m = grpo_loss(logps, None, ref, torch.tensor([1.0, -1.0]), MASK,
-                        S("grpo", beta=0.1, max_completion_length=4))
+    loss, m = grpo_loss(logps, None, ref, torch.tensor([1.0, -1.0]), MASK, S("grpo", beta=0.1, max_completion_length=4))
     kl = 0.5 + math.log(2) - 1
     assert m["kl_loss"].item() == pytest.approx(0.1 * kl, abs=1e-6)
     assert m["policy_loss"].item() == pytest.approx(0.0, abs=1e-7)
@@ -129,8 +135,11 @@ def test_vectorized_aggregation_agrees_with_loop(loss_type):
         lengths = torch.randint(1, 10, (6,), generator=gen)
         mask = (torch.arange(9)[None, :] < lengths[:, None]).long()
         total = float(lengths.sum()) * 3  # as if this were one of three micro-batches
-        got = aggregate(values, mask, S(loss_type, max_completion_length=12, gradient_accumulation_steps=3,
-                                         generation_batch_tokens=total))
+        got = aggregate(
+            values,
+            mask,
+            S(loss_type, max_completion_length=12, gradient_accumulation_steps=3, generation_batch_tokens=total),
+        )
         assert got.item() == pytest.approx(_loop_reference(values, mask, loss_type, 12, 3, total), rel=1e-5)
 
 
@@ -142,8 +151,14 @@ def test_bias_corrected_kl_by_hand(corrected):
     # d (KL·ratio) / d logp = (1 − e^d) + KL = −d = logp − ref = 0.5 (TRL's use_bias_correction_kl)
     logps = torch.tensor([[-1.0]], requires_grad=True)
     ref = torch.tensor([[-1.5]])
-    loss, m = grpo_loss(logps, None, ref, torch.tensor([0.0]), torch.ones(1, 1),
-                        S("grpo", beta=0.1, max_completion_length=1, use_bias_correction_kl=corrected))
+    loss, m = grpo_loss(
+        logps,
+        None,
+        ref,
+        torch.tensor([0.0]),
+        torch.ones(1, 1),
+        S("grpo", beta=0.1, max_completion_length=1, use_bias_correction_kl=corrected),
+    )
     loss.backward()
     kl = math.exp(-0.5) - 0.5
     assert loss.item() == pytest.approx(0.1 * kl, abs=1e-7)  # the value does not change on-policy
@@ -157,10 +172,17 @@ def test_bias_corrected_kl_weights_each_token_by_its_ratio_off_policy():
     logps = torch.tensor([[-1.0]])
     old = logps - math.log(2.0)
     ref = torch.tensor([[-1.5]])
-    _, plain = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1),
-                         S("grpo", beta=1.0, max_completion_length=1))
-    _, corrected = grpo_loss(logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1),
-                             S("grpo", beta=1.0, max_completion_length=1, use_bias_correction_kl=True))
+    _, plain = grpo_loss(
+        logps, old, ref, torch.tensor([0.0]), torch.ones(1, 1), S("grpo", beta=1.0, max_completion_length=1)
+    )
+    _, corrected = grpo_loss(
+        logps,
+        old,
+        ref,
+        torch.tensor([0.0]),
+        torch.ones(1, 1),
+        S("grpo", beta=1.0, max_completion_length=1, use_bias_correction_kl=True),
+    )
     assert corrected["kl_loss"].item() == pytest.approx(2 * plain["kl_loss"].item(), rel=1e-6)
     assert corrected["kl"].item() == pytest.approx(2 * plain["kl"].item(), rel=1e-6)
 
@@ -175,17 +197,23 @@ def test_sequence_level_ratio_and_clipping_by_hand_unequal_lengths():
     adv = torch.tensor([1.0, -2.0])
     settings = S("grpo", importance_sampling_level="sequence", max_completion_length=4)
     loss, m = grpo_loss(logps, old, None, adv, MASK, settings)
-    assert loss.item() == pytest.approx((-1.2 + 1.8) / 2)          # grpo: mean of the per-sequence losses
-    assert m["clip_ratio"].item() == pytest.approx(1 / 2)           # one sequence of two clipped
+    assert loss.item() == pytest.approx((-1.2 + 1.8) / 2)  # grpo: mean of the per-sequence losses
+    assert m["clip_ratio"].item() == pytest.approx(1 / 2)  # one sequence of two clipped
     bnpo, _ = grpo_loss(logps, old, None, adv, MASK, dataclasses.replace(settings, loss_type="bnpo"))
-    assert bnpo.item() == pytest.approx((3 * -1.2 + 1.8) / 4)       # every token carries its sequence's loss
+    assert bnpo.item() == pytest.approx((3 * -1.2 + 1.8) / 4)  # every token carries its sequence's loss
 
 
 def test_sequence_level_gradient_spreads_evenly_over_a_sequences_tokens():
     # On-policy (ratio 1, no clipping): d loss / d logp_t = −A / |o| for each of the sequence's tokens
     logps = torch.tensor([[-1.0, -2.0, -0.5], [-0.7, -9.0, -9.0]], requires_grad=True)
-    loss, _ = grpo_loss(logps, None, None, torch.tensor([1.0, -2.0]), MASK,
-                        S("grpo", importance_sampling_level="sequence", max_completion_length=4))
+    loss, _ = grpo_loss(
+        logps,
+        None,
+        None,
+        torch.tensor([1.0, -2.0]),
+        MASK,
+        S("grpo", importance_sampling_level="sequence", max_completion_length=4),
+    )
     loss.backward()
     expected = torch.tensor([[-1 / 3 / 2] * 3, [2 / 1 / 2, 0.0, 0.0]])
     torch.testing.assert_close(logps.grad, expected)
@@ -193,8 +221,14 @@ def test_sequence_level_gradient_spreads_evenly_over_a_sequences_tokens():
 
 def test_unknown_importance_sampling_level_names_allowed_values():
     with pytest.raises(ValueError, match="token, sequence"):
-        grpo_loss(torch.zeros(1, 1), None, None, torch.zeros(1), torch.ones(1, 1),
-                  S("grpo", importance_sampling_level="segment"))
+        grpo_loss(
+            torch.zeros(1, 1),
+            None,
+            None,
+            torch.zeros(1),
+            torch.ones(1, 1),
+            S("grpo", importance_sampling_level="segment"),
+        )
 
 
 # ---- zero-variance groups dropped (claim C6) ---------------------------------------------------------------
@@ -204,8 +238,9 @@ def test_dropped_rows_leave_grpo_and_dr_grpo_normalizers_by_hand():
     values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0], [7.0, 7.0, 7.0]])
     mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])
     assert aggregate(values, mask, S("grpo", max_completion_length=4, live_sequences=2.0)).item() == pytest.approx(3.0)
-    assert aggregate(values, mask, S("dr_grpo", max_completion_length=4, live_sequences=2.0)).item() == \
-        pytest.approx(1.25)
+    assert aggregate(values, mask, S("dr_grpo", max_completion_length=4, live_sequences=2.0)).item() == pytest.approx(
+        1.25
+    )
     assert aggregate(values, mask, S("grpo", max_completion_length=4)).item() == pytest.approx(2.0)  # kept: 6 / 3
 
 
@@ -220,15 +255,28 @@ def test_dropping_groups_is_training_on_the_live_groups_alone(loss_type):
     mask = (torch.arange(T)[None, :] < torch.randint(1, T + 1, (groups * G,), generator=gen)[:, None]).long()
     live = torch.tensor([1, 0, 1, 0]).repeat_interleave(G).bool()
     drop_mask = mask * live.unsqueeze(1).long()
-    settings = S(loss_type, max_completion_length=T, gradient_accumulation_steps=2,
-                 generation_batch_tokens=drop_mask.sum().float(), live_sequences=float(live.sum()))
+    settings = S(
+        loss_type,
+        max_completion_length=T,
+        gradient_accumulation_steps=2,
+        generation_batch_tokens=drop_mask.sum().float(),
+        live_sequences=float(live.sum()),
+    )
     half = groups * G // 2
-    dropped = sum(grpo_loss(logps[s:s + half], None, None, adv[s:s + half], drop_mask[s:s + half], settings)[0]
-                  for s in (0, half))
-    alone = grpo_loss(logps[live], None, None, adv[live], mask[live],
-                      S(loss_type, max_completion_length=T, generation_batch_tokens=mask[live].sum().float()))[0]
-    g_dropped, = torch.autograd.grad(dropped, logps)
-    g_alone, = torch.autograd.grad(alone, logps)
+    dropped = sum(
+        grpo_loss(logps[s : s + half], None, None, adv[s : s + half], drop_mask[s : s + half], settings)[0]
+        for s in (0, half)
+    )
+    alone = grpo_loss(
+        logps[live],
+        None,
+        None,
+        adv[live],
+        mask[live],
+        S(loss_type, max_completion_length=T, generation_batch_tokens=mask[live].sum().float()),
+    )[0]
+    (g_dropped,) = torch.autograd.grad(dropped, logps)
+    (g_alone,) = torch.autograd.grad(alone, logps)
     assert dropped.item() == pytest.approx(alone.item(), abs=1e-7)
     torch.testing.assert_close(g_dropped, g_alone, atol=1e-7, rtol=0)
     assert g_dropped[~live].abs().max() == 0
@@ -248,6 +296,7 @@ def test_a_name_registered_twice_is_refused(registry):
 
 # ---- CISPO (loss_type cispo) ---------------------------------------------------------------------------
 
+
 def test_cispo_by_hand_unequal_lengths_and_a_clipped_weight():
     # per token −min(r, ε_high)·A·logp (the weight detached), summed over completion tokens ÷ the batch's
     # tokens (dapo's normalizer, as TRL pairs them). Row 0: 2 tokens, ratios e^0.5 and e^2 (> ε_high = 5:
@@ -262,7 +311,7 @@ def test_cispo_by_hand_unequal_lengths_and_a_clipped_weight():
     want = (-w0 * 1.0 * -1.0 - w1 * 1.0 * -0.5 - 1.0 * -0.5 * -2.0) / 3
     assert loss.item() == pytest.approx(want, rel=1e-6)
     assert m["clip_ratio"].item() == pytest.approx(1 / 3)  # one of the three completion tokens
-    grad, = torch.autograd.grad(loss, logps)  # ∂/∂logp = −w·A / 3: every token has a gradient, clipped or not
+    (grad,) = torch.autograd.grad(loss, logps)  # ∂/∂logp = −w·A / 3: every token has a gradient, clipped or not
     torch.testing.assert_close(grad, torch.tensor([[-w0 / 3, -w1 / 3, 0.0], [0.5 / 3, 0.0, 0.0]]), atol=1e-6, rtol=0)
 
 
@@ -276,6 +325,7 @@ def test_cispo_refuses_sequence_level_ratios_as_trl_does():
 
 
 # ---- SAPO (loss_type sapo) -----------------------------------------------------------------------------
+
 
 def test_sapo_by_hand_a_soft_gate_per_sign_of_the_advantage():
     # per token −(4/τ)·σ(τ(r − 1))·A, τ = 1 where A > 0 and 1.05 elsewhere; then grpo's aggregation
@@ -295,7 +345,7 @@ def test_sapo_by_hand_a_soft_gate_per_sign_of_the_advantage():
     row1 = -(4 / 1.05) * sig(0.0) * -0.5
     assert loss.item() == pytest.approx((row0 + row1) / 2, rel=1e-6)
     assert m["clip_ratio"].item() == 0.0  # a soft gate clips nothing
-    grad, = torch.autograd.grad(loss, logps)
+    (grad,) = torch.autograd.grad(loss, logps)
     # ∂ℓ/∂logp = −A·(4/τ)·σ'(τ(r−1))·τ·r = −4·A·σ(x)(1 − σ(x))·r: at r = 1, −A (the unclipped surrogate's)
     x = r - 1
     want = torch.tensor([[-1.0 / 4, -4 * sig(x) * (1 - sig(x)) * r / 4, 0.0], [0.5 / 2, 0.0, 0.0]])
@@ -315,6 +365,7 @@ def test_sapo_temperatures_must_be_positive():
 
 # ---- top_entropy_quantile ------------------------------------------------------------------------------
 
+
 def test_top_entropy_quantile_by_hand():
     # completion-token entropies 0.1, 0.9, 0.5 (row 0) and 0.3 (row 1; its other tokens are padding):
     # the 0.5 quantile of [0.1, 0.3, 0.5, 0.9] is 0.4 (linear interpolation), so the tokens of 0.9 and
@@ -331,7 +382,7 @@ def test_top_entropy_quantile_by_hand():
     loss, m = grpo_loss(logps, None, None, torch.tensor([1.0, -1.0]), mask, settings, entropies)
     assert loss.item() == pytest.approx(-1 / 3)
     assert m["entropy_mask_share"].item() == pytest.approx(0.5)
-    grad, = torch.autograd.grad(loss, logps)
+    (grad,) = torch.autograd.grad(loss, logps)
     assert grad[0, 0] == 0 and grad[1].abs().sum() == 0 and grad[0, 1] != 0  # masked tokens: no policy gradient
     with pytest.raises(ValueError, match="needs the tokens' entropies"):
         grpo_loss(logps, None, None, torch.tensor([1.0, -1.0]), mask, settings)
@@ -349,16 +400,21 @@ def test_top_entropy_quantile_must_be_a_share():
 
 # ---- the two-sided clip (delta) and the KL estimators -------------------------------------------------
 
-@pytest.mark.parametrize("log_ratio,adv,loss", [
-    (0.5, -1.0, math.exp(0.5)),   # A < 0, ratio 1.65 < delta 2: −min(−1.65, −1.2) = 1.65, as without delta
-    (1.0, -1.0, 2.0),             # ratio e > delta: −min(−e, −1.2) = e, bounded at delta · |A| = 2
-    (2.0, -1.0, 2.0),             # ratio e² = 7.4: still 2 (verl's dual-clip: −A·c)
-    (-1.0, -1.0, 0.8),            # ratio 1/e: the clipped side 0.8, as without delta
-    (1.0, 1.0, -1.2),             # A > 0: the clip at 1 + ε_high = 1.2 binds first
-])
+
+@pytest.mark.parametrize(
+    "log_ratio,adv,loss",
+    [
+        (0.5, -1.0, math.exp(0.5)),  # A < 0, ratio 1.65 < delta 2: −min(−1.65, −1.2) = 1.65, as without delta
+        (1.0, -1.0, 2.0),  # ratio e > delta: −min(−e, −1.2) = e, bounded at delta · |A| = 2
+        (2.0, -1.0, 2.0),  # ratio e² = 7.4: still 2 (verl's dual-clip: −A·c)
+        (-1.0, -1.0, 0.8),  # ratio 1/e: the clipped side 0.8, as without delta
+        (1.0, 1.0, -1.2),  # A > 0: the clip at 1 + ε_high = 1.2 binds first
+    ],
+)
 def test_two_sided_clip_by_hand(log_ratio, adv, loss):
-    per_token, _ = clipped_surrogate(torch.tensor([[log_ratio]]), None, torch.tensor([[adv]]),
-                                     S(epsilon=0.2, epsilon_high=0.2, delta=2.0))
+    per_token, _ = clipped_surrogate(
+        torch.tensor([[log_ratio]]), None, torch.tensor([[adv]]), S(epsilon=0.2, epsilon_high=0.2, delta=2.0)
+    )
     assert per_token.item() == pytest.approx(loss, abs=1e-6)
 
 
@@ -368,8 +424,9 @@ def test_kl_estimators_by_hand():
     logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])  # d = ref − logp = −0.5, 1
     torch.testing.assert_close(KL_ESTIMATORS.get("k1")(logp, ref), torch.tensor([[0.5, -1.0]]))
     torch.testing.assert_close(KL_ESTIMATORS.get("k2")(logp, ref), torch.tensor([[0.125, 0.5]]))
-    torch.testing.assert_close(KL_ESTIMATORS.get("k3")(logp, ref),
-                               torch.tensor([[math.exp(-0.5) + 0.5 - 1, math.e - 1 - 1]]))
+    torch.testing.assert_close(
+        KL_ESTIMATORS.get("k3")(logp, ref), torch.tensor([[math.exp(-0.5) + 0.5 - 1, math.e - 1 - 1]])
+    )
     # each reaches the loss as β · the estimate, aggregated like the policy loss (grpo: per-sequence mean)
     lp = logp.clone().requires_grad_(True)
     for name, per_token in (("k1", [0.5, -1.0]), ("k2", [0.125, 0.5])):

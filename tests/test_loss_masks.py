@@ -8,7 +8,7 @@ from grpo_core.algo.loss_masks import MASK_STAGES, MaskInputs, loss_rows
 
 G = 4
 # three groups: group 0 all right (zero std), group 1 one right, group 2 mixed
-TRAINED = torch.tensor([1., 1., 1., 1., 0., 0., 1., 0., 1., 0., 0., 1.])
+TRAINED = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
 ENDED = torch.tensor([True, True, False, True, True, True, True, False, True, True, True, True])
 
 
@@ -36,8 +36,9 @@ def test_dropped_groups_leave_the_loss_and_the_normalizer_and_are_counted():
 
 def test_the_stages_combine_in_order_and_counts_are_per_step():
     # dynamic sampling drew 6 groups for a batch feeding k = 2 steps: per step, half of each count
-    in_loss, counted, metrics = _rows(sampled=6.0, k=2, zero_variance_groups="resample",
-                                      mask_truncated_completions=True)
+    in_loss, counted, metrics = _rows(
+        sampled=6.0, k=2, zero_variance_groups="resample", mask_truncated_completions=True
+    )
     assert in_loss.tolist() == [False] * 4 + [True, True, True, False] + [True] * 4
     assert counted.tolist() == [False] * 4 + [True] * 8  # the truncated row of group 1 still counts
     assert metrics == {"groups/sampled": 3.0, "groups/dropped": 2.0, "completions/generated": 12.0}

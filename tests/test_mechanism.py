@@ -16,15 +16,34 @@ from sweeps.deciding.verdicts import fmt_interval
 from sweeps.report_spec import validate_report
 from sweeps.spec import SweepSpec
 
-CLIP = {"kind": "paired", "statement": "cispo learns sooner", "metric": "steps_to_learn", "axis": "loss_type",
-        "treatment": ["cispo"], "control": "dapo", "direction": "lower"}
-CHECK = {"what": "the clipped arm clips ≥ 2% of tokens on off-policy steps", "reason": "r", "metric": "clip_ratio",
-         "steps": "off_policy", "arms": {"loss_type": ["dapo"]}, "at_least": 0.02}
+CLIP = {
+    "kind": "paired",
+    "statement": "cispo learns sooner",
+    "metric": "steps_to_learn",
+    "axis": "loss_type",
+    "treatment": ["cispo"],
+    "control": "dapo",
+    "direction": "lower",
+}
+CHECK = {
+    "what": "the clipped arm clips ≥ 2% of tokens on off-policy steps",
+    "reason": "r",
+    "metric": "clip_ratio",
+    "steps": "off_policy",
+    "arms": {"loss_type": ["dapo"]},
+    "at_least": 0.02,
+}
 
 
 def _spec(report, seeds=8):
-    return SweepSpec(name="m", base={}, grid={"loss_type": ["dapo", "cispo"]}, seeds=list(range(seeds)),
-                     replication_seeds=list(range(seeds, 2 * seeds)), report=report)
+    return SweepSpec(
+        name="m",
+        base={},
+        grid={"loss_type": ["dapo", "cispo"]},
+        seeds=list(range(seeds)),
+        replication_seeds=list(range(seeds, 2 * seeds)),
+        report=report,
+    )
 
 
 def _runs(clip, seeds=16, stl=lambda arm, seed: 20):
@@ -33,13 +52,32 @@ def _runs(clip, seeds=16, stl=lambda arm, seed: 20):
     runs = []
     for seed in range(seeds):
         for arm in ("dapo", "cispo"):
-            metrics = [{"step": s, "reward": 0.2, "loss": 0.0, "grad_norm": 0.5,
-                        "clip_ratio": clip if arm == "dapo" and s % 2 == 0 else 0.0} for s in range(1, 41)]
+            metrics = [
+                {
+                    "step": s,
+                    "reward": 0.2,
+                    "loss": 0.0,
+                    "grad_norm": 0.5,
+                    "clip_ratio": clip if arm == "dapo" and s % 2 == 0 else 0.0,
+                }
+                for s in range(1, 41)
+            ]
             value = stl(arm, seed)
-            runs.append(Run({"loss_type": arm, "seed": seed},
-                            {"max_steps": 40, "num_iterations": 2, "steps_per_generation": None,
-                             "gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "stl_window": 4},
-                            {"steps_to_learn": value, "reward_auc": 0.4, "learned": 1}, metrics))
+            runs.append(
+                Run(
+                    {"loss_type": arm, "seed": seed},
+                    {
+                        "max_steps": 40,
+                        "num_iterations": 2,
+                        "steps_per_generation": None,
+                        "gradient_accumulation_steps": 1,
+                        "max_grad_norm": 1.0,
+                        "stl_window": 4,
+                    },
+                    {"steps_to_learn": value, "reward_auc": 0.4, "learned": 1},
+                    metrics,
+                )
+            )
     return runs
 
 
@@ -95,7 +133,9 @@ def test_equivalence_needs_both_sets_90_percent_intervals_inside_the_margin():
         spec = _spec({"tests": [CLIP], "margins": {"steps": margin}})
         steps, auc = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
         assert steps.verdict == word, steps.reason
-        assert "[−1, +1], covering the mean in 89% of resamples" in steps.reason  # each set's 90% interval, and its coverage
+        assert (
+            "[−1, +1], covering the mean in 89% of resamples" in steps.reason
+        )  # each set's 90% interval, and its coverage
         assert auc.verdict == "no effect detected"  # no reward_auc margin declared: no equivalence on it
 
 
@@ -129,7 +169,8 @@ def test_a_significant_effect_inside_the_margin_says_so_and_still_passes_the_pos
         steps, auc = results
         assert steps.verdict == word, steps.reason
         assert ("every 90% interval lies inside the declared margin ±1.5 steps on both seed sets" in steps.reason) == (
-            margin == 1.5)
+            margin == 1.5
+        )
         assert auc.verdict == "equivalent within ±0.03"  # the reward AUCs tie: a null, read as before
     spec = _spec({"tests": [CLIP], "margins": {"steps": 1.5}})
     results = [v for v, _ in replicated_verdicts(spec, _runs(0.05, stl=stl))]
@@ -154,8 +195,13 @@ def test_a_test_whose_control_arm_has_no_finished_run_yet_reads_without_a_target
 
 
 def test_equivalence_is_not_read_from_one_seed_set():
-    spec = SweepSpec(name="m", base={}, grid={"loss_type": ["dapo", "cispo"]}, seeds=list(range(8)),
-                     report={"tests": [CLIP], "margins": {"steps": 2}})
+    spec = SweepSpec(
+        name="m",
+        base={},
+        grid={"loss_type": ["dapo", "cispo"]},
+        seeds=list(range(8)),
+        report={"tests": [CLIP], "margins": {"steps": 2}},
+    )
     steps, _ = [v for v, _ in replicated_verdicts(spec, _runs(0.05, seeds=8))]
     assert steps.verdict == "no effect detected"
 
@@ -185,31 +231,50 @@ def test_a_placebo_still_in_training_neither_opens_nor_closes_the_gate_until_a_r
     learns closes the gate at once (the placebo cannot pass any more)."""
     cfg = {"model": "m", "max_steps": 40}
     short = PlaceboRecord("r0_room", {setup_of(cfg): 40}, True, "supported")
-    arriving = PlaceboRecord("r0_long", {setup_of(cfg): 100}, False, "inconclusive (1 of 10 runs finished)",
-                             complete=False)
+    arriving = PlaceboRecord(
+        "r0_long", {setup_of(cfg): 100}, False, "inconclusive (1 of 10 runs finished)", complete=False
+    )
     room, long = Run({"seed": 0}, cfg, {}, []), Run({"seed": 0}, {**cfg, "max_steps": 90}, {}, [])
     assert placebo_gate([short, arriving], [room]) is None
     why = placebo_gate([short, arriving], [long])  # only the one in training covers 90 steps
-    assert why == "the placebo of this set-up over 90 steps or more (r0_long) reads inconclusive (1 of 10 runs finished)"
-    learned = PlaceboRecord("r0_long", {setup_of(cfg): 100}, False, "inconclusive (2 of 10 runs finished)",
-                            complete=False, false_positives=1)
+    assert (
+        why == "the placebo of this set-up over 90 steps or more (r0_long) reads inconclusive (1 of 10 runs finished)"
+    )
+    learned = PlaceboRecord(
+        "r0_long",
+        {setup_of(cfg): 100},
+        False,
+        "inconclusive (2 of 10 runs finished)",
+        complete=False,
+        false_positives=1,
+    )
     why = placebo_gate([short, learned], [room])
-    assert why is not None and why.startswith("the placebo (r0_long) reads") and "1 of its runs got a steps_to_learn" in why
+    assert (
+        why is not None
+        and why.startswith("the placebo (r0_long) reads")
+        and "1 of its runs got a steps_to_learn" in why
+    )
     # complete and failed: closes the gate, whatever a shorter placebo read
     failed = PlaceboRecord("r0_long", {setup_of(cfg): 100}, False, "not replicated")
     assert placebo_gate([short, failed], [room]) == "the placebo (r0_long) reads not replicated"
 
 
-@pytest.mark.parametrize("check, fault", [
-    ({**CHECK, "at_most": 0.1}, "exactly one of at_least, at_most"),
-    ({**CHECK, "steps": "from:0"}, "steps: 'from:0'; allowed: all, off_policy"),
-    ({**CHECK, "arms": {"loss_type": ["grpo"]}}, "arms.loss_type: ['grpo']"),
-    ({**CHECK, "tests": [3]}, "tests: [3]; allowed: a list of indices of report.tests (0 to 0)"),
-    ({**CHECK, "metric": "steps_to_learn"}, "steps and per_run read a per-step metric"),
-    ({k: v for k, v in CHECK.items() if k != "reason"}, "mechanism[0].reason: None"),
-    ({**CHECK, "metric": "clip_ratoi"}, "metric: 'clip_ratoi' is logged by no run, so the check could never be read"),
-    ({**CHECK, "steps": "from:41"}, "steps: from:41 is past the last step any run trains (40)"),
-])
+@pytest.mark.parametrize(
+    "check, fault",
+    [
+        ({**CHECK, "at_most": 0.1}, "exactly one of at_least, at_most"),
+        ({**CHECK, "steps": "from:0"}, "steps: 'from:0'; allowed: all, off_policy"),
+        ({**CHECK, "arms": {"loss_type": ["grpo"]}}, "arms.loss_type: ['grpo']"),
+        ({**CHECK, "tests": [3]}, "tests: [3]; allowed: a list of indices of report.tests (0 to 0)"),
+        ({**CHECK, "metric": "steps_to_learn"}, "steps and per_run read a per-step metric"),
+        ({k: v for k, v in CHECK.items() if k != "reason"}, "mechanism[0].reason: None"),
+        (
+            {**CHECK, "metric": "clip_ratoi"},
+            "metric: 'clip_ratoi' is logged by no run, so the check could never be read",
+        ),
+        ({**CHECK, "steps": "from:41"}, "steps: from:41 is past the last step any run trains (40)"),
+    ],
+)
 def test_a_bad_mechanism_check_is_one_line_before_anything_runs(check, fault):
     spec = _spec({"tests": [CLIP], "mechanism": [check]})
     spec.base["max_steps"] = 40
@@ -227,18 +292,39 @@ def test_every_per_step_key_a_run_logs_is_one_a_check_may_name(tmp_path):
     from sweeps.report_spec import STEP_METRICS, is_logged_metric
 
     keys = set()
-    for i, sets in enumerate([
-        ["entropy_coef=0.01", "top_entropy_quantile=0.5", "beta=0.04", "kl_in_reward=true", "eval_every=1",
-         "overlong_buffer_len=2"],
-        ["zero_variance_groups=resample", "max_num_gen_batches=2"],
-    ]):
+    for i, sets in enumerate(
+        [
+            [
+                "entropy_coef=0.01",
+                "top_entropy_quantile=0.5",
+                "beta=0.04",
+                "kl_in_reward=true",
+                "eval_every=1",
+                "overlong_buffer_len=2",
+            ],
+            ["zero_variance_groups=resample", "max_num_gen_batches=2"],
+        ]
+    ):
         out = tmp_path / f"run{i}"
-        done = run_grpo_here("train", "--no-mlflow", "--out", str(out), "--set", "max_steps=1",
-                             *[a for kv in sets for a in ("--set", kv)])
+        done = run_grpo_here(
+            "train",
+            "--no-mlflow",
+            "--out",
+            str(out),
+            "--set",
+            "max_steps=1",
+            *[a for kv in sets for a in ("--set", kv)],
+        )
         assert done.returncode == 0, done.stderr
         keys |= {k for line in (out / "metrics.jsonl").read_text().splitlines() for k in json.loads(line)}
-    assert {"entropy_bonus", "entropy_mask_share", "kl_in_reward", "eval/accuracy", "groups/sampled",
-            "update_norm"} <= keys  # the switches were on
+    assert {
+        "entropy_bonus",
+        "entropy_mask_share",
+        "kl_in_reward",
+        "eval/accuracy",
+        "groups/sampled",
+        "update_norm",
+    } <= keys  # the switches were on
     assert [k for k in sorted(keys) if not is_logged_metric(k)] == []
     assert not is_logged_metric("grad_nrom") and "grad_norm_to_optimizer" in STEP_METRICS
 
@@ -267,13 +353,19 @@ def test_a_shared_arm_is_named_on_both_sides(tmp_path):
     section that copied it and in the source's, so neither reads as independent evidence."""
     from sweeps.reporting.report import borrowers, shared_arms
 
-    for folder in ("pc/trial-0001", "c3/trial-shared-pc-trial-0001", "c3/trial-0002",
-                   "c5/trial-shared-c1-trial-shared-pc-trial-0001"):
+    for folder in (
+        "pc/trial-0001",
+        "c3/trial-shared-pc-trial-0001",
+        "c3/trial-0002",
+        "c5/trial-shared-c1-trial-shared-pc-trial-0001",
+    ):
         (tmp_path / folder).mkdir(parents=True)
     assert borrowers(tmp_path, ["pc", "c3", "c5", "absent"]) == {"pc": ["c3", "c5"]}
     spec = SweepSpec(name="c3", base={}, grid={"advantage_noise_std": [0.0, 0.01]}, seeds=[1, 2])
-    runs = [Run({"advantage_noise_std": 0.0, "seed": 1}, {}, {}, [], tmp_path / "c3/trial-shared-pc-trial-0001"),
-            Run({"advantage_noise_std": 0.01, "seed": 2}, {}, {}, [], tmp_path / "c3/trial-0002")]
+    runs = [
+        Run({"advantage_noise_std": 0.0, "seed": 1}, {}, {}, [], tmp_path / "c3/trial-shared-pc-trial-0001"),
+        Run({"advantage_noise_std": 0.01, "seed": 2}, {}, {}, [], tmp_path / "c3/trial-0002"),
+    ]
     assert shared_arms(spec, runs).startswith("advantage_noise_std=0: 1 runs are `pc`'s")
 
 
@@ -287,7 +379,10 @@ def test_the_docs_forest_plot_is_the_committed_reports():
     assert docs.read_bytes() == report.read_bytes()
     page = (root / "docs" / "results.md").read_text()
     assert page.index("](forest-real-cpu.png)") < page.index("\n## ")  # at the top, before the first section
-    assert "![Every claim's effect, per seed set and testbed](figures/forest.png)" in (report.parent.parent / "REPORT.md").read_text()
+    assert (
+        "![Every claim's effect, per seed set and testbed](figures/forest.png)"
+        in (report.parent.parent / "REPORT.md").read_text()
+    )
 
 
 def test_a_spec_still_training_renders_its_margins_without_pairs():
@@ -306,16 +401,21 @@ def test_a_check_of_every_arm_is_not_read_while_an_arm_has_no_finished_run():
     """A check with no `arms` reads every arm: with only the cispo arm's runs in (a spec still in
     training, as C5 with room for lengths was at its first run) it is not read, the missing arm shown
     as –, rather than passing on the arms that happen to be there; with both arms in, it passes."""
-    every_arm = {"what": "at most 10% cut at the cap, in every arm", "reason": "r", "metric": "clip_ratio",
-                 "steps": "from:5", "at_most": 0.10}
+    every_arm = {
+        "what": "at most 10% cut at the cap, in every arm",
+        "reason": "r",
+        "metric": "clip_ratio",
+        "steps": "from:5",
+        "at_most": 0.10,
+    }
     spec = _spec({"tests": [CLIP], "mechanism": [every_arm]})
     cispo_only = [r for r in _runs(clip=0.05) if r.point["loss_type"] == "cispo"]
-    check, = mechanism_checks(spec, cispo_only)
+    (check,) = mechanism_checks(spec, cispo_only)
     assert check.passed is None and check.state() == "not read"
     assert check.values_text() == "loss_type=cispo: 0; loss_type=dapo: –"
-    check, = mechanism_checks(spec, _runs(clip=0.05))  # dapo's 0.05 on even steps: 0.025 from step 5
+    (check,) = mechanism_checks(spec, _runs(clip=0.05))  # dapo's 0.05 on even steps: 0.025 from step 5
     assert check.passed is True and check.values_text() == "loss_type=cispo: 0; loss_type=dapo: 0.025"
-    check, = mechanism_checks(spec, [])
+    (check,) = mechanism_checks(spec, [])
     assert check.passed is None and check.values_text() == "no runs"
 
 
@@ -335,9 +435,14 @@ def test_the_equivalence_coverage_is_the_same_on_every_random_stream():
         assert abs(got.pop() - mc) < 4 * np.sqrt(0.25 / 4000)
 
 
-@pytest.mark.parametrize("name, engaged", [("r4_advantage_scale_unclipped_room_cpu", True),
-                                           ("r4_advantage_scale_beta004_room_cpu", False),
-                                           ("r4_advantage_scale_beta0_room_cpu", False)])
+@pytest.mark.parametrize(
+    "name, engaged",
+    [
+        ("r4_advantage_scale_unclipped_room_cpu", True),
+        ("r4_advantage_scale_beta004_room_cpu", False),
+        ("r4_advantage_scale_beta0_room_cpu", False),
+    ],
+)
 def test_c4s_check_reads_the_scale_reaching_the_optimizer_and_fails_on_the_clipped_arms(name, engaged):
     # the committed runs: without clipping the ×10 arm's step-1 gradient reaches Adam ×10 (the same
     # seed's ×1 run as reference); with max_grad_norm 1.0 the clip brings the ratio to about 3
@@ -359,8 +464,12 @@ def test_a_ratio_check_divides_each_run_by_the_same_seeds_reference():
     from sweeps.deciding.mechanism import TO_OPTIMIZER, ratio_value
 
     def run(scale, seed, norm, limit):
-        return Run({"advantage_scale": scale, "seed": seed}, {"max_grad_norm": limit, "stl_window": 1},
-                   {}, [{"step": 1, "grad_norm": norm}, {"step": 2, "grad_norm": 99.0}])
+        return Run(
+            {"advantage_scale": scale, "seed": seed},
+            {"max_grad_norm": limit, "stl_window": 1},
+            {},
+            [{"step": 1, "grad_norm": norm}, {"step": 2, "grad_norm": 99.0}],
+        )
 
     check = {"metric": TO_OPTIMIZER, "steps": "first:1", "per_run": "max", "ratio_to": {"advantage_scale": 1.0}}
     unclipped = [run(1.0, 0, 0.3, 0.0), run(10.0, 0, 3.0, 0.0)]
@@ -373,8 +482,14 @@ def test_a_ratio_check_divides_each_run_by_the_same_seeds_reference():
 def test_a_check_that_cannot_be_computed_on_finished_runs_fails_and_says_so():
     # a metric no run logs (a typo) had read "not read", the state of a spec still training, and so
     # never closed the gate it declares
-    spec = _spec({"tests": [CLIP], "mechanism": [{"what": "w", "reason": "r", "metric": "clip_ratoi",
-                                                  "arms": {"loss_type": ["dapo"]}, "at_least": 0.02}]})
+    spec = _spec(
+        {
+            "tests": [CLIP],
+            "mechanism": [
+                {"what": "w", "reason": "r", "metric": "clip_ratoi", "arms": {"loss_type": ["dapo"]}, "at_least": 0.02}
+            ],
+        }
+    )
     (result,) = mechanism_checks(spec, _runs(0.05))
     assert result.passed is False and result.state() == "not engaged"
     assert "cannot be computed on the finished runs of loss_type=dapo" in result.text()

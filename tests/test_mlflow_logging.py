@@ -26,7 +26,9 @@ def test_buffered_curves_match_one_direct_log_batch(tmp_path):
 
     client = make_client(uri)
     reference = client.create_run(logger.experiment_id).info.run_id
-    client.log_batch(reference, metrics=[Metric(k, v, 0, m["step"]) for m in steps for k, v in m.items() if k != "step"])
+    client.log_batch(
+        reference, metrics=[Metric(k, v, 0, m["step"]) for m in steps for k, v in m.items() if k != "step"]
+    )
 
     for key in ("reward", "loss", "rewards/exact_match"):
         assert _history(client, logger.run_id, key) == _history(client, reference, key)
@@ -45,8 +47,9 @@ def test_curves_are_handed_to_the_writer_every_few_seconds(tmp_path, monkeypatch
 
     clock = [0.0]
     monkeypatch.setattr(ml.time, "monotonic", lambda: clock[0])
-    logger = MlflowRunLogger(f"sqlite:///{tmp_path}/m.db", "t", "slow", {"max_steps": 10}, flush_every=50,
-                             flush_seconds=2.0)
+    logger = MlflowRunLogger(
+        f"sqlite:///{tmp_path}/m.db", "t", "slow", {"max_steps": 10}, flush_every=50, flush_seconds=2.0
+    )
     logger.log_step({"step": 1, "reward": 0.1})
     assert logger._buffer  # 0 s since the last flush: still buffered
     clock[0] = 2.5
@@ -61,8 +64,9 @@ def test_curves_are_handed_to_the_writer_every_few_seconds(tmp_path, monkeypatch
 
 
 def test_credentials_in_params_are_masked(tmp_path):
-    logger = MlflowRunLogger(f"sqlite:///{tmp_path}/m.db", "t", "secret",
-                             {"mlflow_tracking_uri": "http://alice:s3cret@tracking:5000"})
+    logger = MlflowRunLogger(
+        f"sqlite:///{tmp_path}/m.db", "t", "secret", {"mlflow_tracking_uri": "http://alice:s3cret@tracking:5000"}
+    )
     logger.end({}, "finished")
     params = make_client(f"sqlite:///{tmp_path}/m.db").get_run(logger.run_id).data.params
     assert params["mlflow_tracking_uri"] == "http://alice:***@tracking:5000"
@@ -119,7 +123,9 @@ def test_the_default_relative_store_follows_the_working_folder(tmp_path, monkeyp
         monkeypatch.chdir(tmp_path / name)
         make_client(uri).create_experiment(f"made-in-{name}", artifact_location=(tmp_path / name / "art").as_uri())
     for name, other in (("a", "b"), ("b", "a")):
-        names = {e.name for e in make_client(f"sqlite:///{tmp_path / name}/results/local/mlflow.db").search_experiments()}
+        names = {
+            e.name for e in make_client(f"sqlite:///{tmp_path / name}/results/local/mlflow.db").search_experiments()
+        }
         assert f"made-in-{name}" in names and f"made-in-{other}" not in names
 
 
@@ -139,14 +145,32 @@ def test_mlflow_info_lines_stay_quiet_when_mlflow_was_imported_first(tmp_path, m
     before = logger.level
     try:
         logger.setLevel(logging.INFO)
-        args = ["train", "--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--set",
-                "max_steps=1", "--set", "stl_window=1"]
-        res = run_grpo_here(*args, "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path / 'q.db'}", "--out", str(tmp_path / "q"))
+        args = [
+            "train",
+            "--no-progress",
+            "--set",
+            f"cache_dir={CACHE}",
+            "--set",
+            "baseline_prompts=8",
+            "--set",
+            "max_steps=1",
+            "--set",
+            "stl_window=1",
+        ]
+        res = run_grpo_here(
+            *args, "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path / 'q.db'}", "--out", str(tmp_path / "q")
+        )
         assert res.returncode == 0, res.stderr
         assert "INFO mlflow" not in res.stderr, res.stderr
         logger.setLevel(logging.INFO)
-        res = run_grpo_here(*args, "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path / 'l.db'}", "--out", str(tmp_path / "l"),
-                            "--verbose")  # a new database: MLflow makes one engine per store
+        res = run_grpo_here(
+            *args,
+            "--set",
+            f"mlflow_tracking_uri=sqlite:///{tmp_path / 'l.db'}",
+            "--out",
+            str(tmp_path / "l"),
+            "--verbose",
+        )  # a new database: MLflow makes one engine per store
         assert res.returncode == 0, res.stderr
         assert "INFO mlflow" in res.stderr
     finally:
@@ -184,8 +208,16 @@ def test_a_store_cut_short_is_named_in_one_line_before_anything_trains(tmp_path,
         db.execute("create table t (x)")
         db.executemany("insert into t values (?)", [(i,) for i in range(50000)])
     os.truncate(store, cut)
-    done = run_grpo_here("train", "--set", "max_steps=1", "--set", f"mlflow_tracking_uri=sqlite:///{store}",
-                         "--out", str(tmp_path / "run"), cwd=tmp_path)
+    done = run_grpo_here(
+        "train",
+        "--set",
+        "max_steps=1",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{store}",
+        "--out",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"{store} is damaged" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "run").exists()
@@ -205,13 +237,27 @@ def test_a_store_write_that_fails_mid_run_costs_one_line_not_mlflows_traceback(t
     with sqlite3.connect(store) as db:
         db.execute("drop table metrics")
         db.execute("create table metrics (key varchar(250))")
-    args = ["train", "--no-progress", "--set", f"cache_dir={CACHE}", "--set", "baseline_prompts=8", "--set",
-            "max_steps=2", "--set", "stl_window=1", "--set", f"mlflow_tracking_uri=sqlite:///{store}"]
+    args = [
+        "train",
+        "--no-progress",
+        "--set",
+        f"cache_dir={CACHE}",
+        "--set",
+        "baseline_prompts=8",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "stl_window=1",
+        "--set",
+        f"mlflow_tracking_uri=sqlite:///{store}",
+    ]
     done = run_grpo_here(*args, "--out", str(tmp_path / "quiet"), cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     [line] = done.stderr.strip().splitlines()
-    assert line.startswith(f"grpo: the run in {tmp_path / 'quiet'} finished, but its record is incomplete: MLflow: "
-                           f"OperationalError: table metrics has no column named "), line  # the driver's own words
+    assert line.startswith(
+        f"grpo: the run in {tmp_path / 'quiet'} finished, but its record is incomplete: MLflow: "
+        f"OperationalError: table metrics has no column named "
+    ), line  # the driver's own words
     assert line.endswith("; `grpo recover` completes an MLflow record from the run folder"), line
     assert (tmp_path / "quiet" / "summary.json").is_file()
     verbose = run_grpo_here(*args, "--out", str(tmp_path / "verbose"), "--verbose", cwd=tmp_path)

@@ -58,8 +58,12 @@ def test_the_planning_command_reads_a_pilots_run_folders(tmp_path, capsys):
             folder.mkdir()
             (folder / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "learning_rate": lr, "max_steps": 30}))
             (folder / "summary.json").write_text(json.dumps({"status": "finished", "steps_to_learn": stl}))
-    assert power.main([str(tmp_path), "--axis", "learning_rate", "--control", "1e-4", "--treatment", "2e-4",
-                       "--effect", "2"]) == 0
+    assert (
+        power.main(
+            [str(tmp_path), "--axis", "learning_rate", "--control", "1e-4", "--treatment", "2e-4", "--effect", "2"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("8 pairs;") and "effect 2:" in out and "seeds per set" in out
 
@@ -80,12 +84,15 @@ def _pilot(tmp_path, values, status="finished"):
 ARGS = ["--axis", "learning_rate", "--control", "1e-4", "--treatment", "2e-4"]
 
 
-@pytest.mark.parametrize("extra, needle", [
-    (["--comparisons", "0"], "--comparisons 0; allowed: an integer ≥ 1"),
-    (["--comparisons", "-2"], "--comparisons -2; allowed"),
-    (["--effect", "nan"], "--effect nan; allowed: a number > 0"),
-    (["--metric", "steps_to_lern"], "--metric steps_to_lern; allowed: steps_to_learn"),
-])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--comparisons", "0"], "--comparisons 0; allowed: an integer ≥ 1"),
+        (["--comparisons", "-2"], "--comparisons -2; allowed"),
+        (["--effect", "nan"], "--effect nan; allowed: a number > 0"),
+        (["--metric", "steps_to_lern"], "--metric steps_to_lern; allowed: steps_to_learn"),
+    ],
+)
 def test_the_planning_command_refuses_nonsense_in_one_line(tmp_path, capsys, extra, needle):
     _pilot(tmp_path, [(14, 9), (15, 10), (16, 9)])
     assert power.main([str(tmp_path), *ARGS, *extra]) == 2
@@ -116,8 +123,10 @@ def test_the_planning_command_names_what_it_cannot_use(tmp_path, capsys):
     assert power.main([str(one), *ARGS, "--effect", "2"]) == 0
     assert "no noise estimate: one pair" in capsys.readouterr().out
     assert power.main([str(one), "--axis", "learnin_rate", "--control", "1e-4", "--treatment", "2e-4"]) == 2
-    assert "--axis learnin_rate: not a key of these runs' config.yaml; allowed: a grid axis, e.g. learning_rate" in \
-        capsys.readouterr().err
+    assert (
+        "--axis learnin_rate: not a key of these runs' config.yaml; allowed: a grid axis, e.g. learning_rate"
+        in capsys.readouterr().err
+    )
 
 
 # ---- tests across several levels (Friedman's): one level shifted from the others -------------------------
@@ -174,8 +183,12 @@ def test_the_old_command_name_runs_the_whole_plan(tmp_path):
 
     _pilot(tmp_path, [(14, 9), (15, 10), (16, 9), (13, 9)])
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "-m", "sweeps.power", str(tmp_path), *ARGS, "--effect", "2"], cwd=root,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeps.power", str(tmp_path), *ARGS, "--effect", "2"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("4 pairs;") and "effect 2:" in proc.stdout
 

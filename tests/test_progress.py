@@ -23,8 +23,18 @@ def _grid(tmp_path, steps=30):
     data["base"].update(max_steps=steps, stl_window=5, cache_dir=str(CACHE), baseline_prompts=16)
     spec = tmp_path / "example-grid.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
-    return ["sweep", str(spec), "--workers", "2", "--storage", f"journal:///{tmp_path}/journal.log",
-            "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--out-root", str(tmp_path / "runs")]
+    return [
+        "sweep",
+        str(spec),
+        "--workers",
+        "2",
+        "--storage",
+        f"journal:///{tmp_path}/journal.log",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/mlflow.db",
+        "--out-root",
+        str(tmp_path / "runs"),
+    ]
 
 
 def test_sweep_on_a_terminal_shows_a_moving_bar_with_an_eta(tmp_path):
@@ -32,8 +42,15 @@ def test_sweep_on_a_terminal_shows_a_moving_bar_with_an_eta(tmp_path):
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # a 160-column terminal
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
     env.pop("COLUMNS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *_grid(tmp_path)], stdin=child, stdout=child,
-                            stderr=child, cwd=tmp_path, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", *_grid(tmp_path)],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        cwd=tmp_path,
+        env=env,
+        close_fds=True,
+    )
     os.close(child)
     chunks = []
     while True:
@@ -59,8 +76,8 @@ def test_sweep_on_a_terminal_shows_a_moving_bar_with_an_eta(tmp_path):
 def test_sweep_into_a_pipe_writes_one_line_per_finished_trial(tmp_path):
     res = run_grpo(*_grid(tmp_path, steps=10), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    lines = [l for l in res.stderr.splitlines() if l.startswith("[example-grid] trial ")]
-    assert len(lines) == 8 and all(" complete (" in l and "steps_to_learn" in l for l in lines)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("[example-grid] trial ")]
+    assert len(lines) == 8 and all(" complete (" in line and "steps_to_learn" in line for line in lines)
     assert lines[-1].split(" · ")[1] == "8/8 done, 0 failed"
     assert "\r" not in res.stderr and "INFO mlflow" not in res.stderr  # no bar, no MLflow chatter
 
@@ -84,12 +101,21 @@ def test_the_eta_times_each_point_left_by_its_own_variants_finished_trials_and_s
     (folder / "metrics.jsonl").write_text("{}\n" * 20)  # 20 of 40 steps written
 
     def trial(number, arm, seed, state, seconds=None, run_dir=None):
-        return SimpleNamespace(number=number, state=state, params={"arm": arm, "seed": seed},
-                               user_attrs={"invocation": "now", **({"run_dir": str(run_dir)} if run_dir else {})},
-                               datetime_start=start, datetime_complete=start + datetime.timedelta(seconds=seconds or 0))
+        return SimpleNamespace(
+            number=number,
+            state=state,
+            params={"arm": arm, "seed": seed},
+            user_attrs={"invocation": "now", **({"run_dir": str(run_dir)} if run_dir else {})},
+            datetime_start=start,
+            datetime_complete=start + datetime.timedelta(seconds=seconds or 0),
+        )
 
-    trials = [trial(0, "fast", 0, TrialState.COMPLETE, 600), trial(1, "fast", 1, TrialState.COMPLETE, 600),
-              trial(2, "slow", 0, TrialState.COMPLETE, 1200), trial(3, "slow", 1, TrialState.RUNNING, run_dir=folder)]
+    trials = [
+        trial(0, "fast", 0, TrialState.COMPLETE, 600),
+        trial(1, "fast", 1, TrialState.COMPLETE, 600),
+        trial(2, "slow", 0, TrialState.COMPLETE, 1200),
+        trial(3, "slow", 1, TrialState.RUNNING, run_dir=folder),
+    ]
     study = SimpleNamespace(get_trials=lambda deepcopy=False: trials)
     spec = SweepSpec(name="eta", base={"max_steps": 40}, grid={"arm": ["fast", "slow"]}, seeds=[0, 1, 2])
     snap = SweepProgress(spec, study, "now", workers=2).snapshot()
@@ -104,8 +130,9 @@ def test_the_eta_times_each_point_left_by_its_own_variants_finished_trials_and_s
     snap = SweepProgress(spec, study, "now", workers=2, start_until=time.time() - 1).snapshot()
     assert snap["eta"] == pytest.approx(600 * 0.5)  # no slow trial finished: timed by the fast ones' 600 s
     trials[2] = trial(2, "slow", 0, TrialState.COMPLETE, 1200)
-    assert SweepProgress(spec, study, "now", workers=2, start_until=time.time() - 1).snapshot()["eta"] == \
-        pytest.approx(600)
+    assert SweepProgress(spec, study, "now", workers=2, start_until=time.time() - 1).snapshot()["eta"] == pytest.approx(
+        600
+    )
     # before it: no later than the limit and one more trial (the slowest left: 1200 s) on six seeds
     # (left: 4 fast and 4 slow points and the running half, (2400 + 4800 + 600) / 2 = 3900 s)
     wide = SweepSpec(name="eta", base={"max_steps": 40}, grid={"arm": ["fast", "slow"]}, seeds=[0, 1, 2, 3, 4, 5])

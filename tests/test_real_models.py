@@ -11,6 +11,7 @@ from conftest import CACHE, ROOT, make_cfg, run_grpo_here
 from grpo_lab.cli import main
 from grpo_core.tasks.rewards import answer_format, math_answer, think_answer_format
 
+
 # ---- LoRA ----------------------------------------------------------------------------------------
 def _lora_trainer(**overrides):
     from grpo_core.trainer import GRPOTrainer
@@ -63,14 +64,23 @@ def test_lora_memory_holds_one_copy_of_the_base_weights():
 
 # ---- your own data and rewards ---------------------------------------------------------------------
 def test_rewards_by_hand():
-    assert math_answer(["<think>6*7</think><answer>42</answer>", "<answer>41</answer>", "42", "<answer>0.5</answer>"],
-                       answer=["42", "42", "42", "\\frac{1}{2}"]) == [1.0, 0.0, 1.0, 1.0]
-    assert think_answer_format(["<think>a</think> <answer>1</answer>", "<answer>1</answer>",
-                                "<think>a</think><answer>1</answer> extra"]) == [1.0, 0.0, 0.0]
+    assert math_answer(
+        ["<think>6*7</think><answer>42</answer>", "<answer>41</answer>", "42", "<answer>0.5</answer>"],
+        answer=["42", "42", "42", "\\frac{1}{2}"],
+    ) == [1.0, 0.0, 1.0, 1.0]
+    assert think_answer_format(
+        ["<think>a</think> <answer>1</answer>", "<answer>1</answer>", "<think>a</think><answer>1</answer> extra"]
+    ) == [1.0, 0.0, 0.0]
     # partial credit: 0.5 for a final numeric <answer>, +0.5 with a <think> right before it
-    assert answer_format(["<think>6*7</think> <answer>42</answer>", "so <answer>42</answer>",
-                          "<answer>forty</answer>", "<think>x</think><answer>4</answer> and more", "42"]) == \
-        [1.0, 0.5, 0.0, 0.0, 0.0]
+    assert answer_format(
+        [
+            "<think>6*7</think> <answer>42</answer>",
+            "so <answer>42</answer>",
+            "<answer>forty</answer>",
+            "<think>x</think><answer>4</answer> and more",
+            "42",
+        ]
+    ) == [1.0, 0.5, 0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
@@ -87,9 +97,34 @@ def test_train_on_your_own_file(tmp_path, suffix):
 
         pq.write_table(pa.Table.from_pylist(rows), path)
     out = tmp_path / "run"
-    assert main(["train", "--no-mlflow", "--no-progress", "--out", str(out), "--set", f"cache_dir={CACHE}",
-                 "--set", f"dataset={path}", "--set", "prompt_column=question", "--set", "answer_column=solution",
-                 "--set", "reward_funcs=[exact_match]", "--set", "max_steps=2", "--set", "stl_window=1", "--set", "baseline_prompts=4"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--no-mlflow",
+                "--no-progress",
+                "--out",
+                str(out),
+                "--set",
+                f"cache_dir={CACHE}",
+                "--set",
+                f"dataset={path}",
+                "--set",
+                "prompt_column=question",
+                "--set",
+                "answer_column=solution",
+                "--set",
+                "reward_funcs=[exact_match]",
+                "--set",
+                "max_steps=2",
+                "--set",
+                "stl_window=1",
+                "--set",
+                "baseline_prompts=4",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["steps_completed"] == 2
 
@@ -111,8 +146,15 @@ def _bad_inputs(tmp_path):
 def test_bad_real_model_inputs_one_line_exit_2_nothing_written(tmp_path, capsys):
     for settings, key, needle in _bad_inputs(tmp_path):
         out = tmp_path / "run"
-        args = ["train", "--out", str(out), "--set", f"cache_dir={CACHE}",
-                "--set", f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db"]
+        args = [
+            "train",
+            "--out",
+            str(out),
+            "--set",
+            f"cache_dir={CACHE}",
+            "--set",
+            f"mlflow_tracking_uri=sqlite:///{tmp_path}/m.db",
+        ]
         for s in settings:
             args += ["--set", s]
         assert main(args) == 2, settings
@@ -129,10 +171,20 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
     from grpo_core.util.yaml_files import read_yaml_mapping
 
     spec = read_yaml_mapping(ROOT / "experiments" / "smollm2_arith_warmup.yaml")
-    values = {**spec["base"], "model": str(smollm2), "dataset": str(ROOT / spec["base"]["dataset"]),
-              "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8, "baseline_prompts": 2,
-              "max_steps": 2, "stl_window": 1, "warmup_ratio": 0.0, "num_threads": 1,
-              "stl_delta": 8}  # the baseline stops at 2 prompts: what a 2-step run learns is not tested here
+    values = {
+        **spec["base"],
+        "model": str(smollm2),
+        "dataset": str(ROOT / spec["base"]["dataset"]),
+        "prompts_per_step": 2,
+        "num_generations": 2,
+        "max_completion_length": 8,
+        "baseline_prompts": 2,
+        "max_steps": 2,
+        "stl_window": 1,
+        "warmup_ratio": 0.0,
+        "num_threads": 1,
+        "stl_delta": 8,
+    }  # the baseline stops at 2 prompts: what a 2-step run learns is not tested here
     from grpo_core.run import read_metrics, run_training
 
     import warnings
@@ -142,8 +194,11 @@ def test_smollm2_experiment_two_grpo_steps_on_cpu(smollm2, tmp_path):
         summary = run_training(config_from_dict(values), tmp_path / "run", progress=False)
     assert summary["status"] == "finished" and summary["steps_completed"] == 2
     # no library deprecation warning on the terminal (transformers' past_key_values, once per sampled token)
-    deprecations = [f"{w.category.__name__}: {w.message}" for w in caught
-                    if issubclass(w.category, (DeprecationWarning, FutureWarning))]
+    deprecations = [
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if issubclass(w.category, (DeprecationWarning, FutureWarning))
+    ]
     assert not deprecations, deprecations
     steps = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert {"rewards/math_answer", "rewards/think_answer_format", "kl"} <= set(steps[0])
@@ -157,15 +212,42 @@ def test_the_newer_axes_train_two_steps_of_smollm2(smollm2, tmp_path):
     from grpo_core.config.loading import config_from_dict
     from grpo_core.run import read_metrics, run_training
 
-    base = {"model": str(smollm2), "dataset": str(ROOT / "data" / "real" / "add_small.jsonl"), "use_peft": True,
-            "prompts_per_step": 2, "num_generations": 4, "max_completion_length": 8, "baseline_prompts": 2,
-            "max_steps": 2, "stl_window": 1, "stl_delta": 8, "num_threads": 1, "device": "cpu", "beta": 0.04,
-            "learning_rate": 5e-4}
-    configs = [{"advantage_estimator": "rloo", "scale_rewards": "none", "loss_type": "cispo", "epsilon_high": 5.0,
-                "reward_funcs": ["math_answer"], "entropy_coef": 0.01, "overlong_buffer_len": 4, "kl_estimator": "k2",
-                "steps_per_generation": 2},  # k = 2: one generation batch feeds both steps
-               {"loss_type": "sapo", "top_entropy_quantile": 0.2, "multi_objective_aggregation": "normalize_then_sum",
-                "scale_rewards": "batch", "reward_funcs": ["math_answer", "format_digits"]}]
+    base = {
+        "model": str(smollm2),
+        "dataset": str(ROOT / "data" / "real" / "add_small.jsonl"),
+        "use_peft": True,
+        "prompts_per_step": 2,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "baseline_prompts": 2,
+        "max_steps": 2,
+        "stl_window": 1,
+        "stl_delta": 8,
+        "num_threads": 1,
+        "device": "cpu",
+        "beta": 0.04,
+        "learning_rate": 5e-4,
+    }
+    configs = [
+        {
+            "advantage_estimator": "rloo",
+            "scale_rewards": "none",
+            "loss_type": "cispo",
+            "epsilon_high": 5.0,
+            "reward_funcs": ["math_answer"],
+            "entropy_coef": 0.01,
+            "overlong_buffer_len": 4,
+            "kl_estimator": "k2",
+            "steps_per_generation": 2,
+        },  # k = 2: one generation batch feeds both steps
+        {
+            "loss_type": "sapo",
+            "top_entropy_quantile": 0.2,
+            "multi_objective_aggregation": "normalize_then_sum",
+            "scale_rewards": "batch",
+            "reward_funcs": ["math_answer", "format_digits"],
+        },
+    ]
     for i, values in enumerate(configs):
         summary = run_training(config_from_dict({**base, **values}), tmp_path / f"run{i}", progress=False)
         assert summary["status"] == "finished" and summary["steps_completed"] == 2
@@ -213,18 +295,27 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
     model = _model_where_a_clone_fetches_it(smollm2, tmp_path, monkeypatch)
     for src in sorted((ROOT / "experiments" / "real").glob("*.yaml")):
         data = yaml.safe_load(src.read_text())
-        data["base"].update(model=model, dataset=str(ROOT / data["base"]["dataset"]), prompts_per_step=2,
-                            num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
-                            reward_timeout=0, stl_delta=8,  # the baseline stops at 2 prompts (not up to 32)
-                            num_threads=1)  # the other test worker has the other core: 2 threads took 2.6× as long
+        data["base"].update(
+            model=model,
+            dataset=str(ROOT / data["base"]["dataset"]),
+            prompts_per_step=2,
+            num_generations=2,
+            max_completion_length=8,
+            baseline_prompts=2,
+            reward_workers=0,
+            reward_timeout=0,
+            stl_delta=8,  # the baseline stops at 2 prompts (not up to 32)
+            num_threads=1,
+        )  # the other test worker has the other core: 2 threads took 2.6× as long
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
         validate_report(load_spec(exp / src.name))  # every grid point built into a config
         load_spec(reproduce.derive_spec(exp / src.name, True, None, None, checked))
     for name in ("r0_placebo.yaml", "r2_warmup.yaml"):
         (exp / name).unlink()
     out = tmp_path / "real"
-    res = run_grpo_here("reproduce", "--real", "--quick", "--workers", "1", "--experiments", str(exp), "--out", str(out),
-                        cwd=tmp_path)
+    res = run_grpo_here(
+        "reproduce", "--real", "--quick", "--workers", "1", "--experiments", str(exp), "--out", str(out), cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     report = (out / "REPORT.md").read_text()
     assert report.count("## C") == 2 and report.count("**Verdict: ") == 4  # C1 1, C3 2 and its steps test's AUC twin
@@ -243,13 +334,22 @@ def test_real_model_claims_run_two_steps_on_cpu_and_rebuild_their_report(smollm2
 
 
 # a real-CPU spec at the suite's sizes (2 × 2 completions of 8 tokens; the baseline stops at 2 prompts)
-SUITE_SIZES = dict(prompts_per_step=2, num_generations=2, max_completion_length=8, baseline_prompts=2, reward_workers=0,
-                   reward_timeout=0, stl_delta=8, gradient_accumulation_steps=1)
+SUITE_SIZES = dict(
+    prompts_per_step=2,
+    num_generations=2,
+    max_completion_length=8,
+    baseline_prompts=2,
+    reward_workers=0,
+    reward_timeout=0,
+    stl_delta=8,
+    gradient_accumulation_steps=1,
+)
 
 
 @pytest.mark.longest  # ~1 min alone
-def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_their_report(smollm2, tmp_path,
-                                                                                            monkeypatch):
+def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_their_report(
+    smollm2, tmp_path, monkeypatch
+):
     """experiments/real/cpu/*.yaml, trimmed (2 × 2 completions of 8 tokens, 2 steps, 1 seed): every spec and
     its quick spec checked as `grpo reproduce --real-cpu` checks them; C3 in the long zero-loss regime
     (β > 0, advantage noise) and C6 in the regime with room (dapo; drop and resample) train through
@@ -293,22 +393,32 @@ def test_real_cpu_claims_run_two_steps_resume_from_their_folders_and_rebuild_the
     quick = _quick_specs(exp, tmp_path / "rebuilt")
     (tmp_path / model).unlink()
     paths = reproduce.claim_specs(quick)
-    sections, rows, runs = reproduce.sections_with_echo_appendix(paths, paths, out / "runs", tmp_path / "figures",
-                                                                 tmp_path, "cmd", check_points=False)
+    sections, rows, runs = reproduce.sections_with_echo_appendix(
+        paths, paths, out / "runs", tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     # both rest on last_number (no appendix of math_answer's echo): a section each, its rows in the table
     assert len(runs) == 5
-    assert [s.split("\n", 1)[0] for s in sections] == ["## C3 — r3_advantage_noise_long_cpu",
-                                                       "## C6 — r6_zero_variance_groups_room_cpu"]
+    assert [s.split("\n", 1)[0] for s in sections] == [
+        "## C3 — r3_advantage_noise_long_cpu",
+        "## C6 — r6_zero_variance_groups_room_cpu",
+    ]
     assert {r.split(" | ")[0] for r in rows} == {"| C3", "| C6"}
     assert rows and all("inconclusive (too few seeds)" in r for r in rows), rows
 
 
 # the specs of the regimes where the claims' mechanisms work (r3_advantage_noise_long_cpu trains through
 # `grpo reproduce --real-cpu --quick` in the test above)
-ENGAGED = ("r0_placebo_lengths_cpu", "r0_placebo_long_cpu", "r0_placebo_room_variants_cpu",
-           "r0_positive_control_room_graded_cpu", "r2_warmup_long_cpu", "r4_advantage_scale_unclipped_room_cpu",
-           "r5_loss_normalization_lengths_cpu", "r6_zero_variance_groups_matched_room_cpu",
-           "r7_newer_surrogates_clipping_cpu")
+ENGAGED = (
+    "r0_placebo_lengths_cpu",
+    "r0_placebo_long_cpu",
+    "r0_placebo_room_variants_cpu",
+    "r0_positive_control_room_graded_cpu",
+    "r2_warmup_long_cpu",
+    "r4_advantage_scale_unclipped_room_cpu",
+    "r5_loss_normalization_lengths_cpu",
+    "r6_zero_variance_groups_matched_room_cpu",
+    "r7_newer_surrogates_clipping_cpu",
+)
 
 
 @pytest.mark.longest  # 73 s in the fresh-clone suite (2026-12-01): 9 runs of 2 steps
@@ -327,15 +437,21 @@ def test_each_engaged_regime_spec_trains_two_steps_and_logs_what_its_check_reads
         spec = load_spec(ROOT / "experiments" / "real" / "cpu" / f"{name}.yaml")
         checks = spec.report.get("mechanism") or []
         wanted = next((c["arms"] for c in checks if c.get("arms")), {})
-        point = next(p for p in spec.grid_points() if p["seed"] == spec.seeds[0]
-                     and all(p[axis] in values for axis, values in wanted.items()))
+        point = next(
+            p
+            for p in spec.grid_points()
+            if p["seed"] == spec.seeds[0] and all(p[axis] in values for axis, values in wanted.items())
+        )
         own = set(spec.grid) | {k for arm in (spec.arms or {}).values() for k in arm}  # the spec's, not trimmed
-        cfg = spec.config_for(point, dataset=str(ROOT / spec.base["dataset"]),
-                              **{k: v for k, v in trim.items() if k not in own})
+        cfg = spec.config_for(
+            point, dataset=str(ROOT / spec.base["dataset"]), **{k: v for k, v in trim.items() if k not in own}
+        )
         summary = run_training(cfg, tmp_path / name, progress=False)
         assert summary["status"] == "finished" and summary["steps_completed"] == 2, (name, summary)
         recorded = read_yaml_mapping(tmp_path / name / "config.yaml")
-        assert spec.point_of(recorded) == point, name  # the report finds the run at its grid point (its arm by its values)
+        assert spec.point_of(recorded) == point, (
+            name
+        )  # the report finds the run at its grid point (its arm by its values)
         rows = read_metrics(tmp_path / name / "metrics.jsonl")
         for check in checks:
             if check["metric"] in SUMMARY_METRICS:
@@ -345,7 +461,10 @@ def test_each_engaged_regime_spec_trains_two_steps_and_logs_what_its_check_reads
                 from sweeps.deciding.runs import Run
 
                 every_step = {**check, "steps": "all", "per_run": "min"}
-                assert math.isfinite(run_value(Run(point, recorded, summary, rows), every_step)), (name, check["metric"])
+                assert math.isfinite(run_value(Run(point, recorded, summary, rows), every_step)), (
+                    name,
+                    check["metric"],
+                )
 
 
 def test_the_fetched_model_is_the_one_every_committed_real_run_trained(smollm2):
@@ -353,6 +472,8 @@ def test_the_fetched_model_is_the_one_every_committed_real_run_trained(smollm2):
     the weights) rebuilds, weight for weight, the SmolLM2 every committed real-model run recorded."""
     from grpo_core.tasks.models import weights_sha256
 
-    recorded = {json.loads(p.read_text()).get("base_model_sha256")
-                for p in (ROOT / "results" / "real" / "cpu" / "runs").glob("*/trial-*/summary.json")}
+    recorded = {
+        json.loads(p.read_text()).get("base_model_sha256")
+        for p in (ROOT / "results" / "real" / "cpu" / "runs").glob("*/trial-*/summary.json")
+    }
     assert len(recorded) == 1 and weights_sha256(smollm2) in recorded, recorded

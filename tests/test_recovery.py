@@ -24,8 +24,11 @@ def _spec(tmp_path, name, max_steps, held=False):
     base = {"cache_dir": str(CACHE), "max_steps": max_steps, "baseline_prompts": 8, "stl_window": 5}
     if held:
         base["reward_funcs"] = ["reward_helpers:held_exact_match"]
-    path.write_text(yaml.safe_dump({"name": name, "base": base, "grid": {"learning_rate": [1e-4, 3e-4]},
-                                    "seeds": [0]}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {"name": name, "base": base, "grid": {"learning_rate": [1e-4, 3e-4]}, "seeds": [0]}, sort_keys=False
+        )
+    )
     return path
 
 
@@ -49,12 +52,21 @@ def test_sigkilled_worker_trial_is_detected_and_its_point_runs_again(tmp_path):
     spec_path = _spec(tmp_path, "killme", max_steps=60, held=True)  # killed at step 20 or so, held there
     journal = f"journal://{tmp_path}/optuna.log"
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
-    args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking,
-            "--out-root", str(tmp_path / "runs")]
+    args = [
+        "sweep",
+        str(spec_path),
+        "--storage",
+        journal,
+        "--tracking-uri",
+        tracking,
+        "--out-root",
+        str(tmp_path / "runs"),
+    ]
     hold = tmp_path / "hold"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     metrics = tmp_path / "runs" / "killme" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None:  # mid-trial: some steps logged, not all
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
@@ -99,7 +111,7 @@ def test_rdb_heartbeat_fails_a_silent_trial_and_enqueues_its_retry(tmp_path):
     storage = open_storage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=1)
     study = optuna.create_study(study_name="hb", storage=storage)
     alive, silent = study.ask(), study.ask()
-    for trial, lr in ((alive, 1e-4), (silent, 3e-4)):
+    for trial in (alive, silent):
         trial.suggest_categorical("learning_rate", [1e-4, 3e-4])
         trial.set_user_attr("owner", "another-machine:123:456")  # not on this host: only the heartbeat can tell
     storage.record_heartbeat(trial_id(storage, study, silent.number))  # one beat, then silence: its worker "died"
@@ -135,11 +147,15 @@ def test_non_finite_loss_stops_the_trial_with_its_reason_in_every_store(tmp_path
 
     path = tmp_path / "nf.yaml"
     base = {"cache_dir": str(CACHE), "max_steps": 3, "baseline_prompts": 8, "stl_window": 2}
-    path.write_text(yaml.safe_dump({"name": "nf", "base": base, "grid": {"advantage_scale": [1.0, 3e38]},
-                                    "seeds": [0]}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {"name": "nf", "base": base, "grid": {"advantage_scale": [1.0, 3e38]}, "seeds": [0]}, sort_keys=False
+        )
+    )
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
-    res = grpo_here("sweep", str(path), "--storage", journal, "--tracking-uri", tracking,
-               "--out-root", str(tmp_path / "runs"))
+    res = grpo_here(
+        "sweep", str(path), "--storage", journal, "--tracking-uri", tracking, "--out-root", str(tmp_path / "runs")
+    )
     assert res.returncode == 1 and "1 trial(s) failed" in res.stdout
     spec, study = _study(journal, "nf", path)
     bad = next(t for t in study.get_trials() if t.params["advantage_scale"] == 3e38)
@@ -160,15 +176,31 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
 
     spec_path = _spec(tmp_path, "ctrlc", max_steps=60, held=True)  # interrupted at step 20 or so, held there
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
-    args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
-            "--out-root", str(tmp_path / "runs")]
+    args = [
+        "sweep",
+        str(spec_path),
+        "--storage",
+        journal,
+        "--tracking-uri",
+        tracking,
+        "--workers",
+        "2",
+        "--out-root",
+        str(tmp_path / "runs"),
+    ]
     hold = tmp_path / "hold"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
     # as in a terminal's foreground job: SIGINT not ignored, even where pytest itself was started in the
     # background of a shell without job control, which ignores it (and children inherit that)
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     metrics = tmp_path / "runs" / "ctrlc" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None:
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
@@ -191,8 +223,9 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_a_rerun_finishes_it(tmp_path):
     res = grpo_here(*[a if a != "2" else "1" for a in args])  # the rerun, on one worker: not forked from pytest
     assert res.returncode == 0, res.stderr[-2000:]
     spec, study = _study(journal, "ctrlc", spec_path)
-    complete = [point_key(grid_point_of(spec, t))
-                for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+    complete = [
+        point_key(grid_point_of(spec, t)) for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE
+    ]
     assert sorted(complete) == sorted(point_key(p) for p in spec.grid_points())
 
 
@@ -202,11 +235,27 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
 
     spec_path = _spec(tmp_path, "term", max_steps=150)
     journal, tracking = f"journal://{tmp_path}/o.log", f"sqlite:///{tmp_path}/m.db"
-    args = ["sweep", str(spec_path), "--storage", journal, "--tracking-uri", tracking, "--workers", "2",
-            "--out-root", str(tmp_path / "runs")]
+    args = [
+        "sweep",
+        str(spec_path),
+        "--storage",
+        journal,
+        "--tracking-uri",
+        tracking,
+        "--workers",
+        "2",
+        "--out-root",
+        str(tmp_path / "runs"),
+    ]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     metrics = tmp_path / "runs" / "term" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None:
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
@@ -219,8 +268,9 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
     assert proc.returncode == 143, said[-2000:]
     # (its last line had said "no run had started in this process: nothing was recorded by it")
     assert "grpo sweep: interrupted; run the same command again to resume" in said.splitlines(), said
-    assert said.strip().splitlines()[-1] == ("grpo: terminated (SIGTERM); each trial its workers had begun is recorded "
-                                             "as failed, and its run as killed"), said
+    assert said.strip().splitlines()[-1] == (
+        "grpo: terminated (SIGTERM); each trial its workers had begun is recorded as failed, and its run as killed"
+    ), said
 
     spec, study = _study(journal, "term", spec_path)
     trials = study.get_trials(deepcopy=False)
@@ -234,7 +284,9 @@ def test_sigterm_to_the_sweep_ends_it_as_ctrl_c_does(tmp_path):
         assert summary["status"] == "killed"
 
 
-def test_a_worker_whose_trial_was_failed_elsewhere_stops_writing_and_records_its_run_as_abandoned(tmp_path, monkeypatch):
+def test_a_worker_whose_trial_was_failed_elsewhere_stops_writing_and_records_its_run_as_abandoned(
+    tmp_path, monkeypatch
+):
     """A worker paused past the heartbeat window (SIGSTOP, a suspended laptop) has its trial failed by
     another process and its point handed on. When it resumes, its fence (the trial's state in the
     storage, read between steps) stops the run before another step: the folder and the MLflow run
@@ -256,12 +308,28 @@ def test_a_worker_whose_trial_was_failed_elsewhere_stops_writing_and_records_its
 
     monkeypatch.setattr(recovery.Heartbeat, "lost", paused_then_failed)
     spec = tmp_path / "fence.yaml"
-    spec.write_text(yaml.safe_dump({"name": "fence", "base": {"cache_dir": str(CACHE), "max_steps": 6, "stl_window": 2,
-                                                              "baseline_prompts": 8},
-                                    "grid": {"learning_rate": [1e-4]}, "seeds": [0]}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "fence",
+                "base": {"cache_dir": str(CACHE), "max_steps": 6, "stl_window": 2, "baseline_prompts": 8},
+                "grid": {"learning_rate": [1e-4]},
+                "seeds": [0],
+            }
+        )
+    )
     store = f"sqlite:///{tmp_path}/m.db"
-    done = grpo_here("sweep", str(spec), "--storage", f"journal:///{tmp_path}/j.log", "--tracking-uri", store,
-                     "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    done = grpo_here(
+        "sweep",
+        str(spec),
+        "--storage",
+        f"journal:///{tmp_path}/j.log",
+        "--tracking-uri",
+        store,
+        "--out-root",
+        str(tmp_path / "runs"),
+        cwd=tmp_path,
+    )
     assert "Traceback" not in done.stderr and "UpdateFinishedTrialError" not in done.stderr
     assert "trial 0: abandoned" not in done.stderr and "trial 0: its trial was failed by another process" in done.stderr
     summary = json.loads((tmp_path / "runs" / "fence" / "trial-0000" / "summary.json").read_text())
@@ -269,11 +337,16 @@ def test_a_worker_whose_trial_was_failed_elsewhere_stops_writing_and_records_its
     rows = (tmp_path / "runs" / "fence" / "trial-0000" / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 3  # no step written after the fence saw the trial failed (of 6)
     client = MlflowClient(tracking_uri=store)
-    run = next(r for r in client.search_runs([client.get_experiment_by_name("fence").experiment_id])
-               if r.data.tags.get("trial_number") == "0")
+    run = next(
+        r
+        for r in client.search_runs([client.get_experiment_by_name("fence").experiment_id])
+        if r.data.tags.get("trial_number") == "0"
+    )
     assert run.info.status == "KILLED" and run.data.tags["status"] == "abandoned"
-    study = optuna.load_study(study_name="fence", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log"))))
+    study = optuna.load_study(
+        study_name="fence",
+        storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log"))),
+    )
     assert [t.state for t in study.trials] == [TrialState.FAIL]  # told once; a rerun runs the point again
     assert done.returncode == 1 and "rerun to retry them" in done.stdout
 
@@ -302,13 +375,34 @@ def test_a_worker_paused_after_its_last_step_keeps_its_finished_run_without_a_tr
 
     monkeypatch.setattr(recovery.Heartbeat, "lost", failed_after_the_last_step)
     spec = tmp_path / "late.yaml"
-    axes = ({"grid": {"learning_rate": [1e-4]}} if mode == "grid" else  # a search: its trial's one seed, then its records
-            {"search": {"learning_rate": {"low": 1e-4, "high": 2e-4}}, "sampler": "random", "n_trials": 1})
-    spec.write_text(yaml.safe_dump({"name": "late", "base": {"cache_dir": str(CACHE), "max_steps": 6, "stl_window": 2,
-                                                             "baseline_prompts": 8}, **axes, "seeds": [0]}))
+    axes = (
+        {"grid": {"learning_rate": [1e-4]}}
+        if mode == "grid"
+        # a search: its trial's one seed, then its records
+        else {"search": {"learning_rate": {"low": 1e-4, "high": 2e-4}}, "sampler": "random", "n_trials": 1}
+    )
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "late",
+                "base": {"cache_dir": str(CACHE), "max_steps": 6, "stl_window": 2, "baseline_prompts": 8},
+                **axes,
+                "seeds": [0],
+            }
+        )
+    )
     store = f"sqlite:///{tmp_path}/m.db"
-    done = grpo_here("sweep", str(spec), "--storage", f"journal:///{tmp_path}/j.log", "--tracking-uri", store,
-                     "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    done = grpo_here(
+        "sweep",
+        str(spec),
+        "--storage",
+        f"journal:///{tmp_path}/j.log",
+        "--tracking-uri",
+        store,
+        "--out-root",
+        str(tmp_path / "runs"),
+        cwd=tmp_path,
+    )
     assert "Traceback" not in done.stderr and "UpdateFinishedTrialError" not in done.stderr, done.stderr[-3000:]
     assert done.stderr.count("trial 0 finished after another process had failed it") == 1, done.stderr[-3000:]
     assert calls["n"] == 6  # the run's 6 steps were checked, the last before the trial was failed
@@ -317,11 +411,16 @@ def test_a_worker_paused_after_its_last_step_keeps_its_finished_run_without_a_tr
     assert summary["status"] == "finished" and summary["steps_completed"] == 6
     assert len((folder / "metrics.jsonl").read_text().splitlines()) == 6
     client = MlflowClient(tracking_uri=store)
-    runs = [r for r in client.search_runs([client.get_experiment_by_name("late").experiment_id])
-            if r.data.tags.get("trial_number") == "0"]  # a search: the trial's run and its seed's
+    runs = [
+        r
+        for r in client.search_runs([client.get_experiment_by_name("late").experiment_id])
+        if r.data.tags.get("trial_number") == "0"
+    ]  # a search: the trial's run and its seed's
     assert len(runs) == (2 if mode == "search" else 1) and {r.info.status for r in runs} == {"FINISHED"}
-    study = optuna.load_study(study_name="late", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log"))))
+    study = optuna.load_study(
+        study_name="late",
+        storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log"))),
+    )
     assert [t.state for t in study.trials] == [TrialState.FAIL]  # told once, by the other process
     assert "error" not in study.trials[0].user_attrs  # not told a second time, as failed by this worker
     assert done.returncode == 1 and "rerun to retry them" in done.stdout
@@ -367,14 +466,38 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
 
     spec_path = tmp_path / "pause.yaml"
     base = {"cache_dir": str(CACHE), "max_steps": 30, "baseline_prompts": 8, "stl_window": 5}
-    spec_path.write_text(yaml.safe_dump({"name": "pause", "base": base,
-                                         "grid": {"learning_rate": [1e-4, 2e-4, 3e-4, 4e-4]}, "seeds": [0]}))
+    spec_path.write_text(
+        yaml.safe_dump(
+            {"name": "pause", "base": base, "grid": {"learning_rate": [1e-4, 2e-4, 3e-4, 4e-4]}, "seeds": [0]}
+        )
+    )
     storage, tracking = f"sqlite:///{tmp_path}/optuna.db", f"sqlite:///{tmp_path}/mlflow.db"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "sweep", str(spec_path), "--workers", "2",
-                             "--storage", storage, "--heartbeat-interval", "1", "--tracking-uri", tracking,
-                             "--out-root", str(tmp_path / "runs")], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lab",
+            "sweep",
+            str(spec_path),
+            "--workers",
+            "2",
+            "--storage",
+            storage,
+            "--heartbeat-interval",
+            "1",
+            "--tracking-uri",
+            tracking,
+            "--out-root",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     spec = load_spec(spec_path)
     # 4 points of 30 steps: the other worker has 2 trials or more left, seconds past the 3 s grace period (at 16
     # steps a quiet machine finished them first, and nobody was left to fail the silent trial)
@@ -415,8 +538,10 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
             if time.monotonic() > deadline or proc.poll() is not None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 states = [t.state.name for t in optuna.load_study(study_name="pause", storage=storage).trials]
-                pytest.fail(f"the paused worker's trial {paused} was never failed (trials: {states}); "
-                            f"the sweep said: {proc.communicate()[1][-3000:]}")
+                pytest.fail(
+                    f"the paused worker's trial {paused} was never failed (trials: {states}); "
+                    f"the sweep said: {proc.communicate()[1][-3000:]}"
+                )
             time.sleep(0.3)
         os.kill(pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=180)
@@ -431,15 +556,20 @@ def test_a_worker_paused_past_the_heartbeat_window_leaves_its_point_recorded_onc
     # Optuna: each point complete once
     assert sorted(point_key(grid_point_of(spec, t)) for t in trials if t.state == TrialState.COMPLETE) == keys
     # the run folders: each point finished once; the paused trial's folder abandoned, cut where it stopped
-    summaries = {t.number: json.loads((tmp_path / "runs" / "pause" / f"trial-{t.number:04d}" / "summary.json")
-                                      .read_text()) for t in trials}
+    summaries = {
+        t.number: json.loads((tmp_path / "runs" / "pause" / f"trial-{t.number:04d}" / "summary.json").read_text())
+        for t in trials
+    }
     finished = [point_key(grid_point_of(spec, trials[n])) for n, s in summaries.items() if s["status"] == "finished"]
     assert sorted(finished) == keys
     assert summaries[paused]["status"] == "abandoned" and summaries[paused]["abandoned_after_step"] < 30
     # MLflow: one FINISHED run per point, the paused trial's ended KILLED with the tag abandoned
     client = MlflowClient(tracking_uri=tracking)
-    runs = [r for r in client.search_runs([client.get_experiment_by_name("pause").experiment_id])
-            if r.data.tags.get("trial_number") is not None]
+    runs = [
+        r
+        for r in client.search_runs([client.get_experiment_by_name("pause").experiment_id])
+        if r.data.tags.get("trial_number") is not None
+    ]
     done = [r for r in runs if r.info.status == "FINISHED"]
     assert sorted(point_key(grid_point_of(spec, trials[int(r.data.tags["trial_number"])])) for r in done) == keys
     stopped = next(r for r in runs if r.data.tags["trial_number"] == str(paused))
@@ -478,8 +608,11 @@ def test_a_trial_finished_between_the_listing_and_the_write_is_left_as_it_is(tmp
         def tell(self, *args, **kwargs):
             return study.tell(*args, **kwargs)
 
-    failed = (fail_dead_owners(Stale(), storage) if detector == "dead_owner"
-              else fail_running(Stale(), storage, "machine lost"))
+    failed = (
+        fail_dead_owners(Stale(), storage)
+        if detector == "dead_owner"
+        else fail_running(Stale(), storage, "machine lost")
+    )
     assert failed == [second.number]
     trials = study.get_trials(deepcopy=False)
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL]
@@ -505,17 +638,42 @@ def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path)
     path = tmp_path / "replace.yaml"
     # (the task's exact_match, held while the file `hold` exists: trial 0 waits mid-run for its kill, however
     # slowly the machine runs this test; its 40 tiny steps take about a second)
-    base = {"cache_dir": str(CACHE), "max_steps": 40, "baseline_prompts": 8, "stl_window": 5,
-            "reward_funcs": ["reward_helpers:held_exact_match"]}
-    path.write_text(yaml.safe_dump({"name": "replace", "base": base, "grid": {"learning_rate": [1e-4, 3e-4]},
-                                    "seeds": [0, 1, 2]}, sort_keys=False))  # 6 points for 2 workers
+    base = {
+        "cache_dir": str(CACHE),
+        "max_steps": 40,
+        "baseline_prompts": 8,
+        "stl_window": 5,
+        "reward_funcs": ["reward_helpers:held_exact_match"],
+    }
+    path.write_text(
+        yaml.safe_dump(
+            {"name": "replace", "base": base, "grid": {"learning_rate": [1e-4, 3e-4]}, "seeds": [0, 1, 2]},
+            sort_keys=False,
+        )
+    )  # 6 points for 2 workers
     journal = f"journal://{tmp_path}/optuna.log"
-    args = ["sweep", str(path), "--workers", "2", "--storage", journal, "--tracking-uri",
-            f"sqlite:///{tmp_path}/mlflow.db", "--out-root", str(tmp_path / "runs")]
+    args = [
+        "sweep",
+        str(path),
+        "--workers",
+        "2",
+        "--storage",
+        journal,
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/mlflow.db",
+        "--out-root",
+        str(tmp_path / "runs"),
+    ]
     hold = tmp_path / "hold"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "GRPO_TEST_HOLD": str(hold)}
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = tmp_path / "runs" / "replace" / "trial-0000" / "metrics.jsonl"
     while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
         time.sleep(0.1)
@@ -542,7 +700,10 @@ def test_a_worker_killed_by_a_signal_is_replaced_while_points_are_left(tmp_path)
     run = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db").get_run(victim.user_attrs["mlflow_run_id"])
     assert run.info.status == "KILLED"
     assert proc.returncode == 1, err[-3000:]  # one trial failed in this run: the killed one
-    assert f"worker 0 (pid {owner}) was killed by signal 9" in err or f"worker 1 (pid {owner}) was killed by signal 9" in err
+    assert (
+        f"worker 0 (pid {owner}) was killed by signal 9" in err
+        or f"worker 1 (pid {owner}) was killed by signal 9" in err
+    )
     assert "2 worker(s) (1 replaced after being killed by a signal)" in out, out[-2000:]
     _, study = _study(journal, "replace", path)
     trials = study.get_trials(deepcopy=False)
@@ -576,8 +737,13 @@ def test_the_pool_records_a_killed_worker_at_once_whether_or_not_it_replaces_it(
         made.append(i)
         return context.Process(target=_kill_self if len(made) == 1 else _exit_zero)
 
-    pool = WorkerPool(make, may_replace=lambda: replace, before_fork=lambda: forks.append("before"),
-                      after_fork=lambda: forks.append("after"), on_death=lambda: deaths.append(len(made)))
+    pool = WorkerPool(
+        make,
+        may_replace=lambda: replace,
+        before_fork=lambda: forks.append("before"),
+        after_fork=lambda: forks.append("after"),
+        on_death=lambda: deaths.append(len(made)),
+    )
     pool.start(0)
     pool.join()
     assert deaths == [1]  # once, for the killed worker, before any replacement started
@@ -603,8 +769,9 @@ def test_a_pool_whose_recording_fails_goes_on(capsys):
     def broken():
         raise OSError("database is locked")
 
-    pool = WorkerPool(make, may_replace=lambda: True, before_fork=lambda: None, after_fork=lambda: None,
-                      on_death=broken)
+    pool = WorkerPool(
+        make, may_replace=lambda: True, before_fork=lambda: None, after_fork=lambda: None, on_death=broken
+    )
     pool.start(0)
     pool.join()
     assert pool.replaced == 1 and pool.procs[-1].exitcode == 0

@@ -1,7 +1,6 @@
 """Verdicts come from the statistics: hand-made runs with known outcomes, and `grpo reproduce
 --quick` (trimmed) producing a report with a section, a verdict and figures per claim."""
 
-
 import json
 import re
 import shutil
@@ -18,21 +17,48 @@ from sweeps.spec import SweepSpec
 
 
 def _spec(grid, seeds=10, replication=0, tests=()):
-    return SweepSpec(name="t", base={}, grid=grid, seeds=list(range(seeds)),
-                     replication_seeds=list(range(seeds, seeds + replication)), report={"tests": list(tests)})
+    return SweepSpec(
+        name="t",
+        base={},
+        grid=grid,
+        seeds=list(range(seeds)),
+        replication_seeds=list(range(seeds, seeds + replication)),
+        report={"tests": list(tests)},
+    )
 
 
 def _run(point, stl=None, loss1=0.0, grad1=1.0, final=0.3, rewards=None, **config):
-    cfg = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition", "loss_type": "grpo",
-           "num_iterations": 1, "beta": 0.0, **config, **point}
-    summary = {"steps_to_learn": stl, "learned": int(stl is not None), "final_reward": final, "baseline_reward": 0.2,
-               "baseline_reward_se": 0.01}
+    cfg = {
+        "max_steps": 100,
+        "stl_window": 20,
+        "stl_delta": 0.05,
+        "task": "addition",
+        "loss_type": "grpo",
+        "num_iterations": 1,
+        "beta": 0.0,
+        **config,
+        **point,
+    }
+    summary = {
+        "steps_to_learn": stl,
+        "learned": int(stl is not None),
+        "final_reward": final,
+        "baseline_reward": 0.2,
+        "baseline_reward_se": 0.01,
+    }
     metrics = [{"loss": loss1, "grad_norm": grad1, "reward": r} for r in (rewards or [0.2])]
     return Run(point, cfg, summary, metrics)
 
 
-WARMUP = {"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "warmup_ratio", "treatment": [0.0],
-          "control": 0.25, "direction": "lower"}
+WARMUP = {
+    "kind": "paired",
+    "statement": "s",
+    "metric": "steps_to_learn",
+    "axis": "warmup_ratio",
+    "treatment": [0.0],
+    "control": 0.25,
+    "direction": "lower",
+}
 
 
 def _warmup_runs(seeds=10):
@@ -77,11 +103,14 @@ def _replicated(runs_by_set, spec, test):
 def test_a_verdict_holds_only_when_both_seed_sets_agree():
     spec = _spec({"warmup_ratio": [0.0, 0.25], "learning_rate": [1e-4, 1e-3]}, replication=10, tests=[WARMUP])
     both = _warmup_runs(20)
-    discovery_only = _warmup_runs(10) + [r for r in _warmup_runs(20) if r.point["seed"] >= 10
-                                        and r.point["learning_rate"] == 1e-4]
+    discovery_only = _warmup_runs(10) + [
+        r for r in _warmup_runs(20) if r.point["seed"] >= 10 and r.point["learning_rate"] == 1e-4
+    ]
     for seed in range(10, 20):  # on the replication seeds lr 1e-3 shows nothing: warmup on and off alike
-        discovery_only += [_run({"warmup_ratio": w, "learning_rate": 1e-3, "seed": seed}, stl=40 + (seed + (w > 0)) % 2)
-                           for w in (0.0, 0.25)]
+        discovery_only += [
+            _run({"warmup_ratio": w, "learning_rate": 1e-3, "seed": seed}, stl=40 + (seed + (w > 0)) % 2)
+            for w in (0.0, 0.25)
+        ]
     v, found = _replicated(_only(both, 1e-4) + _only(both, 1e-3), spec, WARMUP)
     assert v.verdict == "supported only under learning_rate=0.0001; contradicted under learning_rate=0.001"
     assert "discovery (seeds 0–9): supported only under" in v.reason and "replication (seeds 10–19)" in v.reason
@@ -101,15 +130,20 @@ def test_each_steps_test_says_what_its_target_effect_needs():
 
     spec = _spec({"warmup_ratio": [0.0, 0.25]}, seeds=8, replication=8, tests=[WARMUP])
     diffs = [-1, -5, -9, -3, -7, -2, -6, -4]
-    runs = [_run({"warmup_ratio": w, "seed": s}, stl=20 + (diffs[s % 8] if w == 0.0 else 0))
-            for s in range(16) for w in (0.0, 0.25)]
+    runs = [
+        _run({"warmup_ratio": w, "seed": s}, stl=20 + (diffs[s % 8] if w == 0.0 else 0))
+        for s in range(16)
+        for w in (0.0, 0.25)
+    ]
     v, found = _replicated(runs, spec, WARMUP)
     assert v.facts["target"] == 3.0 and power.target_effect(10) == 2.0 and power.target_effect(float("inf")) == 2.0
     noise = power.centered([c.diffs for f in found for c in f.verdict.comparisons])
     assert v.facts["needed"] == power.seeds_needed(noise, 3.0) is not None
-    assert (f"whichever is larger (3 steps), these differences need {v.facts['needed']} pairs per set; power of this "
-            f"verdict, supported on both seed sets, at an effect of 3 steps (the target): "
-            f"{v.facts['verdict_power']:.0%}") in facts_text(v)
+    assert (
+        f"whichever is larger (3 steps), these differences need {v.facts['needed']} pairs per set; power of this "
+        f"verdict, supported on both seed sets, at an effect of 3 steps (the target): "
+        f"{v.facts['verdict_power']:.0%}"
+    ) in facts_text(v)
     assert v.facts["verdict_power"] == power.verdict_power([f.verdict.comparisons[0].diffs for f in found], 3.0)
     (auc, _) = replicated_verdicts(spec, runs)[1]  # the reward-AUC twin: no target in steps
     assert "target" not in auc.facts and "target" not in facts_text(auc)
@@ -144,16 +178,25 @@ def test_the_largest_effect_allowed_names_its_comparison_among_several():
     from sweeps.deciding.verdicts import _allowed, Comparison
 
     def comparison(label, low, high):
-        return Comparison(label=label, n_pairs=6, estimate=0.0, low=low, high=high, p=1.0, best_p=0.03,
-                          informative=True)
+        return Comparison(
+            label=label, n_pairs=6, estimate=0.0, low=low, high=high, p=1.0, best_p=0.03, informative=True
+        )
 
     both = [comparison("lr 1e-4", -3.0, 2.0), comparison("lr 3e-4", -5.0, 1.0)]
-    assert _allowed(both, "lower", "steps_to_learn") == "a speed-up of more than 5 steps is ruled out (largest allowed: lr 3e-4)"
-    assert _allowed(both, "higher", "final_reward") == ("an increase of final_reward of more than 2 is ruled out "
-                                                        "(largest allowed: lr 1e-4)")
-    assert _allowed(both[:1], None, "completions_to_learn") == "a paired difference larger than 3 completions is ruled out"
-    assert _allowed([comparison("all runs", -1.0, 0.5)], None, "completions_to_learn") == \
-        "a paired difference larger than 1 completion is ruled out"
+    assert (
+        _allowed(both, "lower", "steps_to_learn")
+        == "a speed-up of more than 5 steps is ruled out (largest allowed: lr 3e-4)"
+    )
+    assert _allowed(both, "higher", "final_reward") == (
+        "an increase of final_reward of more than 2 is ruled out (largest allowed: lr 1e-4)"
+    )
+    assert (
+        _allowed(both[:1], None, "completions_to_learn") == "a paired difference larger than 3 completions is ruled out"
+    )
+    assert (
+        _allowed([comparison("all runs", -1.0, 0.5)], None, "completions_to_learn")
+        == "a paired difference larger than 1 completion is ruled out"
+    )
 
 
 def test_no_effect_whose_interval_starts_at_zero_rules_out_any_speed_up():
@@ -162,8 +205,14 @@ def test_no_effect_whose_interval_starts_at_zero_rules_out_any_speed_up():
     for seed in range(6):
         runs.append(_run({"advantage_noise_std": 0.0, "seed": seed}, stl=10))
         runs.append(_run({"advantage_noise_std": 0.01, "seed": seed}, stl=10 + (seed == 0)))
-    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
-            "control": 0.0, "direction": "lower"}
+    test = {
+        "statement": "s",
+        "metric": "steps_to_learn",
+        "axis": "advantage_noise_std",
+        "treatment": [0.01],
+        "control": 0.0,
+        "direction": "lower",
+    }
     v = check_paired(_spec({"advantage_noise_std": [0.0, 0.01]}), runs, test)
     assert v.verdict == "no effect detected"
     assert "any speed-up is ruled out (every 95% interval's lower end is ≥ 0)" in v.reason and "-0" not in v.reason
@@ -175,8 +224,16 @@ def test_claimed_magnitude_is_tested():
     for seed in range(10):
         runs.append(_run({"advantage_noise_std": 0.0, "seed": seed}, stl=110 + seed))
         runs.append(_run({"advantage_noise_std": 0.01, "seed": seed}, stl=110 + seed + (seed % 5) - 2))
-    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
-            "control": 0.0, "direction": "lower", "claimed_effect": -85, "claimed_effect_text": "15 vs >100"}
+    test = {
+        "statement": "s",
+        "metric": "steps_to_learn",
+        "axis": "advantage_noise_std",
+        "treatment": [0.01],
+        "control": 0.0,
+        "direction": "lower",
+        "claimed_effect": -85,
+        "claimed_effect_text": "15 vs >100",
+    }
     v = check_paired(_spec({"advantage_noise_std": [0.0, 0.01]}), runs, test)
     assert v.verdict == "no effect detected"
     assert "is ruled out by the 95% interval in 1 of 1 comparisons" in v.reason and "| ruled out |" in v.table
@@ -184,13 +241,19 @@ def test_claimed_magnitude_is_tested():
 
 def test_differ_detects_a_spread_and_reports_paired_differences():
     spec = _spec({"loss_type": ["grpo", "bnpo", "dapo"]})
-    runs = [_run({"loss_type": lt, "seed": s}, stl=base + s) for lt, base in (("grpo", 10), ("bnpo", 40), ("dapo", 80))
-            for s in range(6)]
+    runs = [
+        _run({"loss_type": lt, "seed": s}, stl=base + s)
+        for lt, base in (("grpo", 10), ("bnpo", 40), ("dapo", 80))
+        for s in range(6)
+    ]
     test = {"statement": "s", "metric": "steps_to_learn", "axis": "loss_type"}
     v = check_differ(spec, runs, test)
     assert v.verdict == "supported" and "bnpo: +30 [+30, +30]" in v.table
-    same = [_run({"loss_type": lt, "seed": s}, stl=30 + s + (i == s % 3)) for i, lt in enumerate(("grpo", "bnpo", "dapo"))
-            for s in range(6)]
+    same = [
+        _run({"loss_type": lt, "seed": s}, stl=30 + s + (i == s % 3))
+        for i, lt in enumerate(("grpo", "bnpo", "dapo"))
+        for s in range(6)
+    ]
     assert check_differ(spec, same, test).verdict == "no effect detected"
 
 
@@ -202,8 +265,12 @@ def test_a_test_across_levels_says_what_shift_of_one_level_it_could_detect():
     from sweeps.reporting.report import facts_text
     from sweeps.reporting.summary import summary_row
 
-    test = {"kind": "differ", "statement": "the loss type changes steps_to_learn", "metric": "steps_to_learn",
-            "axis": "loss_type"}
+    test = {
+        "kind": "differ",
+        "statement": "the loss type changes steps_to_learn",
+        "metric": "steps_to_learn",
+        "axis": "loss_type",
+    }
     spec = _spec({"loss_type": ["grpo", "bnpo", "dapo"]}, seeds=8, replication=8, tests=[test])
     off = {"grpo": [0] * 8, "bnpo": [1, -2, 3, 0, 2, -1, 1, 2], "dapo": [-1, 2, 0, 1, -3, 2, 1, 0]}
     runs = [_run({"loss_type": lt, "seed": s}, stl=20 + s % 3 + off[lt][s % 8]) for lt in off for s in range(16)]
@@ -214,8 +281,10 @@ def test_a_test_across_levels_says_what_shift_of_one_level_it_could_detect():
     assert v.facts["control"] == [("", 21.0, 0, 16)] and v.facts["levels_of"] == "loss_type=grpo"
     assert v.facts["target"] == 3.15 and v.facts["needed"] == power.blocks_needed(rows, 3.15)
     line = facts_text(v)
-    assert line.startswith("n per set 8 and 8 seeds with every level; smallest shift of one loss_type level each set "
-                           "alone detects with 80% power: ")
+    assert line.startswith(
+        "n per set 8 and 8 seeds with every level; smallest shift of one loss_type level each set "
+        "alone detects with 80% power: "
+    )
     assert "first level (loss_type=grpo): median 21, 0 of 16 never learned" in line and "seeds per set" in line
     assert "| loss_type=grpo: 21 (0/16) |" in summary_row("C5", v, None)
 
@@ -250,8 +319,14 @@ def test_too_few_seeds_is_inconclusive_not_a_no():
     spec = _spec({"advantage_noise_std": [0.0, 0.01]}, seeds=5)
     runs = [_run({"advantage_noise_std": 0.01, "seed": s}, stl=10) for s in range(5)]
     runs += [_run({"advantage_noise_std": 0.0, "seed": s}, stl=None) for s in range(5)]
-    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
-            "control": 0.0, "direction": "lower"}
+    test = {
+        "statement": "s",
+        "metric": "steps_to_learn",
+        "axis": "advantage_noise_std",
+        "treatment": [0.01],
+        "control": 0.0,
+        "direction": "lower",
+    }
     v = check_paired(spec, runs, test)
     assert v.verdict == "inconclusive (too few seeds)" and "0.0625" in v.reason
 
@@ -259,8 +334,14 @@ def test_too_few_seeds_is_inconclusive_not_a_no():
 def test_nothing_learned_is_inconclusive():
     spec = _spec({"advantage_noise_std": [0.0, 0.01]})
     runs = [_run({"advantage_noise_std": n, "seed": s}, stl=None) for n in (0.0, 0.01) for s in range(10)]
-    test = {"statement": "s", "metric": "steps_to_learn", "axis": "advantage_noise_std", "treatment": [0.01],
-            "control": 0.0, "direction": "lower"}
+    test = {
+        "statement": "s",
+        "metric": "steps_to_learn",
+        "axis": "advantage_noise_std",
+        "treatment": [0.01],
+        "control": 0.0,
+        "direction": "lower",
+    }
     v = check_paired(spec, runs, test)
     assert v.verdict == "inconclusive" and "no run in either arm" in v.reason
 
@@ -308,7 +389,10 @@ def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
     assert v.reason.endswith("learning not checked (2-step runs)")
     assert check_zero_loss_step1(spec, grpo + bnpo, {"statement": "s"}).verdict == "contradicted"  # none learned
     flat = [_run({"loss_type": "grpo", "seed": 9}, loss1=0.0, grad1=0.0, max_steps=2, beta=0.04)]
-    assert check_zero_loss_step1(spec, grpo + flat + bnpo, {"statement": "s", "step1_only": True}).verdict == "contradicted"
+    assert (
+        check_zero_loss_step1(spec, grpo + flat + bnpo, {"statement": "s", "step1_only": True}).verdict
+        == "contradicted"
+    )
     # a first batch with all-equal rewards in every group (the real model answered nothing right):
     # advantages 0, so loss and gradient 0 under any aggregation: left out and counted, not a contradiction
     silent = [_run({"loss_type": t, "seed": 7}, loss1=0.0, grad1=0.0, max_steps=2, beta=0.04) for t in ("grpo", "bnpo")]
@@ -320,7 +404,9 @@ def test_zero_loss_step1_on_runs_too_short_to_learn_checks_step_1_alone():
     assert check_zero_loss_step1(spec, silent, {"statement": "s", "step1_only": True}).verdict == "inconclusive"
 
 
-def test_the_full_report_points_to_the_real_models_cpu_report_whose_check_has_its_appendix(tmp_path, monkeypatch, summaries_as_given):
+def test_the_full_report_points_to_the_real_models_cpu_report_whose_check_has_its_appendix(
+    tmp_path, monkeypatch, summaries_as_given
+):
     import shutil
 
     import sweeps.reporting.reproduce as reproduce
@@ -339,12 +425,21 @@ def test_the_full_report_points_to_the_real_models_cpu_report_whose_check_has_it
         config = {**spec["base"], "loss_type": loss_type, "seed": seed, "num_iterations": 1, "task": "addition"}
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         loss = 0.0 if loss_type == "grpo" else 0.013 * (seed + 1)
-        (folder / "metrics.jsonl").write_text("".join(
-            json.dumps({"step": step, "loss": loss, "grad_norm": 0.5, "reward": 0.1}) + "\n" for step in (1, 2)))
-        (folder / "summary.json").write_text(json.dumps({"status": "finished", "learned": 0, "steps_to_learn": None,
-                                                         "final_reward": 0.1, "baseline_reward": 0.1}))
+        (folder / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": step, "loss": loss, "grad_norm": 0.5, "reward": 0.1}) + "\n" for step in (1, 2))
+        )
+        (folder / "summary.json").write_text(
+            json.dumps(
+                {
+                    "status": "finished",
+                    "learned": 0,
+                    "steps_to_learn": None,
+                    "final_reward": 0.1,
+                    "baseline_reward": 0.1,
+                }
+            )
+        )
     monkeypatch.setattr(reproduce, "REAL_EXPERIMENTS", experiments)
-    monkeypatch.setattr(reproduce, "REAL_CPU_EXPERIMENTS", experiments / "cpu")
     monkeypatch.setattr(reproduce, "REAL_RESULTS", tmp_path / "results" / "real")
     monkeypatch.setattr(reproduce, "REAL_CPU_RESULTS", tmp_path / "results" / "real" / "cpu")
     sections, rows, found = reproduce._real_sections(tmp_path / "figures", tmp_path)
@@ -352,12 +447,15 @@ def test_the_full_report_points_to_the_real_models_cpu_report_whose_check_has_it
     assert found == [] and "not run yet on a GPU" in sections[0] and sections[-1] == reproduce.REAL_CPU_ELSEWHERE
     gpu_rows = rows
     paths = reproduce.claim_specs(experiments / "cpu")
-    sections, rows, found = reproduce.sections_with_echo_appendix(paths, paths, runs.parent, tmp_path / "figures",
-                                                                  tmp_path, "cmd", check_points=False)
+    sections, rows, found = reproduce.sections_with_echo_appendix(
+        paths, paths, runs.parent, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     assert len(found) == 10
     # r1 rewards with math_answer, which pays for an echo of the question: its section is in the appendix
     text = "\n".join(sections)
-    assert text.index("## Appendix: the real model on a CPU under a reward that pays for echoing") < text.index("### C1 — r1")
+    assert text.index("## Appendix: the real model on a CPU under a reward that pays for echoing") < text.index(
+        "### C1 — r1"
+    )
     assert sections[-1].startswith("### C1 — r1") and "**Verdict: supported**" in sections[-1]
     assert f"learning not checked ({spec['base']['max_steps']}-step runs)" in sections[-1]
     assert "discovery seeds 0–2; replication seeds 3, 4" in sections[-1]
@@ -386,10 +484,12 @@ def _write_runs(runs_root, name, runs):
         folder = runs_root / name / f"trial-{i:04d}"
         folder.mkdir(parents=True)
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
-        (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "loss": 0.0, "grad_norm": 0.1,
-                                                                   "reward": 0.2}) + "\n" for s in range(1, 101)))
-        (folder / "summary.json").write_text(json.dumps({"status": "finished", "baseline_reward": 0.2,
-                                                         "final_reward": 0.2, **summary}))
+        (folder / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": s, "loss": 0.0, "grad_norm": 0.1, "reward": 0.2}) + "\n" for s in range(1, 101))
+        )
+        (folder / "summary.json").write_text(
+            json.dumps({"status": "finished", "baseline_reward": 0.2, "final_reward": 0.2, **summary})
+        )
 
 
 def _cells(row: str, k: int = 4) -> list[str]:
@@ -398,51 +498,103 @@ def _cells(row: str, k: int = 4) -> list[str]:
 
 
 @pytest.mark.parametrize("false_positive", [False, True])
-def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(tmp_path, false_positive, summaries_as_given):
+def test_a_placebo_that_did_not_pass_withholds_every_verdict_on_steps_to_learn(
+    tmp_path, false_positive, summaries_as_given
+):
     import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
     exp.mkdir()
     sets = {"seeds": list(range(6)), "replication_seeds": list(range(6, 12)), "base": {"max_steps": 100}}
     paired = {"kind": "paired", "axis": "warmup_ratio", "treatment": [0.0], "control": 0.1, "direction": "lower"}
-    (exp / "a_claim.yaml").write_text(json.dumps({  # JSON is YAML, and shares no lists by anchors
-        "name": "claim", "claim": "C2", "grid": {"warmup_ratio": [0.0, 0.1]}, **sets,
-        "report": {"tests": [{**paired, "statement": "sooner", "metric": "steps_to_learn"},
-                             {**paired, "statement": "departs sooner", "metric": "loss_departure_step"}]}}))
-    (exp / "z_placebo.yaml").write_text(json.dumps({
-        "name": "placebo", "claim": "calibration", "grid": {"learning_rate": [1e-12]}, **sets,
-        "report": {"tests": [{"kind": "placebo", "statement": "never learns"}]}}))
+    (exp / "a_claim.yaml").write_text(
+        json.dumps(
+            {  # JSON is YAML, and shares no lists by anchors
+                "name": "claim",
+                "claim": "C2",
+                "grid": {"warmup_ratio": [0.0, 0.1]},
+                **sets,
+                "report": {
+                    "tests": [
+                        {**paired, "statement": "sooner", "metric": "steps_to_learn"},
+                        {**paired, "statement": "departs sooner", "metric": "loss_departure_step"},
+                    ]
+                },
+            }
+        )
+    )
+    (exp / "z_placebo.yaml").write_text(
+        json.dumps(
+            {
+                "name": "placebo",
+                "claim": "calibration",
+                "grid": {"learning_rate": [1e-12]},
+                **sets,
+                "report": {"tests": [{"kind": "placebo", "statement": "never learns"}]},
+            }
+        )
+    )
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
     # every seed: warmup off learns 30 steps sooner, with a larger reward AUC, and departs 7 steps
     # sooner (6 of 6 pairs on each set)
-    _write_runs(runs_root, "claim", [({**config, "warmup_ratio": w, "seed": s},
-                                      {"steps_to_learn": 20 + s + 30 * (w > 0), "learned": 1,
-                                       "reward_auc": 0.6 - 0.2 * (w > 0) + 0.01 * s,
-                                       "loss_departure_step": 3 + 7 * (w > 0)})
-                                     for s in range(12) for w in (0.0, 0.1)])
-    _write_runs(runs_root, "placebo", [({**config, "learning_rate": 1e-12, "seed": s},
-                                        {"steps_to_learn": 40 if false_positive and s == 7 else None,
-                                         "learned": int(false_positive and s == 7)}) for s in range(12)])
+    _write_runs(
+        runs_root,
+        "claim",
+        [
+            (
+                {**config, "warmup_ratio": w, "seed": s},
+                {
+                    "steps_to_learn": 20 + s + 30 * (w > 0),
+                    "learned": 1,
+                    "reward_auc": 0.6 - 0.2 * (w > 0) + 0.01 * s,
+                    "loss_departure_step": 3 + 7 * (w > 0),
+                },
+            )
+            for s in range(12)
+            for w in (0.0, 0.1)
+        ],
+    )
+    _write_runs(
+        runs_root,
+        "placebo",
+        [
+            (
+                {**config, "learning_rate": 1e-12, "seed": s},
+                {
+                    "steps_to_learn": 40 if false_positive and s == 7 else None,
+                    "learned": int(false_positive and s == 7),
+                },
+            )
+            for s in range(12)
+        ],
+    )
     paths = reproduce.claim_specs(exp)
     assert [p.stem for p in paths] == ["z_placebo", "a_claim"]  # the placebo first, whatever its file name
-    sections, rows, runs = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                               check_points=False)
+    sections, rows, runs = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     assert len(runs) == 36
     if not false_positive:
-        assert [_cells(r) for r in rows] == [["calibration", "never learns", "**supported**", "–"],
-                                             ["C2", "sooner", "**supported**", "**supported**"],
-                                             ["C2", "departs sooner", "**supported**", "–"]]
+        assert [_cells(r) for r in rows] == [
+            ["calibration", "never learns", "**supported**", "–"],
+            ["C2", "sooner", "**supported**", "**supported**"],
+            ["C2", "departs sooner", "**supported**", "–"],
+        ]
         # the steps_to_learn row: 6 pairs per set, and a control that learned in all 12 runs (median 56)
         assert _cells(rows[1], 7)[4] == "6 and 6" and _cells(rows[1], 7)[6] == "55.5 (0/12)"
         return
     # 1 of 6 placebo runs learned on the replication set: the placebo is not passed, so the verdict that
     # reads steps_to_learn is withheld (its numbers stay in the section); the loss departure's and the
     # reward AUC's stand (the placebo calibrates steps_to_learn)
-    assert [_cells(r) for r in rows] == [["calibration", "never learns", "**not replicated**", "–"],
-                                         ["C2", "sooner", "**inconclusive (placebo not passed)**", "**supported**"],
-                                         ["C2", "departs sooner", "**supported**", "–"]]
-    assert ("steps_to_learn is not trusted here: the placebo (z_placebo) reads not replicated: 1 of its runs got a "
-            "steps_to_learn; the runs alone read supported") in sections[1]
+    assert [_cells(r) for r in rows] == [
+        ["calibration", "never learns", "**not replicated**", "–"],
+        ["C2", "sooner", "**inconclusive (placebo not passed)**", "**supported**"],
+        ["C2", "departs sooner", "**supported**", "–"],
+    ]
+    assert (
+        "steps_to_learn is not trusted here: the placebo (z_placebo) reads not replicated: 1 of its runs got a "
+        "steps_to_learn; the runs alone read supported"
+    ) in sections[1]
     assert "| warmup_ratio=0 | 12 | 12/12 | 25.5 [" in sections[1]  # median of 20–31
 
 
@@ -455,8 +607,19 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
         (exp / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     committed = ROOT / "results" / "REPORT.md"
     before = committed.read_bytes() if committed.exists() else None
-    res = run_grpo("reproduce", "--quick", "--max-steps", "6", "--seeds", "1", "--experiments", str(exp),
-                   "--out", str(tmp_path / "report"), cwd=tmp_path)
+    res = run_grpo(
+        "reproduce",
+        "--quick",
+        "--max-steps",
+        "6",
+        "--seeds",
+        "1",
+        "--experiments",
+        str(exp),
+        "--out",
+        str(tmp_path / "report"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     report = (tmp_path / "report" / "REPORT.md").read_text()
     for claim in ("calibration", "positive_control", "C1", "C3", "C4"):  # the specs with a `quick` section
@@ -484,12 +647,18 @@ def test_reproduce_quick_writes_a_report_per_claim(tmp_path):
     assert (committed.read_bytes() if committed.exists() else None) == before  # never overwritten
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--workers", "0"], "--workers"), (["--seeds", "0"], "--seeds"), (["--max-steps", "0"], "--max-steps"),
-    (["--storage", "redis://x"], "unknown storage"), (["--tracking-uri", "ftp://x"], "unknown tracking store"),
-    (["--experiments", str(ROOT / "README.md")], "README.md: is a file; allowed: a folder of claim specs"),
-    (["--experiments", "/no/such/folder"], "--experiments /no/such/folder: no such folder; allowed"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--workers", "0"], "--workers"),
+        (["--seeds", "0"], "--seeds"),
+        (["--max-steps", "0"], "--max-steps"),
+        (["--storage", "redis://x"], "unknown storage"),
+        (["--tracking-uri", "ftp://x"], "unknown tracking store"),
+        (["--experiments", str(ROOT / "README.md")], "README.md: is a file; allowed: a folder of claim specs"),
+        (["--experiments", "/no/such/folder"], "--experiments /no/such/folder: no such folder; allowed"),
+    ],
+)
 def test_reproduce_bad_input_writes_nothing(tmp_path, args, needle):
     res = run_grpo_here("reproduce", "--quick", "--out", str(tmp_path / "report"), *args, cwd=tmp_path)
     assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
@@ -517,11 +686,12 @@ def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path
     shutil.rmtree(folders[0])
     (folders[1] / "summary.json").write_text('{"status": "fini')
     metrics = (folders[2] / "metrics.jsonl").read_text()
-    (folders[2] / "metrics.jsonl").write_text(metrics[:len(metrics) - 40])
+    (folders[2] / "metrics.jsonl").write_text(metrics[: len(metrics) - 40])
     (folders[3] / "config.yaml").write_text((folders[3] / "config.yaml").read_text()[:200])
     res = run_grpo_here(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "2 finished run folder(s)" in res.stdout  # folders 4 and 5
+
     def status(folder):
         try:
             return json.loads((folder / "summary.json").read_text())["status"]
@@ -532,8 +702,11 @@ def test_reproduce_retrains_lost_and_damaged_run_folders_and_names_them(tmp_path
     assert len(finished) == 2 + 4 + 2  # kept, retrained, and the two damaged ones whose summary still reads
     report = (tmp_path / "out" / "REPORT.md").read_text()
     assert "6 finished" in report and "no finished run" not in report
-    for name, why in ((folders[1].name, "damaged: summary.json cut"), (folders[2].name, "damaged: metrics.jsonl cut"),
-                      (folders[3].name, "damaged: config.yaml")):
+    for name, why in (
+        (folders[1].name, "damaged: summary.json cut"),
+        (folders[2].name, "damaged: metrics.jsonl cut"),
+        (folders[3].name, "damaged: config.yaml"),
+    ):
         assert f"{name} ({why}" in report, name
     # --report-only: the report from the folders as they are; a lost run is named, nothing trains
     shutil.rmtree(folders[4])
@@ -574,8 +747,11 @@ def test_report_only_needs_no_model_folder_but_training_does(tmp_path):
     assert not (tmp_path / model).exists()  # the spec's relative model folder, seen from tmp_path
     args = ("reproduce", "--experiments", str(exp))
     res = run_grpo_here(*args, "--out", str(tmp_path / "trained"), cwd=tmp_path)
-    assert res.returncode == 2 and res.stderr.strip() == \
-        f"grpo: error: model: no such directory {model!r}; allowed: 'tiny', a local model directory, or a hub id (org/name)"
+    assert (
+        res.returncode == 2
+        and res.stderr.strip()
+        == f"grpo: error: model: no such directory {model!r}; allowed: 'tiny', a local model directory, or a hub id (org/name)"
+    )
     assert not (tmp_path / "trained").exists()
     res = run_grpo_here(*args, "--report-only", "--out", str(tmp_path / "report"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -587,12 +763,16 @@ def test_a_summary_that_is_not_a_mapping_is_named_damaged_and_a_killed_run_by_it
     from sweeps.reporting.report_inputs import collect_runs
 
     spec = _spec({"learning_rate": [1e-4]}, seeds=3)
-    for i, summary in enumerate(('[1, 2]', '{"status": "killed"}', '{}')):
+    for i, summary in enumerate(("[1, 2]", '{"status": "killed"}', "{}")):
         (tmp_path / "t" / f"trial-000{i}").mkdir(parents=True)
         (tmp_path / "t" / f"trial-000{i}" / "summary.json").write_text(summary)
     runs, left_out = collect_runs(tmp_path, spec)
-    assert runs == [] and left_out == ["trial-0000 (damaged: summary.json not a mapping)", "trial-0001 (killed)",
-                                       "trial-0002 (not finished)"]
+    assert runs == [] and left_out == [
+        "trial-0000 (damaged: summary.json not a mapping)",
+        "trial-0001 (killed)",
+        "trial-0002 (not finished)",
+    ]
+
 
 def test_a_test_that_names_no_metric_compares_steps_to_learn():
     """`metric` is optional (steps_to_learn); a spec without it trained every run and then crashed on
@@ -613,19 +793,36 @@ def test_run_folders_that_are_not_this_specs_runs_are_named_not_counted(tmp_path
     left out and named (each was counted in silence, or crashed the report)."""
     from sweeps.reporting.report_inputs import collect_runs
 
-    spec = SweepSpec(name="t", base={"max_steps": 2}, grid={"beta": [0.0, 0.04]}, seeds=[0, 1], replication_seeds=[2],
-                     report={"tests": []})
+    spec = SweepSpec(
+        name="t",
+        base={"max_steps": 2},
+        grid={"beta": [0.0, 0.04]},
+        seeds=[0, 1],
+        replication_seeds=[2],
+        report={"tests": []},
+    )
 
     def folder(name, beta, seed, summary=None, steps=2, **config):
         path = tmp_path / "t" / name
         path.mkdir(parents=True)
-        (path / "config.yaml").write_text(yaml.safe_dump({**spec.config_for({"beta": beta, "seed": seed}).to_dict(),
-                                                          **config}))
-        (path / "summary.json").write_text(json.dumps({"status": "finished", "steps_completed": steps,
-                                                       "steps_to_learn": None, "baseline_reward": 0.5,
-                                                       "final_reward": 0.5, **(summary or {})}))
-        (path / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "reward": 0.5, "loss": 0.0}) + "\n"
-                                                    for i in range(1, steps + 1)))
+        (path / "config.yaml").write_text(
+            yaml.safe_dump({**spec.config_for({"beta": beta, "seed": seed}).to_dict(), **config})
+        )
+        (path / "summary.json").write_text(
+            json.dumps(
+                {
+                    "status": "finished",
+                    "steps_completed": steps,
+                    "steps_to_learn": None,
+                    "baseline_reward": 0.5,
+                    "final_reward": 0.5,
+                    **(summary or {}),
+                }
+            )
+        )
+        (path / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": i, "reward": 0.5, "loss": 0.0}) + "\n" for i in range(1, steps + 1))
+        )
 
     folder("trial-0000", 0.0, 0)
     folder("trial-0001", 0.04, 0, summary={"steps_to_learn": "abc"})
@@ -710,8 +907,17 @@ def test_summaries_edited_in_committed_run_folders_change_no_verdict(tmp_path, m
 
 
 def _bad_reports():
-    tests = [{"kind": "paired", "statement": "s", "metric": "steps_to_learn", "axis": "advantage_scale",
-              "treatment": [10.0], "control": 1.0, "direction": "lower"}]
+    tests = [
+        {
+            "kind": "paired",
+            "statement": "s",
+            "metric": "steps_to_learn",
+            "axis": "advantage_scale",
+            "treatment": [10.0],
+            "control": 1.0,
+            "direction": "lower",
+        }
+    ]
     return [
         ({"tests": "paired"}, "report.tests"),
         ({"tests": ["paired"]}, "report.tests"),
@@ -761,10 +967,25 @@ def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tm
         for seed in (1, 0):
             folder = tmp_path / f"{arm}-{seed}"
             folder.mkdir()
-            (folder / "completions.jsonl").write_text("".join(
-                json.dumps({"step": step, "prompt": f"What is 2 + {i}?", "completion": f"s{seed} {step}.{i}|x\nend",
-                            "reward": float(i % 2), "rewards/math_answer": float(i % 2), "advantage": 0.0,
-                            "length": 3, "truncated": False}) + "\n" for step in (1, 2, 3) for i in range(4)))
+            (folder / "completions.jsonl").write_text(
+                "".join(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "prompt": f"What is 2 + {i}?",
+                            "completion": f"s{seed} {step}.{i}|x\nend",
+                            "reward": float(i % 2),
+                            "rewards/math_answer": float(i % 2),
+                            "advantage": 0.0,
+                            "length": 3,
+                            "truncated": False,
+                        }
+                    )
+                    + "\n"
+                    for step in (1, 2, 3)
+                    for i in range(4)
+                )
+            )
             runs.append(dataclasses.replace(_run({"warmup_ratio": arm, "seed": seed}, model="SmolLM2"), folder=folder))
     lines = completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), runs)
     rows = [line for line in lines if line.startswith("| warmup_ratio")]
@@ -780,38 +1001,78 @@ def test_a_real_models_section_shows_what_it_wrote_at_its_first_and_last_step(tm
         f.write('{"x": 1}\n[1]\n{"step": 3, "prompt": "p", "completion": null, "reward": 1}\n{"step": 3, "pro')
     lines = completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), runs)
     assert len([line for line in lines if line.startswith("| warmup_ratio")]) == 8
-    assert f"- {runs[1].folder.name}/completions.jsonl: 4 line(s) left out (cut, unreadable or not a completion " \
-           f"record)" in lines
+    assert (
+        f"- {runs[1].folder.name}/completions.jsonl: 4 line(s) left out (cut, unreadable or not a completion "
+        f"record)" in lines
+    )
     (runs[1].folder / "completions.jsonl").write_bytes(b"\xff\xfe not text")
     (runs[3].folder / "completions.jsonl").write_text("[1]\n")
     assert completions_table(_spec({"warmup_ratio": [0.0, 0.25]}), runs) == [
         f"- {runs[1].folder.name}/completions.jsonl: 1 line(s) left out (cut, unreadable or not a completion record)",
         f"- {runs[3].folder.name}/completions.jsonl: 1 line(s) left out (cut, unreadable or not a completion record)",
-        ""]
+        "",
+    ]
 
 
 def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
     from sweeps.deciding.verdicts import _fmt_num
 
-    assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == ["+0", "+0", "+0", "−1"]  # the minus sign, not a hyphen
+    assert [_fmt_num(v, "steps_to_learn") for v in (-0.0, -0.25, 0.4, -0.6)] == [
+        "+0",
+        "+0",
+        "+0",
+        "−1",
+    ]  # the minus sign, not a hyphen
     assert [_fmt_num(v, "final_reward") for v in (-0.0001, 0.0125, float("-inf"))] == ["+0.000", "+0.013", "−unbounded"]
 
 
 def _a_null_claim(exp, runs_root, sets, config):
     """A C4 spec whose scale changes nothing: each seed learns at the same step (± 1, alternating)
     in both arms, so its test reads no effect detected where the gates let it."""
-    (exp / "a_claim.yaml").write_text(json.dumps({
-        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets,
-        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
-                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
-    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
-                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
-                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
-                                     for s in range(16) for a in (1.0, 2.0)])
+    (exp / "a_claim.yaml").write_text(
+        json.dumps(
+            {
+                "name": "claim",
+                "claim": "C4",
+                "grid": {"advantage_scale": [1.0, 2.0]},
+                **sets,
+                "report": {
+                    "tests": [
+                        {
+                            "kind": "paired",
+                            "axis": "advantage_scale",
+                            "treatment": [2.0],
+                            "control": 1.0,
+                            "direction": "lower",
+                            "statement": "scaling learns sooner",
+                        }
+                    ]
+                },
+            }
+        )
+    )
+    _write_runs(
+        runs_root,
+        "claim",
+        [
+            (
+                {**config, "advantage_scale": a, "seed": s},
+                {
+                    "steps_to_learn": 40 + (s + (a > 1)) % 2,
+                    "learned": 1,
+                    "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2),
+                },
+            )
+            for s in range(16)
+            for a in (1.0, 2.0)
+        ],
+    )
 
 
 @pytest.mark.parametrize("control", ["absent", "passes", "fails"])
-def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_passed(tmp_path, control, summaries_as_given):
+def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_passed(
+    tmp_path, control, summaries_as_given
+):
     import sweeps.reporting.reproduce as reproduce
 
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
@@ -822,12 +1083,17 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
     if control != "absent":  # 16 of 16 pairs 20 steps sooner, or the same ± 1
         _a_control(exp, runs_root, sets, config, gap=20 if control == "passes" else 0)
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     claim_row = _cells(rows[-1])
     if control == "passes":
-        assert _cells(rows[0]) == ["positive_control", "a larger learning rate learns sooner", "**supported**",
-                                   "**supported**"]
+        assert _cells(rows[0]) == [
+            "positive_control",
+            "a larger learning rate learns sooner",
+            "**supported**",
+            "**supported**",
+        ]
         assert claim_row[2:] == ["**no effect detected**", "**no effect detected**"]
         return
     word = "no positive control" if control == "absent" else "positive control not passed"
@@ -840,8 +1106,9 @@ def test_no_effect_detected_stands_only_on_a_testbed_whose_positive_control_pass
 
 
 @pytest.mark.parametrize("graded", ["complete", "still training"])
-def test_a_graded_positive_control_gates_by_its_larger_step_once_all_its_runs_are_in(tmp_path, graded,
-                                                                                     summaries_as_given):
+def test_a_graded_positive_control_gates_by_its_larger_step_once_all_its_runs_are_in(
+    tmp_path, graded, summaries_as_given
+):
     # a second positive control, ×4 detected and ×2 not: it gates open (the testbed detects ×4's
     # effect); while some of its runs are missing, the first control (which failed here) keeps the gate
     import sweeps.reporting.reproduce as reproduce
@@ -852,33 +1119,61 @@ def test_a_graded_positive_control_gates_by_its_larger_step_once_all_its_runs_ar
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
     test = {"kind": "paired", "axis": "learning_rate", "control": 1e-4, "direction": "lower"}
     _a_null_claim(exp, runs_root, sets, config)
-    for name, grid, gaps in (("positive", [1e-4, 4e-4], {4e-4: 0}), ("positive-graded", [1e-4, 2e-4, 4e-4],
-                                                                      {2e-4: 0, 4e-4: 20})):
-        (exp / f"{'c' if 'graded' in name else 'b'}_{name}.yaml").write_text(json.dumps({  # the graded one after
-            "name": name, "claim": "positive_control", "grid": {"learning_rate": grid}, **sets,
-            "report": {"tests": [{**test, "treatment": [lr], "statement": f"learning rate {lr} learns sooner"}
-                                 for lr in grid[:0:-1]]}}))
+    for name, grid, gaps in (
+        ("positive", [1e-4, 4e-4], {4e-4: 0}),
+        ("positive-graded", [1e-4, 2e-4, 4e-4], {2e-4: 0, 4e-4: 20}),
+    ):
+        (exp / f"{'c' if 'graded' in name else 'b'}_{name}.yaml").write_text(
+            json.dumps(
+                {  # the graded one after
+                    "name": name,
+                    "claim": "positive_control",
+                    "grid": {"learning_rate": grid},
+                    **sets,
+                    "report": {
+                        "tests": [
+                            {**test, "treatment": [lr], "statement": f"learning rate {lr} learns sooner"}
+                            for lr in grid[:0:-1]
+                        ]
+                    },
+                }
+            )
+        )
         seeds = range(15 if name == "positive-graded" and graded == "still training" else 16)
-        _write_runs(runs_root, name, [({**config, "learning_rate": lr, "seed": s},
-                                       {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gaps.get(lr, 0),
-                                        "learned": 1, "reward_auc": 0.5 + 0.01 * gaps.get(lr, 0)
-                                        + 0.001 * ((s + (lr > 1e-4)) % 2)})
-                                      for s in seeds for lr in grid])
+        _write_runs(
+            runs_root,
+            name,
+            [
+                (
+                    {**config, "learning_rate": lr, "seed": s},
+                    {
+                        "steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gaps.get(lr, 0),
+                        "learned": 1,
+                        "reward_auc": 0.5 + 0.01 * gaps.get(lr, 0) + 0.001 * ((s + (lr > 1e-4)) % 2),
+                    },
+                )
+                for s in seeds
+                for lr in grid
+            ],
+        )
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     if graded == "complete":
         assert [_cells(r)[2] for r in rows[1:3]] == ["**supported**", "**no effect detected**"]
         assert _cells(rows[-1])[2:] == ["**no effect detected**", "**no effect detected**"]
         # its section says so, with the effect sizes it detected on each seed set; the first one's, that it handed over
         assert "- **Gate:** handed to `c_positive-graded`" in sections[0] and "**Gate:** open" not in sections[0]
-        gate = sections[1][sections[1].index("- **Gate:** open"):sections[1].index("**Verdict")]
+        gate = sections[1][sections[1].index("- **Gate:** open") : sections[1].index("**Verdict")]
         assert gate.splitlines()[1:] == [
             "  - learning rate 0.0004 learns sooner: steps_to_learn **supported** (disc. −20 [−21, −19]; repl. −20 "
             "[−21, −19] steps); reward AUC **supported** (disc. +0.200 [+0.199, +0.201]; repl. +0.200 [+0.199, +0.201])",
             "  - learning rate 0.0002 learns sooner: steps_to_learn **no effect detected** (disc. +0 [−1, +1]; repl. +0 "
             "[−1, +1] steps); reward AUC **no effect detected** (disc. +0.000 [−0.001, +0.001]; repl. +0.000 "
-            "[−0.001, +0.001])", ""]
+            "[−0.001, +0.001])",
+            "",
+        ]
         return
     assert "the gate of *no effect detected* stays `b_positive`'s" in sections[1]
     assert "- **Gate:** closed: the positive control (b_positive) reads no effect detected" in sections[0]
@@ -897,25 +1192,57 @@ def test_a_spec_still_training_reads_inconclusive_and_opens_no_gate(tmp_path, su
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
     _a_null_claim(exp, runs_root, sets, config)
-    (exp / "b_positive.yaml").write_text(json.dumps({
-        "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
-        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
-                              "direction": "lower", "statement": "a larger learning rate learns sooner"}]}}))
-    runs = [({**config, "learning_rate": lr, "seed": s},
-             {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4), "learned": 1,
-              "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2)})
-            for s in range(16) for lr in (1e-4, 4e-4)]
-    _write_runs(runs_root, "positive", [r for r in runs if not (r[0]["seed"] in (6, 7, 15) and r[0]["learning_rate"] > 1e-4)])
+    (exp / "b_positive.yaml").write_text(
+        json.dumps(
+            {
+                "name": "positive",
+                "claim": "positive_control",
+                "grid": {"learning_rate": [1e-4, 4e-4]},
+                **sets,
+                "report": {
+                    "tests": [
+                        {
+                            "kind": "paired",
+                            "axis": "learning_rate",
+                            "treatment": [4e-4],
+                            "control": 1e-4,
+                            "direction": "lower",
+                            "statement": "a larger learning rate learns sooner",
+                        }
+                    ]
+                },
+            }
+        )
+    )
+    runs = [
+        (
+            {**config, "learning_rate": lr, "seed": s},
+            {
+                "steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4),
+                "learned": 1,
+                "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2),
+            },
+        )
+        for s in range(16)
+        for lr in (1e-4, 4e-4)
+    ]
+    _write_runs(
+        runs_root, "positive", [r for r in runs if not (r[0]["seed"] in (6, 7, 15) and r[0]["learning_rate"] > 1e-4)]
+    )
     paths = reproduce.claim_specs(exp)
 
     def rows_and_sections():
-        sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                                check_points=False)
+        sections, rows, _ = reproduce._sections(
+            paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+        )
         return rows, sections
 
     rows, sections = rows_and_sections()
     assert _cells(rows[0])[2:] == ["**inconclusive (29 of 32 runs finished)**"] * 2
-    assert "3 of the spec's 32 runs have not finished" in sections[0] and "the finished runs alone read supported" in sections[0]
+    assert (
+        "3 of the spec's 32 runs have not finished" in sections[0]
+        and "the finished runs alone read supported" in sections[0]
+    )
     assert _cells(rows[-1])[2:] == ["**inconclusive (positive control not passed)**"] * 2
     assert "the positive control (b_positive) reads inconclusive (29 of 32 runs finished)" in sections[-1]
     shutil.rmtree(runs_root / "positive")
@@ -933,28 +1260,70 @@ def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path, summaries_a
     exp, runs_root = tmp_path / "experiments", tmp_path / "runs"
     exp.mkdir()
     sets = {"seeds": list(range(6)), "replication_seeds": list(range(6, 12))}
-    paired = {"kind": "paired", "axis": "warmup_ratio", "treatment": [0.0], "control": 0.1, "direction": "lower",
-              "statement": "sooner", "metric": "steps_to_learn"}
+    paired = {
+        "kind": "paired",
+        "axis": "warmup_ratio",
+        "treatment": [0.0],
+        "control": 0.1,
+        "direction": "lower",
+        "statement": "sooner",
+        "metric": "steps_to_learn",
+    }
     for task in ("addition", "reverse"):
         base = {"max_steps": 100, "task": task}
-        (exp / f"c_{task}.yaml").write_text(json.dumps({
-            "name": f"claim-{task}", "claim": "C2", "grid": {"warmup_ratio": [0.0, 0.1]}, **sets, "base": base,
-            "report": {"tests": [paired]}}))
-        (exp / f"p_{task}.yaml").write_text(json.dumps({
-            "name": f"placebo-{task}", "claim": "calibration", "grid": {"learning_rate": [1e-12]}, **sets, "base": base,
-            "report": {"tests": [{"kind": "placebo", "statement": f"never learns ({task})"}]}}))
+        (exp / f"c_{task}.yaml").write_text(
+            json.dumps(
+                {
+                    "name": f"claim-{task}",
+                    "claim": "C2",
+                    "grid": {"warmup_ratio": [0.0, 0.1]},
+                    **sets,
+                    "base": base,
+                    "report": {"tests": [paired]},
+                }
+            )
+        )
+        (exp / f"p_{task}.yaml").write_text(
+            json.dumps(
+                {
+                    "name": f"placebo-{task}",
+                    "claim": "calibration",
+                    "grid": {"learning_rate": [1e-12]},
+                    **sets,
+                    "base": base,
+                    "report": {"tests": [{"kind": "placebo", "statement": f"never learns ({task})"}]},
+                }
+            )
+        )
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05}
     for task in ("addition", "reverse"):
-        _write_runs(runs_root, f"claim-{task}", [({**config, "task": task, "warmup_ratio": w, "seed": s},
-                                                  {"steps_to_learn": 20 + s + 30 * (w > 0), "learned": 1,
-                                                   "reward_auc": 0.6 - 0.2 * (w > 0)})
-                                                 for s in range(12) for w in (0.0, 0.1)])
-    _write_runs(runs_root, "placebo-addition", [({**config, "task": "addition", "learning_rate": 1e-12, "seed": s},
-                                                 {"steps_to_learn": 40 if s == 7 else None, "learned": int(s == 7)})
-                                                for s in range(12)])
+        _write_runs(
+            runs_root,
+            f"claim-{task}",
+            [
+                (
+                    {**config, "task": task, "warmup_ratio": w, "seed": s},
+                    {"steps_to_learn": 20 + s + 30 * (w > 0), "learned": 1, "reward_auc": 0.6 - 0.2 * (w > 0)},
+                )
+                for s in range(12)
+                for w in (0.0, 0.1)
+            ],
+        )
+    _write_runs(
+        runs_root,
+        "placebo-addition",
+        [
+            (
+                {**config, "task": "addition", "learning_rate": 1e-12, "seed": s},
+                {"steps_to_learn": 40 if s == 7 else None, "learned": int(s == 7)},
+            )
+            for s in range(12)
+        ],
+    )
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     verdicts = {c[1]: c[2] for c in map(_cells, rows)}
     assert verdicts["never learns (addition)"] == "**not replicated**"
     assert verdicts["never learns (reverse)"] == "**no finished runs yet**"
@@ -966,29 +1335,54 @@ def test_a_placebo_gates_only_the_claims_of_its_own_set_up(tmp_path, summaries_a
     assert "no placebo has finished runs of this set-up (" in reverse and "task reverse" in reverse
     assert "p_addition" not in reverse  # another set-up's placebo is not this claim's
     # the reverse placebo's runs arrive and pass: the reverse claim stands, the addition claim stays withheld
-    _write_runs(runs_root, "placebo-reverse", [({**config, "task": "reverse", "learning_rate": 1e-12, "seed": s},
-                                                {"steps_to_learn": None, "learned": 0}) for s in range(12)])
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
-    assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**",
-                                                                 "**supported**"]  # addition, reverse
+    _write_runs(
+        runs_root,
+        "placebo-reverse",
+        [
+            ({**config, "task": "reverse", "learning_rate": 1e-12, "seed": s}, {"steps_to_learn": None, "learned": 0})
+            for s in range(12)
+        ],
+    )
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
+    assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == [
+        "**inconclusive (placebo not passed)**",
+        "**supported**",
+    ]  # addition, reverse
     # a longer placebo of reverse's set-up, in training (1 of its 12 runs finished), covers the claim's
     # 100 steps too: it stands aside until it is complete, unless one of its runs learns
-    (exp / "p_reverse_long.yaml").write_text(json.dumps({
-        "name": "placebo-reverse-long", "claim": "calibration", "grid": {"learning_rate": [1e-12]}, **sets,
-        "base": {"max_steps": 200, "task": "reverse"},
-        "report": {"tests": [{"kind": "placebo", "statement": "never learns (reverse, 200 steps)"}]}}))
+    (exp / "p_reverse_long.yaml").write_text(
+        json.dumps(
+            {
+                "name": "placebo-reverse-long",
+                "claim": "calibration",
+                "grid": {"learning_rate": [1e-12]},
+                **sets,
+                "base": {"max_steps": 200, "task": "reverse"},
+                "report": {"tests": [{"kind": "placebo", "statement": "never learns (reverse, 200 steps)"}]},
+            }
+        )
+    )
     long_config = {**config, "max_steps": 200, "task": "reverse", "learning_rate": 1e-12}
-    _write_runs(runs_root, "placebo-reverse-long", [({**long_config, "seed": 0}, {"steps_to_learn": None, "learned": 0})])
+    _write_runs(
+        runs_root, "placebo-reverse-long", [({**long_config, "seed": 0}, {"steps_to_learn": None, "learned": 0})]
+    )
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
-    assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**",
-                                                                 "**supported**"]
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
+    assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == [
+        "**inconclusive (placebo not passed)**",
+        "**supported**",
+    ]
     shutil.rmtree(runs_root / "placebo-reverse-long")
-    _write_runs(runs_root, "placebo-reverse-long", [({**long_config, "seed": 0}, {"steps_to_learn": 150, "learned": 1})])
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    _write_runs(
+        runs_root, "placebo-reverse-long", [({**long_config, "seed": 0}, {"steps_to_learn": 150, "learned": 1})]
+    )
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     assert [c[2] for c in map(_cells, rows) if c[0] == "C2"] == ["**inconclusive (placebo not passed)**"] * 2
     reverse = next(t for t in sections if "## C2 — c_reverse" in t)
     assert "the placebo (p_reverse_long) reads" in reverse and "1 of its runs got a steps_to_learn" in reverse
@@ -999,18 +1393,38 @@ def test_claims_under_a_reward_that_pays_for_an_echo_go_to_an_appendix(tmp_path)
 
     def spec(name, claim, rewards):
         path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump({
-            "name": name, "claim": claim, "base": {"max_steps": 4, "reward_funcs": rewards}, "grid": {"beta": [0.0, 0.1]},
-            "seeds": [0], "replication_seeds": [1],
-            "report": {"tests": [{"kind": "paired", "statement": f"{name} learns sooner", "axis": "beta",
-                                  "treatment": [0.1], "control": 0.0, "direction": "lower"}]}}))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "claim": claim,
+                    "base": {"max_steps": 4, "reward_funcs": rewards},
+                    "grid": {"beta": [0.0, 0.1]},
+                    "seeds": [0],
+                    "replication_seeds": [1],
+                    "report": {
+                        "tests": [
+                            {
+                                "kind": "paired",
+                                "statement": f"{name} learns sooner",
+                                "axis": "beta",
+                                "treatment": [0.1],
+                                "control": 0.0,
+                                "direction": "lower",
+                            }
+                        ]
+                    },
+                }
+            )
+        )
         return path
 
     strict, echo = spec("strict", "C2", ["last_number"]), spec("echo", "C3", ["math_answer"])
     assert rewards_of_spec(strict) == {"last_number"} and rewards_of_spec(echo) == {"math_answer"}
     paths = [echo, strict]
-    sections, rows, _ = sections_with_echo_appendix(paths, paths, tmp_path / "runs", tmp_path / "fig", tmp_path,
-                                                    "test", check_points=False)
+    sections, rows, _ = sections_with_echo_appendix(
+        paths, paths, tmp_path / "runs", tmp_path / "fig", tmp_path, "test", check_points=False
+    )
     assert [r.split(" | ")[1] for r in rows] == ["strict learns sooner"]  # the headline table: strict rewards only
     text = "\n".join(sections)
     assert text.index("## C2 — strict") < text.index("## Appendix") < text.index("### C3 — echo")
@@ -1021,19 +1435,24 @@ def test_the_timing_line_says_when_the_runs_were_trained_in_parts():
     from sweeps.reporting.summary import timing_lines
 
     whole = {"wall_time_s": 600.0, "date": "2026-11-26", "runs_before": 0}
-    assert timing_lines(whole, 1500.0, 2, False) == ["this full reproduction: 10.0 min wall (2026-11-26, training "
-                                                     "every run of this report)"]
+    assert timing_lines(whole, 1500.0, 2, False) == [
+        "this full reproduction: 10.0 min wall (2026-11-26, training every run of this report)"
+    ]
     # the last invocation trained beside 256 finished folders: it did not train every run
     lines = timing_lines({**whole, "runs_before": 256}, 1500.0, 2, False)
     assert lines[0].startswith("the runs were trained in parts; together they ran 25.0 min")
     assert lines[1] == "the last part: 10.0 min wall (2026-11-26, beside 256 finished run folders it took as done)"
     assert not any("every run" in line for line in lines)
-    assert timing_lines({**whole, "wall_time_s": None}, 1500.0, 2, True)[0].endswith("12.5 min of wall time on 2 workers)")
+    assert timing_lines({**whole, "wall_time_s": None}, 1500.0, 2, True)[0].endswith(
+        "12.5 min of wall time on 2 workers)"
+    )
     # the full report beside the real model's committed runs: this invocation trained the testbed's only
     lines = timing_lines(whole, 1500.0, 2, False, committed_time=900.0, committed_runs=3)
-    assert lines == ["this full reproduction: 10.0 min wall (2026-11-26, training every run of the CPU testbed's claims)",
-                     "the real model's 3 runs were trained in parts and read from their committed folders (together "
-                     "15.0 min, the sum of their wall_time_s)"]
+    assert lines == [
+        "this full reproduction: 10.0 min wall (2026-11-26, training every run of the CPU testbed's claims)",
+        "the real model's 3 runs were trained in parts and read from their committed folders (together "
+        "15.0 min, the sum of their wall_time_s)",
+    ]
 
 
 def test_a_section_made_on_two_mkl_branches_says_which_runs_were_made_where():
@@ -1049,8 +1468,10 @@ def test_a_section_made_on_two_mkl_branches_says_which_runs_were_made_where():
     for run in runs:
         run.summary.update(amd if run.point["loss_type"] == "grpo" and run.point["seed"] > 0 else intel)
     line = made_on(spec, runs)
-    assert line.startswith("AMD EPYC (MKL branch AUTO): 2 runs (loss_type=grpo 2); Intel(R) Xeon(R) Processor "
-                           "(MKL branch AVX2): 4 runs (loss_type=dapo 3, loss_type=grpo 1).")
+    assert line.startswith(
+        "AMD EPYC (MKL branch AUTO): 2 runs (loss_type=grpo 2); Intel(R) Xeon(R) Processor "
+        "(MKL branch AVX2): 4 runs (loss_type=dapo 3, loss_type=grpo 1)."
+    )
     assert "part from step 1" in line
     for run in runs:
         run.summary.update(intel)
@@ -1073,12 +1494,17 @@ def test_the_quick_placebo_covers_every_quick_claims_horizon():
     def horizon_and_tasks(path):
         data = yaml.safe_load(path.read_text())
         quick = data.get("quick") or {}
-        tasks = (quick.get("grid") or {}).get("task") or (data.get("grid") or {}).get("task") or \
-            [(data.get("base") or {}).get("task", "addition")]
+        tasks = (
+            (quick.get("grid") or {}).get("task")
+            or (data.get("grid") or {}).get("task")
+            or [(data.get("base") or {}).get("task", "addition")]
+        )
         return quick.get("max_steps", 50), set(tasks), data.get("claim")
 
     # the specs --quick trains: those with a quick section (the others wait for a full run)
-    specs = [horizon_and_tasks(p) for p in claim_specs(ROOT / "experiments") if yaml.safe_load(p.read_text()).get("quick")]
+    specs = [
+        horizon_and_tasks(p) for p in claim_specs(ROOT / "experiments") if yaml.safe_load(p.read_text()).get("quick")
+    ]
     placebos = [(steps, tasks) for steps, tasks, claim in specs if claim == "calibration"]
     assert placebos
     for steps, tasks, claim in specs:
@@ -1096,20 +1522,53 @@ def test_an_arm_added_while_training_leaves_the_tests_of_finished_arms_decided(t
     exp.mkdir()
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
-    (exp / "a_claim.yaml").write_text(json.dumps({
-        "name": "claim", "claim": "C2", "grid": {"learning_rate": [1e-4, 4e-4, 2e-4]}, **sets,
-        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
-                              "direction": "lower", "statement": "four times the rate learns sooner"},
-                             {"kind": "paired", "axis": "learning_rate", "treatment": [2e-4], "control": 1e-4,
-                              "direction": "lower", "statement": "twice the rate learns sooner"}]}}))
-    runs = [({**config, "learning_rate": lr, "seed": s},
-             {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4), "learned": 1,
-              "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2)})
-            for s in range(16) for lr in (1e-4, 4e-4, 2e-4)]
+    (exp / "a_claim.yaml").write_text(
+        json.dumps(
+            {
+                "name": "claim",
+                "claim": "C2",
+                "grid": {"learning_rate": [1e-4, 4e-4, 2e-4]},
+                **sets,
+                "report": {
+                    "tests": [
+                        {
+                            "kind": "paired",
+                            "axis": "learning_rate",
+                            "treatment": [4e-4],
+                            "control": 1e-4,
+                            "direction": "lower",
+                            "statement": "four times the rate learns sooner",
+                        },
+                        {
+                            "kind": "paired",
+                            "axis": "learning_rate",
+                            "treatment": [2e-4],
+                            "control": 1e-4,
+                            "direction": "lower",
+                            "statement": "twice the rate learns sooner",
+                        },
+                    ]
+                },
+            }
+        )
+    )
+    runs = [
+        (
+            {**config, "learning_rate": lr, "seed": s},
+            {
+                "steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4),
+                "learned": 1,
+                "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2),
+            },
+        )
+        for s in range(16)
+        for lr in (1e-4, 4e-4, 2e-4)
+    ]
     _write_runs(runs_root, "claim", [r for r in runs if not (r[0]["learning_rate"] == 2e-4 and r[0]["seed"] > 2)])
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     assert _cells(rows[0])[2:] == ["**supported**"] * 2
     assert _cells(rows[1])[2:] == ["**inconclusive (19 of 32 runs finished)**"] * 2
     assert "13 of the spec's 32 runs have not finished" in sections[0]
@@ -1118,15 +1577,44 @@ def test_an_arm_added_while_training_leaves_the_tests_of_finished_arms_decided(t
 
 def _a_control(exp, runs_root, sets, config, gap=20):
     """A positive control whose ×4 learning rate learns `gap` steps sooner (0: the same ± 1)."""
-    (exp / "b_positive.yaml").write_text(json.dumps({
-        "name": "positive", "claim": "positive_control", "grid": {"learning_rate": [1e-4, 4e-4]}, **sets,
-        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [4e-4], "control": 1e-4,
-                              "direction": "lower", "statement": "a larger learning rate learns sooner"}]}}))
-    _write_runs(runs_root, "positive", [({**config, "learning_rate": lr, "seed": s},
-                                         {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1e-4),
-                                          "learned": 1, "reward_auc": 0.5 + 0.01 * gap * (lr > 1e-4)
-                                          + 0.001 * ((s + (lr > 1e-4)) % 2)})
-                                        for s in range(16) for lr in (1e-4, 4e-4)])
+    (exp / "b_positive.yaml").write_text(
+        json.dumps(
+            {
+                "name": "positive",
+                "claim": "positive_control",
+                "grid": {"learning_rate": [1e-4, 4e-4]},
+                **sets,
+                "report": {
+                    "tests": [
+                        {
+                            "kind": "paired",
+                            "axis": "learning_rate",
+                            "treatment": [4e-4],
+                            "control": 1e-4,
+                            "direction": "lower",
+                            "statement": "a larger learning rate learns sooner",
+                        }
+                    ]
+                },
+            }
+        )
+    )
+    _write_runs(
+        runs_root,
+        "positive",
+        [
+            (
+                {**config, "learning_rate": lr, "seed": s},
+                {
+                    "steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1e-4),
+                    "learned": 1,
+                    "reward_auc": 0.5 + 0.01 * gap * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2),
+                },
+            )
+            for s in range(16)
+            for lr in (1e-4, 4e-4)
+        ],
+    )
 
 
 @pytest.mark.parametrize("other", ["max_completion_length", "max_steps"])
@@ -1144,8 +1632,9 @@ def test_a_null_of_another_set_up_than_the_positive_controls_reads_inconclusive(
     changed = {"max_completion_length": 64} if other == "max_completion_length" else {"max_steps": 60}
     _a_control(exp, runs_root, {**sets, "base": {"max_steps": 100, **changed}}, {**config, **changed})
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     assert _cells(rows[0])[2:] == ["**supported**"] * 2
     assert _cells(rows[-1])[2:] == ["**inconclusive (no positive control of this set-up)**"] * 2
     assert "no known effect has finished runs of this set-up" in sections[-1]
@@ -1164,33 +1653,75 @@ def test_a_declared_known_effect_gates_the_nulls_of_its_own_set_up(tmp_path, sho
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16)), "base": {"max_steps": 100}}
     config = {"max_steps": 100, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
     _a_control(exp, runs_root, {**sets, "base": {"max_steps": 60}}, {**config, "max_steps": 60})
-    (exp / "c_claim.yaml").write_text(json.dumps({
-        "name": "claim", "claim": "C2", "grid": {"learning_rate": [1e-4, 1.1e-4, 2e-4]}, **sets,
-        "report": {"tests": [
-            {"kind": "paired", "axis": "learning_rate", "treatment": [1.1e-4], "control": 1e-4, "direction": "lower",
-             "statement": "a tenth more rate learns sooner"},
-            {"kind": "paired", "axis": "learning_rate", "treatment": [2e-4], "control": 1e-4, "direction": "lower",
-             "statement": "twice the rate learns sooner", "known_effect": True}], "margins": {"steps": 2}}}))
+    (exp / "c_claim.yaml").write_text(
+        json.dumps(
+            {
+                "name": "claim",
+                "claim": "C2",
+                "grid": {"learning_rate": [1e-4, 1.1e-4, 2e-4]},
+                **sets,
+                "report": {
+                    "tests": [
+                        {
+                            "kind": "paired",
+                            "axis": "learning_rate",
+                            "treatment": [1.1e-4],
+                            "control": 1e-4,
+                            "direction": "lower",
+                            "statement": "a tenth more rate learns sooner",
+                        },
+                        {
+                            "kind": "paired",
+                            "axis": "learning_rate",
+                            "treatment": [2e-4],
+                            "control": 1e-4,
+                            "direction": "lower",
+                            "statement": "twice the rate learns sooner",
+                            "known_effect": True,
+                        },
+                    ],
+                    "margins": {"steps": 2},
+                },
+            }
+        )
+    )
     gap = 20 if shown else 0
-    _write_runs(runs_root, "claim", [({**config, "learning_rate": lr, "seed": s},
-                                      {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1.5e-4),
-                                       "learned": 1, "reward_auc": 0.5 + 0.01 * gap * (lr > 1.5e-4)
-                                       + 0.001 * ((s + (lr > 1e-4)) % 2)})
-                                     for s in range(16) for lr in (1e-4, 1.1e-4, 2e-4)])
+    _write_runs(
+        runs_root,
+        "claim",
+        [
+            (
+                {**config, "learning_rate": lr, "seed": s},
+                {
+                    "steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - gap * (lr > 1.5e-4),
+                    "learned": 1,
+                    "reward_auc": 0.5 + 0.01 * gap * (lr > 1.5e-4) + 0.001 * ((s + (lr > 1e-4)) % 2),
+                },
+            )
+            for s in range(16)
+            for lr in (1e-4, 1.1e-4, 2e-4)
+        ],
+    )
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     null, known = _cells(rows[-2]), _cells(rows[-1])
     if shown:
         assert known[2:] == ["**supported**"] * 2
         assert null[2:] == ["**equivalent within ±2 steps**", "**no effect detected**"]
         assert "*Known effect:* declared as this set-up's evidence" in sections[-1]
         # the margin is printed beside what the known effect moved, so "within ±2" reads in context
-        assert ("; beside the known effect of this set-up: twice the rate learns sooner: steps_to_learn -20 and -20, "
-                "reward AUC +0.2 and +0.2 (`c_claim: twice the rate learns sooner`)") in sections[-1]
+        assert (
+            "; beside the known effect of this set-up: twice the rate learns sooner: steps_to_learn -20 and -20, "
+            "reward AUC +0.2 and +0.2 (`c_claim: twice the rate learns sooner`)"
+        ) in sections[-1]
     else:
         assert null[2:] == ["**inconclusive (positive control not passed)**"] * 2
-        assert "the known effect of this set-up (twice the rate learns sooner) reads equivalent within ±2 steps" in sections[-1]
+        assert (
+            "the known effect of this set-up (twice the rate learns sooner) reads equivalent within ±2 steps"
+            in sections[-1]
+        )
 
 
 def test_a_superseded_regime_comes_after_the_current_ones_with_its_own_table(tmp_path, summaries_as_given):
@@ -1206,8 +1737,9 @@ def test_a_superseded_regime_comes_after_the_current_ones_with_its_own_table(tmp
     spec["report"].update(superseded_by="b_positive", mechanism_none="the test reads the mechanism itself")
     (exp / "a_claim.yaml").write_text(json.dumps(spec))
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     assert [_cells(r)[0] for r in rows] == ["positive_control"]  # the first table: current regimes only
     assert sections[-2].startswith("## Superseded regimes") and "| C4 | scaling learns sooner |" in sections[-2]
     assert sections[-1].startswith("## C4 — a_claim\n\n*Superseded by `b_positive`: kept for the record")
@@ -1219,29 +1751,53 @@ def test_mechanism_none_is_text_and_never_beside_a_check(tmp_path):
     from sweeps.report_spec import validate_report
     from sweeps.spec import load_spec
 
-    base = {"name": "x", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, "seeds": [0, 1],
-            "replication_seeds": [2, 3], "report": {"tests": [{"kind": "paired", "axis": "advantage_scale",
-                                                               "treatment": [2.0], "control": 1.0,
-                                                               "direction": "lower", "statement": "s"}]}}
+    base = {
+        "name": "x",
+        "claim": "C4",
+        "grid": {"advantage_scale": [1.0, 2.0]},
+        "seeds": [0, 1],
+        "replication_seeds": [2, 3],
+        "report": {
+            "tests": [
+                {
+                    "kind": "paired",
+                    "axis": "advantage_scale",
+                    "treatment": [2.0],
+                    "control": 1.0,
+                    "direction": "lower",
+                    "statement": "s",
+                }
+            ]
+        },
+    }
     check = {"what": "w", "reason": "r", "metric": "grad_norm", "at_least": 0}
-    for extra, needle in (({"mechanism_none": ""}, "mechanism_none: ''; allowed: text"),
-                          ({"mechanism_none": "why", "mechanism": [check]}, "beside report.mechanism")):
+    for extra, needle in (
+        ({"mechanism_none": ""}, "mechanism_none: ''; allowed: text"),
+        ({"mechanism_none": "why", "mechanism": [check]}, "beside report.mechanism"),
+    ):
         path = tmp_path / "s.yaml"
         path.write_text(json.dumps({**base, "report": {**base["report"], **extra}}))
         with pytest.raises(UserInputError, match=re.escape(needle)):
             validate_report(load_spec(path, check_points=False))
 
 
-@pytest.mark.parametrize("report, needle", [
-    ({"margins": {"steps": float("inf")}}, "margins.steps: inf; allowed: a finite number > 0"),
-    ({"margins": {"reward_auc": float("nan")}}, "margins.reward_auc: nan; allowed: a finite number > 0"),
-    ({"mechanism": [{"what": "w", "reason": "r", "metric": "grad_norm", "at_least": float("nan")}]},
-     "allowed: exactly one of at_least, at_most, a finite number"),
-    ({"mechanism": [{"what": "w", "reason": "r", "metric": "grad_norm", "at_most": float("inf")}]},
-     "allowed: exactly one of at_least, at_most, a finite number"),
-    ({"statement": "scaling | learns sooner"}, "allowed: one line without '|'"),
-    ({"statement": "scaling\nlearns sooner"}, "allowed: one line without '|'"),
-])
+@pytest.mark.parametrize(
+    "report, needle",
+    [
+        ({"margins": {"steps": float("inf")}}, "margins.steps: inf; allowed: a finite number > 0"),
+        ({"margins": {"reward_auc": float("nan")}}, "margins.reward_auc: nan; allowed: a finite number > 0"),
+        (
+            {"mechanism": [{"what": "w", "reason": "r", "metric": "grad_norm", "at_least": float("nan")}]},
+            "allowed: exactly one of at_least, at_most, a finite number",
+        ),
+        (
+            {"mechanism": [{"what": "w", "reason": "r", "metric": "grad_norm", "at_most": float("inf")}]},
+            "allowed: exactly one of at_least, at_most, a finite number",
+        ),
+        ({"statement": "scaling | learns sooner"}, "allowed: one line without '|'"),
+        ({"statement": "scaling\nlearns sooner"}, "allowed: one line without '|'"),
+    ],
+)
 def test_declarations_that_are_not_finite_or_break_a_table_are_refused_in_one_line(tmp_path, report, needle):
     # an infinite margin printed "equivalent within ±inf steps"; a NaN threshold was accepted; a '|' or
     # a newline in a statement broke the summary row and the results' tables
@@ -1249,12 +1805,27 @@ def test_declarations_that_are_not_finite_or_break_a_table_are_refused_in_one_li
     from sweeps.report_spec import validate_report
     from sweeps.spec import load_spec
 
-    test = {"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0, "direction": "lower",
-            "statement": report.pop("statement", "scaling learns sooner")}
+    test = {
+        "kind": "paired",
+        "axis": "advantage_scale",
+        "treatment": [2.0],
+        "control": 1.0,
+        "direction": "lower",
+        "statement": report.pop("statement", "scaling learns sooner"),
+    }
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump({"name": "x", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]},
-                                    "seeds": [0, 1], "replication_seeds": [2, 3],
-                                    "report": {"tests": [test], **report}}))  # .inf and .nan as YAML writes them
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "x",
+                "claim": "C4",
+                "grid": {"advantage_scale": [1.0, 2.0]},
+                "seeds": [0, 1],
+                "replication_seeds": [2, 3],
+                "report": {"tests": [test], **report},
+            }
+        )
+    )  # .inf and .nan as YAML writes them
     with pytest.raises(UserInputError, match=re.escape(needle)) as caught:
         validate_report(load_spec(path, check_points=False))
     assert "\n" not in str(caught.value)
@@ -1271,25 +1842,89 @@ def test_a_null_is_read_beside_the_known_effect_of_its_own_horizon_not_a_longer_
     sets = {"seeds": list(range(8)), "replication_seeds": list(range(8, 16))}
     config = {"max_steps": 60, "stl_window": 20, "stl_delta": 0.05, "task": "addition"}
     _a_control(exp, runs_root, {**sets, "base": {"max_steps": 60}}, config, gap=0)
-    (exp / "c_long.yaml").write_text(json.dumps({
-        "name": "long", "claim": "C2", "grid": {"learning_rate": [1e-4, 2e-4]}, **sets, "base": {"max_steps": 100},
-        "report": {"tests": [{"kind": "paired", "axis": "learning_rate", "treatment": [2e-4], "control": 1e-4,
-                              "direction": "lower", "statement": "twice the rate learns sooner", "known_effect": True}]}}))
-    _write_runs(runs_root, "long", [({**config, "max_steps": 100, "learning_rate": lr, "seed": s},
-                                     {"steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4), "learned": 1,
-                                      "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2)})
-                                    for s in range(16) for lr in (1e-4, 2e-4)])
-    (exp / "d_claim.yaml").write_text(json.dumps({
-        "name": "claim", "claim": "C4", "grid": {"advantage_scale": [1.0, 2.0]}, **sets, "base": {"max_steps": 60},
-        "report": {"tests": [{"kind": "paired", "axis": "advantage_scale", "treatment": [2.0], "control": 1.0,
-                              "direction": "lower", "statement": "scaling learns sooner"}]}}))
-    _write_runs(runs_root, "claim", [({**config, "advantage_scale": a, "seed": s},
-                                      {"steps_to_learn": 40 + (s + (a > 1)) % 2, "learned": 1,
-                                       "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2)})
-                                     for s in range(16) for a in (1.0, 2.0)])
+    (exp / "c_long.yaml").write_text(
+        json.dumps(
+            {
+                "name": "long",
+                "claim": "C2",
+                "grid": {"learning_rate": [1e-4, 2e-4]},
+                **sets,
+                "base": {"max_steps": 100},
+                "report": {
+                    "tests": [
+                        {
+                            "kind": "paired",
+                            "axis": "learning_rate",
+                            "treatment": [2e-4],
+                            "control": 1e-4,
+                            "direction": "lower",
+                            "statement": "twice the rate learns sooner",
+                            "known_effect": True,
+                        }
+                    ]
+                },
+            }
+        )
+    )
+    _write_runs(
+        runs_root,
+        "long",
+        [
+            (
+                {**config, "max_steps": 100, "learning_rate": lr, "seed": s},
+                {
+                    "steps_to_learn": 40 + (s + (lr > 1e-4)) % 2 - 20 * (lr > 1e-4),
+                    "learned": 1,
+                    "reward_auc": 0.5 + 0.2 * (lr > 1e-4) + 0.001 * ((s + (lr > 1e-4)) % 2),
+                },
+            )
+            for s in range(16)
+            for lr in (1e-4, 2e-4)
+        ],
+    )
+    (exp / "d_claim.yaml").write_text(
+        json.dumps(
+            {
+                "name": "claim",
+                "claim": "C4",
+                "grid": {"advantage_scale": [1.0, 2.0]},
+                **sets,
+                "base": {"max_steps": 60},
+                "report": {
+                    "tests": [
+                        {
+                            "kind": "paired",
+                            "axis": "advantage_scale",
+                            "treatment": [2.0],
+                            "control": 1.0,
+                            "direction": "lower",
+                            "statement": "scaling learns sooner",
+                        }
+                    ]
+                },
+            }
+        )
+    )
+    _write_runs(
+        runs_root,
+        "claim",
+        [
+            (
+                {**config, "advantage_scale": a, "seed": s},
+                {
+                    "steps_to_learn": 40 + (s + (a > 1)) % 2,
+                    "learned": 1,
+                    "reward_auc": 0.5 + 0.01 * ((s + (a > 1)) % 2),
+                },
+            )
+            for s in range(16)
+            for a in (1.0, 2.0)
+        ],
+    )
     paths = reproduce.claim_specs(exp)
-    sections, rows, _ = reproduce._sections(paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd",
-                                            check_points=False)
+    sections, rows, _ = reproduce._sections(
+        paths, paths, runs_root, tmp_path / "figures", tmp_path, "cmd", check_points=False
+    )
     assert _cells(rows[1])[2:] == ["**supported**"] * 2  # the 100-step known effect
     assert _cells(rows[-1])[2:] == ["**inconclusive (positive control not passed)**"] * 2
     assert "the positive control (b_positive) reads no effect detected" in sections[-1]

@@ -29,7 +29,10 @@ def test_values_come_back_in_order_and_equal_the_in_process_ones():
     try:
         first = pool.submit(COMPLETIONS, COLUMNS)
         second = pool.submit(COMPLETIONS[::-1], {k: v[::-1] for k, v in COLUMNS.items()})
-        assert pool.collect(second) == (compute_rewards(funcs, COMPLETIONS[::-1], {k: v[::-1] for k, v in COLUMNS.items()}), 0)
+        assert pool.collect(second) == (
+            compute_rewards(funcs, COMPLETIONS[::-1], {k: v[::-1] for k, v in COLUMNS.items()}),
+            0,
+        )
         assert pool.collect(first) == (compute_rewards(funcs, COMPLETIONS, COLUMNS), 0)
     finally:
         pool.close()
@@ -47,9 +50,11 @@ def test_reward_workers_end_with_a_trainer_killed_without_cleanup(sig, tmp_path)
     import time
     from pathlib import Path
 
-    code = ("import os, sys, time; from grpo_core.tasks.reward_pool import RewardPool; from grpo_core.tasks.rewards import exact_match\n"
-            "pool = RewardPool({'exact_match': exact_match}, workers=3)\n"
-            "print(' '.join(str(w.process.pid) for w in pool.workers), flush=True); time.sleep(600)")
+    code = (
+        "import os, sys, time; from grpo_core.tasks.reward_pool import RewardPool; from grpo_core.tasks.rewards import exact_match\n"
+        "pool = RewardPool({'exact_match': exact_match}, workers=3)\n"
+        "print(' '.join(str(w.process.pid) for w in pool.workers), flush=True); time.sleep(600)"
+    )
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in proc.stdout.readline().split()]
@@ -87,7 +92,9 @@ def test_a_hanging_reward_times_out_and_the_rest_is_scored():
 
 def test_a_failing_reward_names_the_function_and_the_completion():
     pool = RewardPool({"explode_on_seven": reward_helpers.explode_on_seven}, workers=2)
-    with pytest.raises(RunFailure, match=r"explode_on_seven raised ValueError: seven is not allowed on completion 7: '7'"):
+    with pytest.raises(
+        RunFailure, match=r"explode_on_seven raised ValueError: seven is not allowed on completion 7: '7'"
+    ):
         pool.collect(pool.submit(COMPLETIONS, COLUMNS))
     pool.close()
     pool = RewardPool({"strings": reward_helpers.string_reward}, workers=1)
@@ -104,8 +111,10 @@ def test_training_with_reward_workers_matches_training_in_process(tmp_path):
     for workers in (0, 2):
         cfg = make_cfg(max_steps=3, beta=0.04, reward_workers=workers, reward_funcs=["exact_match", "format_digits"])
         run_training(cfg, tmp_path / str(workers), progress=False)
-        rows[workers] = [{k: v for k, v in r.items() if k not in TIMING_KEYS}
-                         for r in read_metrics(tmp_path / str(workers) / "metrics.jsonl")]
+        rows[workers] = [
+            {k: v for k, v in r.items() if k not in TIMING_KEYS}
+            for r in read_metrics(tmp_path / str(workers) / "metrics.jsonl")
+        ]
     assert rows[2] == rows[0]
 
 
@@ -122,8 +131,15 @@ def test_last_number_needs_the_number_where_math_answer_evaluates_an_echo():
     # the real model's completions (results/real/cpu/REPORT.md): math-verify scores a restated sum as correct
     from grpo_core.tasks.rewards import last_number, math_answer
 
-    completions = ["A fun math puzzle! 15+13 =", "15 + 13 = 28", "The sum is 28.", "28", "15 + 13 = 26 is the",
-                   "<think>15 + 13</think><answer>28</answer>", "2 + 18 is an interesting combination"]
+    completions = [
+        "A fun math puzzle! 15+13 =",
+        "15 + 13 = 28",
+        "The sum is 28.",
+        "28",
+        "15 + 13 = 26 is the",
+        "<think>15 + 13</think><answer>28</answer>",
+        "2 + 18 is an interesting combination",
+    ]
     answers = ["28"] * 6 + ["20"]
     assert last_number(completions, answer=answers) == [0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0]
     assert math_answer(completions[:1] + completions[-1:], answer=["28", "20"]) == [1.0, 1.0]  # the echo, evaluated

@@ -2,21 +2,32 @@
 
 import pytest
 
-from grpo_core.record.run_metrics import (final_reward, first_crossing_step, loss_departure_step, moving_average, reward_auc,
-                                   steps_to_learn, summarize, trailing_average)
+from grpo_core.record.run_metrics import (
+    final_reward,
+    first_crossing_step,
+    loss_departure_step,
+    moving_average,
+    reward_auc,
+    steps_to_learn,
+    summarize,
+    trailing_average,
+)
 from grpo_core.algo.schedule import lr_multiplier
 
 
-@pytest.mark.parametrize("step,sched,expected", [
-    (0, "constant", 0.0),    # warmup 4: 0/4 — the first update uses lr 0 (as transformers does)
-    (2, "constant", 0.5),    # 2/4
-    (4, "constant", 1.0),    # warmup over
-    (9, "constant", 1.0),
-    (4, "linear", 1.0),      # decay over the 8 steps after warmup (total 12)
-    (8, "linear", 0.5),      # 4 of 8 → 0.5
-    (8, "cosine", 0.5),      # 0.5·(1 + cos(π/2)) = 0.5
-    (12, "cosine", 0.0),
-])
+@pytest.mark.parametrize(
+    "step,sched,expected",
+    [
+        (0, "constant", 0.0),  # warmup 4: 0/4 — the first update uses lr 0 (as transformers does)
+        (2, "constant", 0.5),  # 2/4
+        (4, "constant", 1.0),  # warmup over
+        (9, "constant", 1.0),
+        (4, "linear", 1.0),  # decay over the 8 steps after warmup (total 12)
+        (8, "linear", 0.5),  # 4 of 8 → 0.5
+        (8, "cosine", 0.5),  # 0.5·(1 + cos(π/2)) = 0.5
+        (12, "cosine", 0.0),
+    ],
+)
 def test_lr_multiplier_by_hand(step, sched, expected):
     assert lr_multiplier(step, 4, 12, sched) == pytest.approx(expected, abs=1e-12)
 

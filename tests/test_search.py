@@ -51,21 +51,56 @@ def test_the_pruner_sees_the_smoothed_reward_at_the_trials_step_in_the_studys_di
     assert info.value.step == 2 and pruned.trial.reports[-1] == (12, pytest.approx(0.3))
 
 
-@pytest.mark.parametrize("fields, needle", [
-    ({"grid": {"learning_rate": [1e-4, 3e-4]}, "pruner": "median"}, "pruner: only for a search"),
-    ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 2, "pruner": "asha"}, "pruner: 'asha'"),
-    ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 2,
-      "pruner": {"type": "median", "patience": 3}}, "pruner.patience: unknown key"),
-    ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 2,
-      "pruner": {"type": "median", "warmup_steps": -1}}, "pruner.warmup_steps"),
-    ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 2, "pruner": "median",
-      "objective": ["steps_to_learn", "final_reward"]}, "pruner: only with one objective"),
-    ({"grid": {"learning_rate": [1e-4]}, "objective": ["steps_to_learn", "final_reward"]}, "a list of objectives"),
-    ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 2,
-      "objective": ["steps_to_learn", "steps_to_learn"]}, "names one twice"),
-    ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 2,
-      "objective": ["steps_to_learn", "final_reward"], "direction": ["minimize"]}, "direction"),
-])
+@pytest.mark.parametrize(
+    "fields, needle",
+    [
+        ({"grid": {"learning_rate": [1e-4, 3e-4]}, "pruner": "median"}, "pruner: only for a search"),
+        ({"search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 2, "pruner": "asha"}, "pruner: 'asha'"),
+        (
+            {
+                "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}},
+                "n_trials": 2,
+                "pruner": {"type": "median", "patience": 3},
+            },
+            "pruner.patience: unknown key",
+        ),
+        (
+            {
+                "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}},
+                "n_trials": 2,
+                "pruner": {"type": "median", "warmup_steps": -1},
+            },
+            "pruner.warmup_steps",
+        ),
+        (
+            {
+                "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}},
+                "n_trials": 2,
+                "pruner": "median",
+                "objective": ["steps_to_learn", "final_reward"],
+            },
+            "pruner: only with one objective",
+        ),
+        ({"grid": {"learning_rate": [1e-4]}, "objective": ["steps_to_learn", "final_reward"]}, "a list of objectives"),
+        (
+            {
+                "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}},
+                "n_trials": 2,
+                "objective": ["steps_to_learn", "steps_to_learn"],
+            },
+            "names one twice",
+        ),
+        (
+            {
+                "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}},
+                "n_trials": 2,
+                "objective": ["steps_to_learn", "final_reward"],
+                "direction": ["minimize"],
+            },
+            "direction",
+        ),
+    ],
+)
 def test_a_pruner_or_objectives_a_spec_cannot_have_are_one_line_exit_2(tmp_path, fields, needle):
     write_spec(tmp_path, "bad", seeds=[0], **fields)
     res = grpo_here("sweep", "bad.yaml", cwd=tmp_path)
@@ -77,8 +112,15 @@ def pruned_search(tmp_path, n_trials):
     """Temperature 4 samples noise from the first step (reward about 0, against about 0.15 at
     temperature 1): the median pruner, from the first step once one trial is complete, stops it
     when the median of the complete trials is a temperature-1 one."""
-    return write_spec(tmp_path, "pruned", search={"temperature": {"choices": [1.0, 4.0]}}, seeds=[0, 1],
-                      n_trials=n_trials, sampler="random", pruner={"type": "median", "startup_trials": 1, "warmup_steps": 0})
+    return write_spec(
+        tmp_path,
+        "pruned",
+        search={"temperature": {"choices": [1.0, 4.0]}},
+        seeds=[0, 1],
+        n_trials=n_trials,
+        sampler="random",
+        pruner={"type": "median", "startup_trials": 1, "warmup_steps": 0},
+    )
 
 
 def check_records(tmp_path, spec, trials):
@@ -134,9 +176,15 @@ def test_a_pruned_search_with_two_workers_on_one_storage_spends_its_budget_once(
 
 
 def test_two_objectives_give_a_pareto_front_importance_and_a_search_report(tmp_path):
-    write_spec(tmp_path, "two", search={"learning_rate": {"low": 1e-5, "high": 3e-3, "log": True},
-                                        "beta": {"low": 0.0, "high": 0.1}},
-               seeds=[0], n_trials=5, sampler="random", objective=["steps_to_learn", "final_reward"])
+    write_spec(
+        tmp_path,
+        "two",
+        search={"learning_rate": {"low": 1e-5, "high": 3e-3, "log": True}, "beta": {"low": 0.0, "high": 0.1}},
+        seeds=[0],
+        n_trials=5,
+        sampler="random",
+        objective=["steps_to_learn", "final_reward"],
+    )
     # (6 steps: steps_to_learn may be censored at 6 in every trial; its importance then says so)
     res = grpo_here("sweep", "two.yaml", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -147,8 +195,9 @@ def test_two_objectives_give_a_pareto_front_importance_and_a_search_report(tmp_p
     assert len(complete) == 5 and all(len(t.values) == 2 for t in complete)
     front = {t.number for t in study.best_trials}
     for t in complete:  # the front: no trial at least as good on both and better on one
-        beaten = any(u.values[0] <= t.values[0] and u.values[1] >= t.values[1] and u.values != t.values
-                     for u in complete)
+        beaten = any(
+            u.values[0] <= t.values[0] and u.values[1] >= t.values[1] and u.values != t.values for u in complete
+        )
         assert (t.number in front) == (not beaten)
     trials = grpo_here("trials", "two.yaml", "--importance", cwd=tmp_path)
     assert trials.returncode == 0, trials.stderr
@@ -181,22 +230,31 @@ def test_a_searchs_mlflow_view_lists_its_trials_best_first_with_parallel_coordin
     against each other."""
     from sweeps.driving.ui_view import describe_links, search_view_state
 
-    state = search_view_state("s", ["learning_rate", "beta"], ["final_reward", "steps_to_learn"],
-                              ["maximize", "minimize"])
+    state = search_view_state(
+        "s", ["learning_rate", "beta"], ["final_reward", "steps_to_learn"], ["maximize", "minimize"]
+    )
     assert state["searchFilter"] == "tags.sweep = 's' AND tags.sweep_role = 'trial'"
     assert state["orderByKey"] == "metrics.`final_reward_mean`" and state["orderByAsc"] is False
-    assert state["selectedColumns"][:4] == ["params.`learning_rate`", "params.`beta`", "metrics.`final_reward_mean`",
-                                            "metrics.`steps_to_learn_mean`"]
+    assert state["selectedColumns"][:4] == [
+        "params.`learning_rate`",
+        "params.`beta`",
+        "metrics.`final_reward_mean`",
+        "metrics.`steps_to_learn_mean`",
+    ]
     assert "tags.`status`" in state["selectedColumns"] and "metrics.`pruned_after_step`" in state["selectedColumns"]
     parallel, curves, scatter = state["compareRunCharts"]
     assert parallel["type"] == "PARALLEL" and parallel["selectedParams"] == ["learning_rate", "beta"]
     assert parallel["selectedMetrics"] == ["final_reward_mean"]
     assert curves["type"] == "LINE" and curves["metricKey"] == "reward"
     assert scatter["type"] == "SCATTER" and (scatter["xaxis"]["key"], scatter["yaxis"]["key"]) == (
-        "final_reward_mean", "steps_to_learn_mean")
+        "final_reward_mean",
+        "steps_to_learn_mean",
+    )
     assert search_view_state("s", ["beta"], ["steps_to_learn"], ["minimize"])["orderByAsc"] is True
     links = {"table": "http://t", "charts": "http://c", "search": True}
-    assert "the search's trials" in describe_links("s", links) and "grouped by grid point" not in describe_links("s", links)
+    assert "the search's trials" in describe_links("s", links) and "grouped by grid point" not in describe_links(
+        "s", links
+    )
     assert "grouped by grid point" in describe_links("s", {**links, "search": False})
 
 
@@ -209,9 +267,18 @@ def _search_study(tmp_path, n_trials=2):
     from sweeps.spec import load_spec
 
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump({"name": "s", "base": {"max_steps": 1}, "seeds": [0], "sampler": "random",
-                                    "n_trials": n_trials, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3,
-                                                                                       "log": True}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "s",
+                "base": {"max_steps": 1},
+                "seeds": [0],
+                "sampler": "random",
+                "n_trials": n_trials,
+                "search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}},
+            }
+        )
+    )
     spec = load_spec(path)
     storage = open_storage(f"journal:///{tmp_path}/journal.log")
     optuna.logging.set_verbosity(optuna.logging.WARNING)

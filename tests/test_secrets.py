@@ -13,17 +13,21 @@ MARK = "Hunter2mark"  # the password: found nowhere but in the test's own argume
 
 def _leaks(root: Path) -> list[str]:
     """Files under root holding the marker (any bytes: SQLite pages, artifacts, journals)."""
-    return [str(p.relative_to(root)) for p in sorted(root.rglob("*")) if p.is_file() and MARK.encode() in p.read_bytes()]
+    return [
+        str(p.relative_to(root)) for p in sorted(root.rglob("*")) if p.is_file() and MARK.encode() in p.read_bytes()
+    ]
 
 
 def _claim(folder: Path) -> Path:
     folder.mkdir()
     spec = folder / "c.yaml"
-    spec.write_text(f"name: secret-claim\nclaim: C2\nbase: {{cache_dir: {CACHE}, max_steps: 2, stl_window: 1, "
-                    f"baseline_prompts: 8}}\ngrid: {{warmup_ratio: [0.0, 0.5]}}\nseeds: [0]\nreplication_seeds: [1]\n"
-                    f"report: {{figures: [reward], tests: [{{kind: paired, statement: warmup off learns sooner, "
-                    f"axis: warmup_ratio, treatment: [0.0], control: 0.5, direction: lower}}]}}\n"
-                    f"quick: {{max_steps: 2, seeds: [0], replication_seeds: [1]}}\n")
+    spec.write_text(
+        f"name: secret-claim\nclaim: C2\nbase: {{cache_dir: {CACHE}, max_steps: 2, stl_window: 1, "
+        f"baseline_prompts: 8}}\ngrid: {{warmup_ratio: [0.0, 0.5]}}\nseeds: [0]\nreplication_seeds: [1]\n"
+        f"report: {{figures: [reward], tests: [{{kind: paired, statement: warmup off learns sooner, "
+        f"axis: warmup_ratio, treatment: [0.0], control: 0.5, direction: lower}}]}}\n"
+        f"quick: {{max_steps: 2, seeds: [0], replication_seeds: [1]}}\n"
+    )
     return spec
 
 
@@ -39,12 +43,34 @@ def test_a_marker_password_appears_nowhere(tmp_path):
         journal = f"journal:///{work}/j.log"
         spec = _claim(work / "experiments")
         for args in (
-            ["train", "--no-progress", "--set", f"cache_dir={CACHE}", "--set", "max_steps=2", "--set", "stl_window=1",
-             "--set", "baseline_prompts=8", "--set", f"mlflow_tracking_uri={tracking}", "--out", str(work / "run")],
+            [
+                "train",
+                "--no-progress",
+                "--set",
+                f"cache_dir={CACHE}",
+                "--set",
+                "max_steps=2",
+                "--set",
+                "stl_window=1",
+                "--set",
+                "baseline_prompts=8",
+                "--set",
+                f"mlflow_tracking_uri={tracking}",
+                "--out",
+                str(work / "run"),
+            ],
             ["sweep", str(spec), "--storage", journal, "--tracking-uri", tracking, "--out-root", str(work / "sweeps")],
             ["trials", str(spec), "--storage", journal],
-            ["reproduce", "--quick", "--experiments", str(spec.parent), "--out", str(work / "report"),
-             "--tracking-uri", tracking],
+            [
+                "reproduce",
+                "--quick",
+                "--experiments",
+                str(spec.parent),
+                "--out",
+                str(work / "report"),
+                "--tracking-uri",
+                tracking,
+            ],
         ):
             res = grpo_here(*args, cwd=work)
             assert res.returncode == 0, res.stderr[-3000:]

@@ -25,7 +25,8 @@ def _fake_venv(root: Path, compile_step: str = "exit 0") -> Path:
     bin_dir = root / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     python = bin_dir / "python"
-    python.write_text(textwrap.dedent(f"""\
+    python.write_text(
+        textwrap.dedent(f"""\
         #!/bin/bash
         echo "$*" >> "{root}/calls.log"
         case "$*" in
@@ -33,7 +34,8 @@ def _fake_venv(root: Path, compile_step: str = "exit 0") -> Path:
           *sysconfig*) echo /nonexistent ;;
         esac
         exit 0
-        """))
+        """)
+    )
     python.chmod(0o755)
     (bin_dir / "grpo").write_text("#!/bin/bash\n")
     (bin_dir / "grpo").chmod(0o755)
@@ -41,16 +43,23 @@ def _fake_venv(root: Path, compile_step: str = "exit 0") -> Path:
 
 
 def _stamp_text(root: Path) -> str:
-    digest = subprocess.run("cat pyproject.toml scripts/bootstrap.sh requirements/lock-cpu.txt | sha256sum",
-                            shell=True, cwd=root, capture_output=True, text=True, check=True).stdout.split()[0]
+    digest = subprocess.run(
+        "cat pyproject.toml scripts/bootstrap.sh requirements/lock-cpu.txt | sha256sum",
+        shell=True,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[0]
     return f"{digest} torch==2.13.0\n"
 
 
 def _bootstrap(root: Path, path: str | None = None):
     env = {**os.environ, "PATH": path or os.environ["PATH"]}
     env.pop("GRPO_TORCH_SPEC", None)
-    return subprocess.run(["bash", str(root / "scripts" / "bootstrap.sh")], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        ["bash", str(root / "scripts" / "bootstrap.sh")], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_a_stamp_over_an_environment_whose_python_is_gone_is_not_trusted(tmp_path):
@@ -59,7 +68,7 @@ def test_a_stamp_over_an_environment_whose_python_is_gone_is_not_trusted(tmp_pat
     (root / ".venv" / ".grpo-lab-installed").write_text(_stamp_text(root))
     fake_bin = tmp_path / "bin"  # a python3 that cannot make a venv here: the script must fail, not exit 0
     fake_bin.mkdir()
-    (fake_bin / "python3").write_text("#!/bin/bash\necho \"python3 $*\" >&2\nexit 1\n")
+    (fake_bin / "python3").write_text('#!/bin/bash\necho "python3 $*" >&2\nexit 1\n')
     (fake_bin / "python3").chmod(0o755)
     res = _bootstrap(root, f"{fake_bin}:{os.environ['PATH']}")
     assert res.returncode != 0 and "python3 -m venv" in res.stderr

@@ -16,9 +16,20 @@ def _tiny(seed=3):
 
 
 def _sample(tok, model, ids, mask, decoder=None, **kw):
-    return sample_completions(model, ids, mask, max_new_tokens=12, eos_token_id=tok.eos_token_id,
-                              pad_token_id=tok.pad_token_id, temperature=1.0, top_p=1.0, top_k=0,
-                              generator=torch.Generator().manual_seed(7), decoder=decoder, **kw)
+    return sample_completions(
+        model,
+        ids,
+        mask,
+        max_new_tokens=12,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        generator=torch.Generator().manual_seed(7),
+        decoder=decoder,
+        **kw,
+    )
 
 
 def test_static_step_logits_equal_a_plain_forward():
@@ -32,10 +43,12 @@ def test_static_step_logits_equal_a_plain_forward():
         cache.fill(returned_cache(out), mask)
         first = positions_from_mask(mask)[:, -1:] + 1
         for t in range(tokens.shape[1]):
-            logits = static_decode_step(model, cache, tokens[:, t:t + 1], first + t, torch.tensor([P + t]))
-            full = torch.cat([ids, tokens[:, :t + 1]], 1)
-            full_mask = torch.cat([mask, torch.ones_like(tokens[:, :t + 1])], 1)
-            ref = model(input_ids=full, attention_mask=full_mask, position_ids=positions_from_mask(full_mask)).logits[:, -1]
+            logits = static_decode_step(model, cache, tokens[:, t : t + 1], first + t, torch.tensor([P + t]))
+            full = torch.cat([ids, tokens[:, : t + 1]], 1)
+            full_mask = torch.cat([mask, torch.ones_like(tokens[:, : t + 1])], 1)
+            ref = model(input_ids=full, attention_mask=full_mask, position_ids=positions_from_mask(full_mask)).logits[
+                :, -1
+            ]
             assert (logits - ref).abs().max().item() <= 1e-5
 
 
@@ -57,7 +70,9 @@ def test_lora_folded_weights_give_the_logits_of_the_unmerged_model():
     from peft import LoraConfig, get_peft_model
 
     tok, model, ids, mask = _tiny()
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    peft_model = get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM")
+    )
     with torch.no_grad():  # trained adapters: B is no longer 0
         for name, p in peft_model.named_parameters():
             if "lora_B" in name:
@@ -92,5 +107,8 @@ def test_training_with_the_static_cache_matches_the_dynamic_cache(tmp_path):
     for mode in ("dynamic", "static"):
         cfg = make_cfg(max_steps=3, decode=mode, use_peft=True, lora_r=4, beta=0.04, learning_rate=1e-2)
         run_training(cfg, tmp_path / mode, progress=False)
-        rows[mode] = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(tmp_path / mode / "metrics.jsonl")]
+        rows[mode] = [
+            {k: v for k, v in r.items() if k not in TIMING_KEYS}
+            for r in read_metrics(tmp_path / mode / "metrics.jsonl")
+        ]
     assert rows["static"] == rows["dynamic"]  # LoRA folded while sampling, adapters trained in between

@@ -7,8 +7,19 @@ import numpy as np
 import pytest
 from scipy.stats import friedmanchisquare, rankdata, wilcoxon
 
-from sweeps.deciding.statistics import (INF, bootstrap_median_ci, capped, clopper_pearson_upper, friedman_test, hodges_lehmann,
-                                  holm, mean_band, median, signed_rank_test, smallest_signed_rank_p)
+from sweeps.deciding.statistics import (
+    INF,
+    bootstrap_median_ci,
+    capped,
+    clopper_pearson_upper,
+    friedman_test,
+    hodges_lehmann,
+    holm,
+    mean_band,
+    median,
+    signed_rank_test,
+    smallest_signed_rank_p,
+)
 
 
 def test_median_with_censored_runs():
@@ -35,8 +46,10 @@ def _brute_force_signed_rank_p(d):
     d = np.asarray([x for x in d if x != 0], dtype=float)
     ranks = rankdata(np.abs(d))
     observed = abs(ranks[d > 0].sum() - ranks.sum() / 2)
-    hits = sum(abs(sum(r for r, s in zip(ranks, signs) if s) - ranks.sum() / 2) >= observed - 1e-9
-               for signs in itertools.product([0, 1], repeat=len(d)))
+    hits = sum(
+        abs(sum(r for r, s in zip(ranks, signs) if s) - ranks.sum() / 2) >= observed - 1e-9
+        for signs in itertools.product([0, 1], repeat=len(d))
+    )
     return hits / 2 ** len(d)
 
 
@@ -49,18 +62,24 @@ def test_signed_rank_by_hand():
     assert smallest_signed_rank_p(5) == pytest.approx(0.0625)  # 5 seeds can never reach p < 0.05
 
 
-@pytest.mark.parametrize("d", [
-    [3, -1, 4, 7, 5, 9, 2, 6],             # no ties: scipy's exact distribution
-    [-12, -30, 4, -25, -40, -8, -17, -3, -22, 11],
-])
+@pytest.mark.parametrize(
+    "d",
+    [
+        [3, -1, 4, 7, 5, 9, 2, 6],  # no ties: scipy's exact distribution
+        [-12, -30, 4, -25, -40, -8, -17, -3, -22, 11],
+    ],
+)
 def test_signed_rank_matches_scipy_exact(d):
     assert signed_rank_test(d) == pytest.approx(wilcoxon(d, method="exact").pvalue, rel=1e-12)
 
 
-@pytest.mark.parametrize("d", [
-    [5, 5, -5, 10, 10, 20, 0, 3],          # ties and a zero (censored runs capped at the horizon)
-    [-180, -180, -30, -5, 0, 0, 12, -180, -41, -180],
-])
+@pytest.mark.parametrize(
+    "d",
+    [
+        [5, 5, -5, 10, 10, 20, 0, 3],  # ties and a zero (censored runs capped at the horizon)
+        [-180, -180, -30, -5, 0, 0, 12, -180, -41, -180],
+    ],
+)
 def test_signed_rank_with_ties_matches_full_enumeration(d):
     assert signed_rank_test(d) == pytest.approx(_brute_force_signed_rank_p(d), rel=1e-9)
 

@@ -21,8 +21,15 @@ def _counting(trainer):
 
 
 def test_one_generation_batch_feeds_k_steps_then_a_new_one_is_sampled():
-    cfg = make_cfg(prompts_per_step=2, num_generations=4, gradient_accumulation_steps=2, steps_per_generation=4,
-                   max_steps=4, learning_rate=3e-2, seed=1)
+    cfg = make_cfg(
+        prompts_per_step=2,
+        num_generations=4,
+        gradient_accumulation_steps=2,
+        steps_per_generation=4,
+        max_steps=4,
+        learning_rate=3e-2,
+        seed=1,
+    )
     assert (cfg.steps_per_batch, cfg.reuse_steps, cfg.completions_per_step) == (2, 2, 8)
     trainer = GRPOTrainer(cfg)
     calls = _counting(trainer)
@@ -37,8 +44,15 @@ def test_one_generation_batch_feeds_k_steps_then_a_new_one_is_sampled():
 
 def test_each_step_trains_on_its_own_slice():
     # advantages zero on slice 0 and nonzero on slice 1: the first step has no policy gradient, the second has
-    cfg = make_cfg(prompts_per_step=2, num_generations=4, steps_per_generation=2, loss_type="dapo", max_steps=2,
-                   max_grad_norm=0.0, seed=3)
+    cfg = make_cfg(
+        prompts_per_step=2,
+        num_generations=4,
+        steps_per_generation=2,
+        loss_type="dapo",
+        max_steps=2,
+        max_grad_norm=0.0,
+        seed=3,
+    )
     trainer = GRPOTrainer(cfg)
     batch = trainer.generate_batch()
     B = trainer.local_batch
@@ -65,14 +79,23 @@ def test_k_of_one_is_the_default_and_changes_nothing():
     a.train(on_step=sa.append)
     b.train(on_step=sb.append)
     drop = ("step_time", "tokens_per_second")
-    assert [{k: v for k, v in s.items() if k not in drop} for s in sa] == \
-        [{k: v for k, v in s.items() if k not in drop} for s in sb]
+    assert [{k: v for k, v in s.items() if k not in drop} for s in sa] == [
+        {k: v for k, v in s.items() if k not in drop} for s in sb
+    ]
 
 
 def test_counts_per_step_add_up_to_the_generation_batch(tmp_path):
-    cfg = make_cfg(prompts_per_step=2, num_generations=4, steps_per_generation=2, max_steps=4,
-                   zero_variance_groups="resample", max_num_gen_batches=2, seed=2, log_completions=True,
-                   log_completions_per_step=0)
+    cfg = make_cfg(
+        prompts_per_step=2,
+        num_generations=4,
+        steps_per_generation=2,
+        max_steps=4,
+        zero_variance_groups="resample",
+        max_num_gen_batches=2,
+        seed=2,
+        log_completions=True,
+        log_completions_per_step=0,
+    )
     run_training(cfg, tmp_path / "run", progress=False)
     metrics = read_metrics(tmp_path / "run" / "metrics.jsonl")
     for first, second in (metrics[0:2], metrics[2:4]):  # one generation batch each
@@ -86,8 +109,9 @@ def test_counts_per_step_add_up_to_the_generation_batch(tmp_path):
 def test_resume_between_two_slices_matches_an_uninterrupted_run(tmp_path):
     # k = 2, μ = 2: steps 1-4 consume one generation batch (slices 0, 1, 0, 1); the checkpoint at
     # step 3 falls inside it, and step 4 must train on slice 1 of the restored batch
-    values = dict(max_steps=4, save_steps=3, steps_per_generation=2, num_iterations=2, beta=0.04, seed=4,
-                  advantage_noise_std=0.01)
+    values = dict(
+        max_steps=4, save_steps=3, steps_per_generation=2, num_iterations=2, beta=0.04, seed=4, advantage_noise_std=0.01
+    )
     run_training(make_cfg(**values), tmp_path / "ref", progress=False)
     shutil.copytree(tmp_path / "ref" / "checkpoint-3", tmp_path / "ckpt" / "checkpoint-3")
     shutil.copy(tmp_path / "ref" / "metrics.jsonl", tmp_path / "ckpt" / "metrics.jsonl")
@@ -95,14 +119,23 @@ def test_resume_between_two_slices_matches_an_uninterrupted_run(tmp_path):
     run_training(resumed, tmp_path / "resumed", progress=False)
     drop = ("step_time", "tokens_per_second", "time")
     clean = lambda rows: [{k: v for k, v in r.items() if k not in drop} for r in rows]  # noqa: E731
-    assert clean(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == \
-        clean(read_metrics(tmp_path / "ref" / "metrics.jsonl"))
+    assert clean(read_metrics(tmp_path / "resumed" / "metrics.jsonl")) == clean(
+        read_metrics(tmp_path / "ref" / "metrics.jsonl")
+    )
 
 
 @pytest.mark.parametrize("value", ["3", "0", "-2"])
 def test_steps_per_generation_not_a_multiple_of_accumulation_is_one_line_exit_2(tmp_path, value):
-    r = run_grpo_here("train", "--no-mlflow", "--out", str(tmp_path / "run"), "--set",
-                      "gradient_accumulation_steps=2", "--set", f"steps_per_generation={value}")
+    r = run_grpo_here(
+        "train",
+        "--no-mlflow",
+        "--out",
+        str(tmp_path / "run"),
+        "--set",
+        "gradient_accumulation_steps=2",
+        "--set",
+        f"steps_per_generation={value}",
+    )
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "steps_per_generation" in r.stderr
     assert "a multiple of gradient_accumulation_steps (2)" in r.stderr

@@ -12,22 +12,42 @@ from conftest import CACHE, run_grpo_here as grpo_here
 from grpo_core.run import read_metrics
 from test_checkpoint import _summary, _without_timing
 
-BASE = {"cache_dir": str(CACHE), "max_steps": 8, "stl_window": 2, "baseline_prompts": 8, "save_steps": 2,
-        "num_threads": 1, "beta": 0.04}
+BASE = {
+    "cache_dir": str(CACHE),
+    "max_steps": 8,
+    "stl_window": 2,
+    "baseline_prompts": 8,
+    "save_steps": 2,
+    "num_threads": 1,
+    "beta": 0.04,
+}
 
 
 def _spec(tmp_path, **base):
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({"name": "resumed", "grid": {"scale_rewards": ["group"]}, "seeds": [3],
-                                    "base": {**BASE, **base}}))
+    spec.write_text(
+        yaml.safe_dump(
+            {"name": "resumed", "grid": {"scale_rewards": ["group"]}, "seeds": [3], "base": {**BASE, **base}}
+        )
+    )
     return spec
 
 
 def _sweep(tmp_path, spec, folder, store=None):
     store = store or folder
-    return grpo_here("sweep", spec, "--workers", "1", "--storage", f"journal:///{tmp_path}/{store}.log",
-                     "--tracking-uri", f"sqlite:///{tmp_path}/{store}.db", "--out-root", str(tmp_path / folder),
-                     cwd=tmp_path)
+    return grpo_here(
+        "sweep",
+        spec,
+        "--workers",
+        "1",
+        "--storage",
+        f"journal:///{tmp_path}/{store}.log",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/{store}.db",
+        "--out-root",
+        str(tmp_path / folder),
+        cwd=tmp_path,
+    )
 
 
 def _stopped_at_step(tmp_path, monkeypatch, spec, step):
@@ -99,7 +119,7 @@ def test_a_checkpoint_of_another_config_is_not_taken(tmp_path, monkeypatch):
     _spec(tmp_path, learning_rate=2e-3)
     again = _sweep(tmp_path, spec, "runs", store="edited")
     assert again.returncode == 0, again.stderr[-2000:]
-    fresh, = [p for p in (tmp_path / "runs" / "resumed").iterdir() if p != stopped]  # trial-0000-<invocation>
+    (fresh,) = [p for p in (tmp_path / "runs" / "resumed").iterdir() if p != stopped]  # trial-0000-<invocation>
     assert json.loads((fresh / "summary.json").read_text())["status"] == "finished"
     assert yaml.safe_load((fresh / "config.yaml").read_text())["resume_from_checkpoint"] is None
     assert json.loads((stopped / "summary.json").read_text())["status"] == "killed"

@@ -15,8 +15,6 @@ from conftest import CACHE, ROOT, run_grpo as grpo, run_grpo_here as grpo_here
 BASE = {"cache_dir": str(CACHE), "max_steps": 4, "baseline_prompts": 8, "stl_window": 2}
 
 
-
-
 def write_spec(tmp_path, name="spec", **fields):
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"name": name, "base": BASE, **fields}, sort_keys=False))
@@ -31,7 +29,8 @@ def load(tmp_path, name):
 
     spec = load_spec(tmp_path / f"{name}.yaml")
     storage = optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results/local/optuna-journal.log")))
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results/local/optuna-journal.log"))
+    )
     return spec, optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec))
 
 
@@ -48,8 +47,13 @@ def test_grid_two_workers_complete_once_and_rerun_adds_nothing(tmp_path):
 
     from sweeps.spec import point_key
 
-    write_spec(tmp_path, "grid", question="smoke", grid={"loss_type": ["grpo", "bnpo"], "learning_rate": [1e-4, 3e-4]},
-               seeds=[0, 1])
+    write_spec(
+        tmp_path,
+        "grid",
+        question="smoke",
+        grid={"loss_type": ["grpo", "bnpo"], "learning_rate": [1e-4, 3e-4]},
+        seeds=[0, 1],
+    )
     res = grpo("sweep", "grid.yaml", "--workers", "2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "COMPLETE" in res.stdout and "steps_to_learn" in res.stdout  # the trial table
@@ -97,8 +101,14 @@ def test_grid_two_workers_complete_once_and_rerun_adds_nothing(tmp_path):
 def test_search_keeps_seeds_inside_the_objective(tmp_path):
     from optuna.trial import TrialState
 
-    write_spec(tmp_path, "search", search={"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}},
-               seeds=[0, 1], n_trials=3, objective="final_reward")
+    write_spec(
+        tmp_path,
+        "search",
+        search={"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}},
+        seeds=[0, 1],
+        n_trials=3,
+        objective="final_reward",
+    )
     res = grpo_here("sweep", "search.yaml", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     spec, study = load(tmp_path, "search")
@@ -170,17 +180,28 @@ def _bad_specs():
         ({**ok, "name": ".."}, "starting with a letter"),
         ({**ok, "name": "."}, "starting with a letter"),
         ({**ok, "search": {"loss_type": {"choices": ["grpo", "grpo"]}}, "n_trials": 2}, "search.loss_type: repeated"),
-        ({**ok, "search": {"loss_type": {"choices": ["grpo", "token_mean"]}}, "n_trials": 2}, "loss_type: unknown value"),
+        (
+            {**ok, "search": {"loss_type": {"choices": ["grpo", "token_mean"]}}, "n_trials": 2},
+            "loss_type: unknown value",
+        ),
         ({**ok, "search": {"max_steps": {"low": 4.2, "high": 4.8, "type": "int"}}, "n_trials": 2}, "two integers"),
         ({**ok, "search": {"max_steps": {"low": 4, "high": 4.5, "type": "int"}}, "n_trials": 2}, "two integers"),
-        ({**ok, "grid": {"learning_rate": [i * 1e-6 + 1e-6 for i in range(1000)],
-                         "beta": [i * 1e-3 for i in range(1000)]}}, "allowed: at most 10,000"),
+        (
+            {
+                **ok,
+                "grid": {
+                    "learning_rate": [i * 1e-6 + 1e-6 for i in range(1000)],
+                    "beta": [i * 1e-3 for i in range(1000)],
+                },
+            },
+            "allowed: at most 10,000",
+        ),
         # a later review's cases: a name given empty, seeds named by the spec's own key, and the report
         # section of a plain sweep checked before it trains (not at `grpo reproduce`, after)
         ({**ok, "name": ""}, "name: ''; allowed"),
         ({**ok, "seeds": "0"}, "seeds: '0'; allowed: a list of distinct integers"),
         ({**ok, "seeds": [-1]}, "seeds: -1 in [-1]; allowed"),
-        ({**ok, "seeds": [2 ** 40]}, "seeds: 1099511627776 in"),
+        ({**ok, "seeds": [2**40]}, "seeds: 1099511627776 in"),
         ({**ok, "seeds": [0, True]}, "seeds: True in"),
         ({**ok, "replication_seeds": [1.5]}, "replication_seeds: 1.5 in"),
         ({**ok, "replication_seeds": [1, 1]}, "replication_seeds: [1, 1] repeats a seed"),
@@ -188,18 +209,34 @@ def _bad_specs():
         ({**ok, "report": {"figures": ["nonsense"]}}, "report.figures: unknown figure 'nonsense'"),
         # searches: a range where only choices make sense, both at once, a float draw for an integer key
         # (every trial failed at its first non-integer value), and a budget no machine finishes
-        ({**ok, "search": {"use_peft": {"low": 0, "high": 1}}, "n_trials": 2}, "search.use_peft: a range for a key that"),
+        (
+            {**ok, "search": {"use_peft": {"low": 0, "high": 1}}, "n_trials": 2},
+            "search.use_peft: a range for a key that",
+        ),
         ({**ok, "search": {"loss_type": {"low": 0, "high": 1}}, "n_trials": 2}, "search.loss_type: a range for a key"),
-        ({**ok, "search": {"learning_rate": {"choices": [1e-4], "low": 1e-5, "high": 1e-3}}, "n_trials": 2},
-         "choices and high, low together"),
-        ({**ok, "search": {"max_steps": {"low": 2, "high": 9, "type": "float"}}, "n_trials": 2}, "type float for an integer"),
-        ({**ok, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 10 ** 11},
-         "n_trials: 100,000,000,000 trials × 1 run(s) each"),
-        ({**ok, "report": {"tests": [{"kind": "paired", "axis": "beta", "statement": "s"}]}}, "report.tests[0].axis: 'beta' is not a grid"),
+        (
+            {**ok, "search": {"learning_rate": {"choices": [1e-4], "low": 1e-5, "high": 1e-3}}, "n_trials": 2},
+            "choices and high, low together",
+        ),
+        (
+            {**ok, "search": {"max_steps": {"low": 2, "high": 9, "type": "float"}}, "n_trials": 2},
+            "type float for an integer",
+        ),
+        (
+            {**ok, "search": {"learning_rate": {"low": 1e-5, "high": 1e-3}}, "n_trials": 10**11},
+            "n_trials: 100,000,000,000 trials × 1 run(s) each",
+        ),
+        (
+            {**ok, "report": {"tests": [{"kind": "paired", "axis": "beta", "statement": "s"}]}},
+            "report.tests[0].axis: 'beta' is not a grid",
+        ),
         # a typo in `quick` surfaced only at `grpo reproduce --quick`, after the full runs were planned
         ({**ok, "quick": {"max_step": 2}}, "quick.max_step: unknown key; allowed: max_steps, seeds"),
         # a grid axis given one value instead of a list was called empty
-        ({**ok, "grid": {"learning_rate": 1e-4}}, "grid.learning_rate: expected a list of values, got 0.0001; allowed: a non-empty list"),
+        (
+            {**ok, "grid": {"learning_rate": 1e-4}},
+            "grid.learning_rate: expected a list of values, got 0.0001; allowed: a non-empty list",
+        ),
     ]
 
 
@@ -213,8 +250,9 @@ def test_bad_spec_one_line_exit_2_nothing_written(tmp_path, spec, needle):
 
 
 def test_bad_spec_message_from_a_process(tmp_path):
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"name": "bad", "base": BASE, "grid": {"loss_type": ["grpo"]},
-                                                         "seeds": []}))
+    (tmp_path / "bad.yaml").write_text(
+        yaml.safe_dump({"name": "bad", "base": BASE, "grid": {"loss_type": ["grpo"]}, "seeds": []})
+    )
     res = grpo("sweep", "bad.yaml", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "seeds" in res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "results").exists()
@@ -226,7 +264,9 @@ def test_unreachable_storage_and_tracking_server(tmp_path):
     assert res.returncode == 2 and "--storage" in res.stderr and res.stderr.count("\n") == 1
     res = grpo_here("sweep", "ok.yaml", "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path)
     assert res.returncode == 2 and "--tracking-uri" in res.stderr and res.stderr.count("\n") == 1
-    res = grpo_here("sweep", "ok.yaml", "--storage", "sqlite:///same.db", "--tracking-uri", "sqlite:///same.db", cwd=tmp_path)
+    res = grpo_here(
+        "sweep", "ok.yaml", "--storage", "sqlite:///same.db", "--tracking-uri", "sqlite:///same.db", cwd=tmp_path
+    )
     assert res.returncode == 2 and "same file" in res.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "same.db").exists()
 
@@ -242,9 +282,16 @@ def _start_ui(tmp_path):
     # as a terminal's foreground job: SIGINT not ignored, even where pytest itself was started in the
     # background by a shell without job control (its children would inherit SIG_IGN, and Ctrl-C then
     # never reaches grpo ui, by design of the shell, not of grpo ui)
-    proc = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", "ui", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -310,7 +357,10 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
     cases = [
         (["sweep", "ok.yaml", "--storage", f"journal://{tmp_path}/op99.log"], "line 1 is not an Optuna journal record"),
         (["trials", "ok.yaml", "--storage", f"journal://{tmp_path}/opname.log"], "line 1 is not an Optuna journal"),
-        (["sweep", "ok.yaml", "--storage", f"journal://{tmp_path}/nofield.log"], "a record Optuna cannot replay (KeyError"),
+        (
+            ["sweep", "ok.yaml", "--storage", f"journal://{tmp_path}/nofield.log"],
+            "a record Optuna cannot replay (KeyError",
+        ),
         (["sweep", "binary.yaml"], "not a text file"),
         (["sweep", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
         (["trials", "ok.yaml", "--storage", f"journal://{corrupt}"], "line 2 is not an Optuna journal record"),
@@ -328,15 +378,27 @@ def test_bad_sweep_files_and_stores_one_line_exit_2_nothing_written(tmp_path):
         # a relative SQLite path's hint names the file itself (it said journal:///README.md: /README.md)
         (["sweep", "ok.yaml", "--storage", "sqlite:///README.md"], f"or journal://{tmp_path}/README.md if it is"),
         # one file in both spellings of an absolute journal path ('//x' and '/x' were two files to the check)
-        (["sweep", "ok.yaml", "--storage", f"journal:///{tmp_path}/same.log", "--tracking-uri",
-          f"sqlite:///{tmp_path}/same.log"], "name the same file"),
+        (
+            [
+                "sweep",
+                "ok.yaml",
+                "--storage",
+                f"journal:///{tmp_path}/same.log",
+                "--tracking-uri",
+                f"sqlite:///{tmp_path}/same.log",
+            ],
+            "name the same file",
+        ),
     ]
     (tmp_path / "results" / "local").mkdir(parents=True)
     (tmp_path / "results" / "local" / "optuna-journal.log").write_text("")  # `trials` needs a machine that ran sweeps
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     for args, needle in cases:
         res = grpo_here(*args, cwd=tmp_path)
-        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, (args, res.stderr)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, (
+            args,
+            res.stderr,
+        )
         assert "Traceback" not in res.stderr
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
     assert corrupt.read_bytes().startswith(b'{"op_code": 0}')
@@ -350,10 +412,13 @@ def test_trials_show_never_learned_runs_as_not_learned(tmp_path):
     assert res.returncode == 0 and "not learned (counted as 4)" in res.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--port", "99999"], "1-65535"),
-    (["--tracking-uri", "ftp://x"], "unknown tracking store"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--port", "99999"], "1-65535"),
+        (["--tracking-uri", "ftp://x"], "unknown tracking store"),
+    ],
+)
 def test_ui_bad_input_one_line_exit_2(tmp_path, args, needle):
     res = grpo("ui", *args, cwd=tmp_path)
     assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
@@ -377,8 +442,11 @@ def _two_point_study(tmp_path):
     from sweeps.driving.storage import open_storage
 
     path = tmp_path / "race.yaml"
-    path.write_text(yaml.safe_dump({"name": "race", "base": {"max_steps": 1}, "grid": {"loss_type": ["grpo", "bnpo"]},
-                                    "seeds": [0]}))
+    path.write_text(
+        yaml.safe_dump(
+            {"name": "race", "base": {"max_steps": 1}, "grid": {"loss_type": ["grpo", "bnpo"]}, "seeds": [0]}
+        )
+    )
     spec = load_spec(path)
     storage = open_storage(f"journal:///{tmp_path}/race-journal.log")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -490,8 +558,7 @@ def test_a_new_journal_resumes_from_the_finished_run_folders(tmp_path):
     assert json.loads((folders[2] / "summary.json").read_text())["status"] == "killed"  # kept as it was
 
     # a folder made from another base is not taken for this spec's point
-    write_spec(tmp_path, "adopt", grid={"learning_rate": [1e-4, 3e-4]}, seeds=[0, 1],
-               base={**BASE, "max_steps": 5})
+    write_spec(tmp_path, "adopt", grid={"learning_rate": [1e-4, 3e-4]}, seeds=[0, 1], base={**BASE, "max_steps": 5})
     for journal in (tmp_path / "results/local").glob("optuna-journal.log*"):
         journal.unlink()
     from sweeps.driving.adopt import finished_folders
@@ -513,15 +580,20 @@ def test_a_run_that_another_sweep_already_trained_is_copied_not_trained_again(tm
     root = tmp_path / "results/local/sweeps"
     shared = sorted(f for f in (root / "second").iterdir() if f.name.startswith("trial-shared-first-"))
     assert len(shared) == 2 and not any((f / ".grpo-run.lock").exists() for f in shared)
-    originals = {yaml.safe_load((f / "config.yaml").read_text())["seed"]: f for f in (root / "first").iterdir()
-                 if yaml.safe_load((f / "config.yaml").read_text())["learning_rate"] == 1e-4}
+    originals = {
+        yaml.safe_load((f / "config.yaml").read_text())["seed"]: f
+        for f in (root / "first").iterdir()
+        if yaml.safe_load((f / "config.yaml").read_text())["learning_rate"] == 1e-4
+    }
     for f in shared:  # the same run, byte for byte
         seed = yaml.safe_load((f / "config.yaml").read_text())["seed"]
         assert (f / "metrics.jsonl").read_bytes() == (originals[seed] / "metrics.jsonl").read_bytes()
     _, study = load(tmp_path, "second")
     trained = [t for t in study.get_trials() if not t.user_attrs.get("adopted")]
     assert sorted((t.params["learning_rate"], t.params["seed"]) for t in trained) == [(5e-4, 0), (5e-4, 1)]
-    finished = [f for f in (root / "second").iterdir() if json.loads((f / "summary.json").read_text())["status"] == "finished"]
+    finished = [
+        f for f in (root / "second").iterdir() if json.loads((f / "summary.json").read_text())["status"] == "finished"
+    ]
     assert len(finished) == 4
     # a run of another base (more steps) is never taken: a third spec trains its own
     write_spec(tmp_path, "third", grid={"learning_rate": [1e-4]}, seeds=[0], base={**BASE, "max_steps": 5})
@@ -537,8 +609,10 @@ def test_a_run_that_another_sweep_already_trained_is_copied_not_trained_again(tm
     res = grpo_here("sweep", "fourth.yaml", cwd=tmp_path)
     assert res.returncode == 0 and "2 finished run(s) of other sweeps" in res.stdout, res.stdout[-2000:]
     copies = {yaml.safe_load((f / "config.yaml").read_text())["seed"]: f.name for f in (root / "fourth").iterdir()}
-    assert copies == {0: f"trial-shared-first-{originals[0].name}",
-                      1: next(f.name for f in shared if yaml.safe_load((f / "config.yaml").read_text())["seed"] == 1)}
+    assert copies == {
+        0: f"trial-shared-first-{originals[0].name}",
+        1: next(f.name for f in shared if yaml.safe_load((f / "config.yaml").read_text())["seed"] == 1),
+    }
 
 
 def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appended(tmp_path):
@@ -552,7 +626,7 @@ def test_a_journal_whose_last_record_was_cut_is_repaired_before_anything_is_appe
     assert grpo_here("trials", "first.yaml", "--storage", f"journal:///{journal}", cwd=tmp_path).returncode == 0
     res = grpo_here("sweep", "second.yaml", *storage, cwd=tmp_path)  # appends to the journal
     assert res.returncode == 0 and "last record was cut off" in res.stderr, res.stderr[-2000:]
-    assert journal.read_bytes().startswith(whole[:whole[:-25].rfind(b"\n") + 1])
+    assert journal.read_bytes().startswith(whole[: whole[:-25].rfind(b"\n") + 1])
     # the whole journal still reads: the first sweep lost the record that was cut (its trial's end:
     # RUNNING, which its next run fails and retries, its owner being gone), the second is complete
     first = grpo_here("trials", "first.yaml", "--storage", f"journal:///{journal}", cwd=tmp_path)

@@ -12,8 +12,11 @@ from conftest import CACHE, ROOT, run_grpo_here as grpo_here
 def _spec(tmp_path):
     base = {"cache_dir": str(CACHE), "max_steps": 2, "baseline_prompts": 8, "stl_window": 2}
     path = tmp_path / "limited.yaml"
-    path.write_text(yaml.safe_dump({"name": "limited", "base": base, "grid": {"learning_rate": [1e-4, 3e-4]},
-                                    "seeds": [0]}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {"name": "limited", "base": base, "grid": {"learning_rate": [1e-4, 3e-4]}, "seeds": [0]}, sort_keys=False
+        )
+    )
     return path
 
 
@@ -21,13 +24,13 @@ def _trials(tmp_path):
     import optuna
 
     storage = optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results/local/optuna-journal.log")))
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results/local/optuna-journal.log"))
+    )
     return optuna.load_study(study_name="limited", storage=storage).get_trials(deepcopy=False)
 
 
 @pytest.mark.parametrize("limit, started", [("15s", 1), ("5s", 0)])
-def test_a_sweep_stops_starting_trials_at_its_limit_and_the_same_command_goes_on(tmp_path, monkeypatch, limit,
-                                                                                  started):
+def test_a_sweep_stops_starting_trials_at_its_limit_and_the_same_command_goes_on(tmp_path, monkeypatch, limit, started):
     from optuna.trial import TrialState
 
     from sweeps.driving import time_limit
@@ -38,8 +41,10 @@ def test_a_sweep_stops_starting_trials_at_its_limit_and_the_same_command_goes_on
     first = grpo_here("sweep", "limited.yaml", "--stop-after", limit, cwd=tmp_path)
     # 15 s: the first claim (at 10 s) starts a trial, the second (at 20 s) does not; 5 s: none starts
     assert first.returncode == 3, first.stderr[-2000:]
-    assert f"stopped starting trials after {limit} (--stop-after); {2 - started} grid point(s) left: run the " \
-           f"same command again to go on" in first.stdout
+    assert (
+        f"stopped starting trials after {limit} (--stop-after); {2 - started} grid point(s) left: run the "
+        f"same command again to go on" in first.stdout
+    )
     trials = _trials(tmp_path)
     assert [t.state for t in trials] == [TrialState.COMPLETE] * started  # the one that started ran to its end
     assert len(list((tmp_path / "results/local/sweeps/limited").glob("trial-*"))) == started
@@ -56,8 +61,14 @@ def test_durations_read_as_a_researcher_writes_them():
     from grpo_core.util.errors import UserInputError
     from sweeps.driving.time_limit import parse_duration
 
-    assert [parse_duration(t) for t in ("5400", "90m", "1.5h", "1h30m", "5399s", "1H30M")] == [5400, 5400, 5400,
-                                                                                             5400, 5399, 5400]
+    assert [parse_duration(t) for t in ("5400", "90m", "1.5h", "1h30m", "5399s", "1H30M")] == [
+        5400,
+        5400,
+        5400,
+        5400,
+        5399,
+        5400,
+    ]
     assert parse_duration("0.5") == 0.5
     for bad in ("", "0", "0m", "-5", "soon", "1d", "m", "1h-30m", "inf", "nan", "1e3"):
         with pytest.raises(UserInputError, match="allowed: a duration > 0"):
@@ -87,12 +98,27 @@ def test_reproduce_starts_no_sweep_past_its_limit_and_writes_the_report_from_wha
         (exp / name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     readings = iter(range(0, 10_000, 10))
     monkeypatch.setattr(time_limit, "now", lambda: float(next(readings)))
-    res = grpo_here("reproduce", "--quick", "--max-steps", "4", "--seeds", "1", "--experiments", str(exp),
-                    "--out", str(tmp_path / "report"), "--stop-after", "15s", cwd=tmp_path)
+    res = grpo_here(
+        "reproduce",
+        "--quick",
+        "--max-steps",
+        "4",
+        "--seeds",
+        "1",
+        "--experiments",
+        str(exp),
+        "--out",
+        str(tmp_path / "report"),
+        "--stop-after",
+        "15s",
+        cwd=tmp_path,
+    )
     assert res.returncode == 3, res.stderr[-3000:]
     assert res.stdout.count("== [") == 1  # the second sweep was not started
-    assert ("grpo reproduce: stopped starting trials after 15s (--stop-after); 2 spec(s) with points left "
-            "(c1_zero_loss, c4_advantage_scale): run the same command again to go on") in res.stdout
+    assert (
+        "grpo reproduce: stopped starting trials after 15s (--stop-after); 2 spec(s) with points left "
+        "(c1_zero_loss, c4_advantage_scale): run the same command again to go on"
+    ) in res.stdout
     assert not list((tmp_path / "report").glob("runs/*/trial-*"))
     report = (tmp_path / "report" / "REPORT.md").read_text()
     assert "## C1 — " in report and "## C4 — " in report and report.count("| **no finished runs yet** |") == 2

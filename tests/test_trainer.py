@@ -113,15 +113,44 @@ def test_reference_model_only_when_beta_positive():
 def test_every_spec_metric_is_logged(tmp_path):
     summary = run_training(make_cfg(max_steps=2, beta=0.04), tmp_path, progress=False)
     rows = read_metrics(tmp_path / "metrics.jsonl")
-    spec = {"step", "loss", "policy_loss", "kl_loss", "kl", "grad_norm", "learning_rate", "reward",
-            "reward_std", "reward_std_within_group", "rewards/exact_match", "frac_reward_zero_std", "advantages/abs_mean",
-            "advantages/group_sum_max_abs", "completions/mean_length", "completions/clipped_ratio",
-            "clip_ratio", "entropy", "step_time", "tokens_per_second"}
+    spec = {
+        "step",
+        "loss",
+        "policy_loss",
+        "kl_loss",
+        "kl",
+        "grad_norm",
+        "learning_rate",
+        "reward",
+        "reward_std",
+        "reward_std_within_group",
+        "rewards/exact_match",
+        "frac_reward_zero_std",
+        "advantages/abs_mean",
+        "advantages/group_sum_max_abs",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "clip_ratio",
+        "entropy",
+        "step_time",
+        "tokens_per_second",
+    }
     assert [r["step"] for r in rows] == [1, 2]
     assert spec <= set(rows[0])
-    for key in ("steps_to_learn", "learned", "loss_departure_step", "baseline_reward", "final_reward",
-                "reward_auc", "wall_time_s", "baseline_reward_se", "baseline_prompts_used", "device_name", "versions",
-                "num_processes"):
+    for key in (
+        "steps_to_learn",
+        "learned",
+        "loss_departure_step",
+        "baseline_reward",
+        "final_reward",
+        "reward_auc",
+        "wall_time_s",
+        "baseline_reward_se",
+        "baseline_prompts_used",
+        "device_name",
+        "versions",
+        "num_processes",
+    ):
         assert key in summary
     assert summary["status"] == "finished"
     assert summary["base_model_sha256"] == committed_bases()["addition"]["sha256"]  # the committed base
@@ -137,8 +166,12 @@ def test_same_seed_same_metrics(tmp_path):
     a = strip(read_metrics(tmp_path / "a" / "metrics.jsonl"))
     b = strip(read_metrics(tmp_path / "b" / "metrics.jsonl"))
     assert a == b and len(a) == 5
-    c = strip(read_metrics(run_training(make_cfg(**{**cfg, "seed": 4}), tmp_path / "c", progress=False)
-                           and tmp_path / "c" / "metrics.jsonl"))
+    c = strip(
+        read_metrics(
+            run_training(make_cfg(**{**cfg, "seed": 4}), tmp_path / "c", progress=False)
+            and tmp_path / "c" / "metrics.jsonl"
+        )
+    )
     assert c != a  # the seed matters
 
 
@@ -197,8 +230,9 @@ def test_resampling_fills_the_batch_with_groups_that_have_signal():
 
 
 def test_resampling_stops_at_the_cap_and_drops_what_is_left():
-    trainer = GRPOTrainer(make_cfg(reward_funcs=["reward_helpers:constant"], zero_variance_groups="resample",
-                                   max_num_gen_batches=3))
+    trainer = GRPOTrainer(
+        make_cfg(reward_funcs=["reward_helpers:constant"], zero_variance_groups="resample", max_num_gen_batches=3)
+    )
     batch = trainer.generate_batch()
     assert batch.metrics["groups/sampled"] == 3 * trainer.cfg.prompts_per_step
     assert batch.metrics["groups/dropped"] == 3 * trainer.cfg.prompts_per_step
@@ -230,13 +264,16 @@ def test_completions_to_learn_counts_what_was_generated(tmp_path):
 
     assert completion_counts([64, 128, 64, 192], 3) == {"completions_generated": 448, "completions_to_learn": 256}
     assert completion_counts([64, 64], None) == {"completions_generated": 128, "completions_to_learn": None}
-    summary = run_training(make_cfg(seed=0, max_steps=4, stl_window=1, zero_variance_groups="resample"),
-                           tmp_path / "run", progress=False)
+    summary = run_training(
+        make_cfg(seed=0, max_steps=4, stl_window=1, zero_variance_groups="resample"), tmp_path / "run", progress=False
+    )
     generated = [m["completions/generated"] for m in read_metrics(tmp_path / "run" / "metrics.jsonl")]
     assert len(set(generated)) > 1  # resampling: some steps sampled more than one round
     assert summary["completions_generated"] == sum(generated)
-    assert summary["completions_to_learn"] == completion_counts(generated, summary["steps_to_learn"])[
-        "completions_to_learn"]
+    assert (
+        summary["completions_to_learn"]
+        == completion_counts(generated, summary["steps_to_learn"])["completions_to_learn"]
+    )
 
 
 def test_the_baseline_uses_the_reward_weights():
@@ -263,7 +300,9 @@ def test_update_norm_is_the_change_the_step_made_and_adam_leaves_a_scaled_gradie
     # (1.01 measured: eps 1e-8 weighs on the weights whose gradient is near it, less so at ×10)
     assert steps[10.0]["update_norm"] / steps[1.0]["update_norm"] == pytest.approx(1.0, rel=0.03)
     # a clip that binds leaves the ×10 gradient at the clip (after it), which the C4 check reads
-    clipped = GRPOTrainer(make_cfg(seed=3, max_grad_norm=1e-3, advantage_scale=10.0, beta=0.0, max_steps=2)).train_step()
+    clipped = GRPOTrainer(
+        make_cfg(seed=3, max_grad_norm=1e-3, advantage_scale=10.0, beta=0.0, max_steps=2)
+    ).train_step()
     assert clipped["grad_norm"] == pytest.approx(steps[10.0]["grad_norm"], rel=1e-6) and clipped["grad_norm"] > 1e-3
 
 

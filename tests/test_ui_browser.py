@@ -30,9 +30,15 @@ def serving_ui(store: str, cwd):
     (the sweep's links); the server is stopped on the way out."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    ui = subprocess.Popen([sys.executable, "-m", "grpo_lab", "ui", "--port", str(port), "--tracking-uri", store],
-                          cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                          start_new_session=True)
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", "ui", "--port", str(port), "--tracking-uri", store],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         lines = "".join(ui.stdout.readline() for _ in range(3))
         deadline = time.monotonic() + 120
@@ -55,8 +61,17 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
     spec["base"].update(max_steps=6, stl_window=2, cache_dir=str(CACHE), baseline_prompts=16)
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     store = f"sqlite:///{tmp_path}/mlflow.db"
-    done = run_grpo_here("sweep", "grid.yaml", "--storage", f"journal:///{tmp_path}/journal.log",
-                         "--tracking-uri", store, "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    done = run_grpo_here(
+        "sweep",
+        "grid.yaml",
+        "--storage",
+        f"journal:///{tmp_path}/journal.log",
+        "--tracking-uri",
+        store,
+        "--out-root",
+        str(tmp_path / "runs"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sweep example-grid: its runs grouped by grid point in MLflow" in done.stdout  # the sweep prints it too
 
@@ -81,8 +96,11 @@ def test_grpo_ui_opens_the_sweep_comparison_in_a_fresh_browser(tmp_path):
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=store)
-        child = next(r for r in client.search_runs([client.get_experiment_by_name("example-grid").experiment_id])
-                     if r.data.tags.get("mlflow.parentRunId"))
+        child = next(
+            r
+            for r in client.search_runs([client.get_experiment_by_name("example-grid").experiment_id])
+            if r.data.tags.get("mlflow.parentRunId")
+        )
         folder = tmp_path / child.data.tags["run_dir"]  # (relative to the sweep's folder, or absolute)
         first = json.loads((folder / "completions.jsonl").read_text().splitlines()[0])
         run_page = f"{table.split('/runs?')[0]}/runs/{child.info.run_id}/artifacts/completions.json"
@@ -118,16 +136,24 @@ def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(t
     spec.update(n_trials=6, seeds=[0], pruner={"type": "median", "warmup_steps": 4, "startup_trials": 2})
     (tmp_path / "search.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     store, journal = f"sqlite:///{tmp_path}/mlflow.db", f"{tmp_path}/journal.log"
-    done = run_grpo_here("sweep", "search.yaml", "--storage", f"journal:///{journal}", "--tracking-uri", store,
-                         "--out-root", str(tmp_path / "runs"), cwd=tmp_path)
+    done = run_grpo_here(
+        "sweep",
+        "search.yaml",
+        "--storage",
+        f"journal:///{journal}",
+        "--tracking-uri",
+        store,
+        "--out-root",
+        str(tmp_path / "runs"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sweep search-lr-beta: the search's trials in MLflow" in done.stdout
     assert "grouped by grid point" not in done.stdout
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    trials = optuna.load_study(study_name="search-lr-beta",
-                               storage=JournalStorage(JournalFileBackend(journal))).trials
+    trials = optuna.load_study(study_name="search-lr-beta", storage=JournalStorage(JournalFileBackend(journal))).trials
     finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
     assert len(trials) == 6 and len(finished) >= 2 and pruned  # the view has both kinds to show
@@ -144,8 +170,8 @@ def test_grpo_ui_opens_a_search_as_its_trials_and_a_parallel_coordinates_chart(t
             assert column in page, column
         assert page.count(" pruned ") >= len(pruned)  # each pruned trial's state
         listed = sorted(trials, key=lambda t: page.index(f"search-lr-beta-t{t.number}-"))
-        assert [t.value for t in listed[:len(finished)]] == sorted(t.value for t in finished)  # best first
-        assert all(t.state != optuna.trial.TrialState.COMPLETE for t in listed[len(finished):])  # then the rest
+        assert [t.value for t in listed[: len(finished)]] == sorted(t.value for t in finished)  # best first
+        assert all(t.state != optuna.trial.TrialState.COMPLETE for t in listed[len(finished) :])  # then the rest
         chart = evaluate(chromium, charts, tmp_path / "profile-charts", PARCOORDS, ARTIFACTS / "ui-search-charts.png")
         assert chart is not None, "the parallel-coordinates chart was not drawn"
         assert chart["params"] == ["learning_rate", "beta"] and chart["metrics"] == ["steps_to_learn_mean"]

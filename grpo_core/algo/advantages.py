@@ -30,23 +30,32 @@ def group_mean_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_gr
     return group_rewards - group_rewards.mean(dim=1, keepdim=True)
 
 
-@ADVANTAGE_ESTIMATORS.register("rloo", "r − the mean of the group's other G − 1 rewards (RLOO, arXiv 2402.14740; "
-                                       "TRL's RLOOTrainer, verl's rloo); = G/(G−1) × grpo's; use with scale_rewards none")
+@ADVANTAGE_ESTIMATORS.register(
+    "rloo",
+    "r − the mean of the group's other G − 1 rewards (RLOO, arXiv 2402.14740; "
+    "TRL's RLOOTrainer, verl's rloo); = G/(G−1) × grpo's; use with scale_rewards none",
+)
 def leave_one_out_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_groups, G) -> (num_groups, G)
     G = group_rewards.shape[1]
     others = (group_rewards.sum(dim=1, keepdim=True) - group_rewards) / (G - 1)  # each one's baseline: the rest
     return group_rewards - others
 
 
-@ADVANTAGE_ESTIMATORS.register("reinforce_pp", "r − the mean of the whole batch: a global baseline "
-                                               "(REINFORCE++, arXiv 2501.03262; verl whitens over tokens, this over "
-                                               "completions); use with scale_rewards batch")
+@ADVANTAGE_ESTIMATORS.register(
+    "reinforce_pp",
+    "r − the mean of the whole batch: a global baseline "
+    "(REINFORCE++, arXiv 2501.03262; verl whitens over tokens, this over "
+    "completions); use with scale_rewards batch",
+)
 def batch_mean_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_groups, G) -> (num_groups, G)
     return group_rewards - group_rewards.mean()
 
 
-@ADVANTAGE_ESTIMATORS.register("grpo_passk", "only each group's best completion moves: r_max − r_second_max, the "
-                                             "rest 0 (Pass@k training, arXiv 2503.19595; verl's grpo_passk)")
+@ADVANTAGE_ESTIMATORS.register(
+    "grpo_passk",
+    "only each group's best completion moves: r_max − r_second_max, the "
+    "rest 0 (Pass@k training, arXiv 2503.19595; verl's grpo_passk)",
+)
 def passk_baseline(group_rewards: torch.Tensor) -> torch.Tensor:  # (num_groups, G) -> (num_groups, G)
     import torch
 
@@ -84,8 +93,11 @@ SCALE_REWARDS = tuple(REWARD_SCALES)
 ZERO_VARIANCE_GROUPS = Registry("zero_variance_groups")
 ZERO_VARIANCE_GROUPS.add("keep", "keep", "in the loss with advantages 0 (TRL)")
 ZERO_VARIANCE_GROUPS.add("drop", "drop", "out of the loss and its normalizer")
-ZERO_VARIANCE_GROUPS.add("resample", "resample", "replaced by groups from new prompts, up to max_num_gen_batches "
-                                                 "rounds (DAPO's dynamic sampling)")
+ZERO_VARIANCE_GROUPS.add(
+    "resample",
+    "resample",
+    "replaced by groups from new prompts, up to max_num_gen_batches rounds (DAPO's dynamic sampling)",
+)
 
 
 def signal_groups(
@@ -184,7 +196,8 @@ def compute_advantages(
     settings: AdvantageSettings,
     step: int,  # the 1-indexed optimizer step these advantages train
     noise_generator: torch.Generator | None,
-    reward: torch.Tensor | None = None,  # (B,) the policy's reward to log, where `rewards` is another (normalize_then_sum)
+    reward: torch.Tensor
+    | None = None,  # (B,) the policy's reward to log, where `rewards` is another (normalize_then_sum)
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:  # (B,), metrics
     """The advantage stages in their declared order (grpo_core/algo/axes.py): baseline and std scaling
     (normalize_rewards), noise (claim C3, while noise_active), scale (claim C4). The logged reward

@@ -69,8 +69,9 @@ class LossSettings:
 KL_ESTIMATORS = Registry("kl_estimator")
 
 
-@KL_ESTIMATORS.register("k3", "exp(d) − d − 1, d = ref − logp: unbiased, ≥ 0, low variance (TRL's GRPO; verl's "
-                              "low_var_kl)")
+@KL_ESTIMATORS.register(
+    "k3", "exp(d) − d − 1, d = ref − logp: unbiased, ≥ 0, low variance (TRL's GRPO; verl's low_var_kl)"
+)
 def k3_kl(
     per_token_logps: Tensor,  # (B, T) log π_θ(o_t)
     ref_per_token_logps: Tensor,  # (B, T) log π_ref(o_t)
@@ -85,8 +86,9 @@ def k1_kl(per_token_logps: Tensor, ref_per_token_logps: Tensor) -> Tensor:  # (B
     return per_token_logps - ref_per_token_logps
 
 
-@KL_ESTIMATORS.register("k2", "(logp − ref)² / 2: biased, ≥ 0; its gradient is that of the reverse KL on-policy "
-                              "(verl's mse)")
+@KL_ESTIMATORS.register(
+    "k2", "(logp − ref)² / 2: biased, ≥ 0; its gradient is that of the reverse KL on-policy (verl's mse)"
+)
 def k2_kl(per_token_logps: Tensor, ref_per_token_logps: Tensor) -> Tensor:  # (B, T), (B, T) -> (B, T)
     return 0.5 * (per_token_logps - ref_per_token_logps) ** 2
 
@@ -175,14 +177,21 @@ def sequence_log_ratio(
     sequence's completion tokens."""
     mask = completion_mask.to(per_token_logps.dtype)
     return ((per_token_logps - old_per_token_logps) * mask).sum(dim=1, keepdim=True) / mask.sum(
-        dim=1, keepdim=True).clamp(min=1.0)
+        dim=1, keepdim=True
+    ).clamp(min=1.0)
 
 
-IMPORTANCE_SAMPLING_LEVELS.add("token", Level(token_log_ratio, lambda flags, mask: _masked_mean(flags, mask)),
-                               "one ratio per token (PPO, GRPO); clip_ratio: the share of tokens clipped")
-IMPORTANCE_SAMPLING_LEVELS.add("sequence", Level(sequence_log_ratio, lambda flags, mask: flags.mean()),
-                               "one ratio per sequence, the exponential of its mean token log-ratio (GSPO, "
-                               "arXiv 2507.18071); clip_ratio: the share of sequences clipped")
+IMPORTANCE_SAMPLING_LEVELS.add(
+    "token",
+    Level(token_log_ratio, lambda flags, mask: _masked_mean(flags, mask)),
+    "one ratio per token (PPO, GRPO); clip_ratio: the share of tokens clipped",
+)
+IMPORTANCE_SAMPLING_LEVELS.add(
+    "sequence",
+    Level(sequence_log_ratio, lambda flags, mask: flags.mean()),
+    "one ratio per sequence, the exponential of its mean token log-ratio (GSPO, "
+    "arXiv 2507.18071); clip_ratio: the share of sequences clipped",
+)
 
 
 # ---- policy losses: (log_ratio, per_token_logps, advantages, settings) -> (per-token loss, clipped flags)
@@ -191,8 +200,11 @@ Surrogate = Callable[["Tensor", "Tensor", "Tensor", LossSettings], "tuple[Tensor
 SURROGATES = Registry("policy loss")
 
 
-@SURROGATES.register("clip", "−min(r·A, clip(r, 1−ε, 1+ε_high)·A) (PPO, GRPO); with `delta`, r bounded by delta "
-                              "in the first term (TRL's two-sided clip; verl's dual-clip)")
+@SURROGATES.register(
+    "clip",
+    "−min(r·A, clip(r, 1−ε, 1+ε_high)·A) (PPO, GRPO); with `delta`, r bounded by delta "
+    "in the first term (TRL's two-sided clip; verl's dual-clip)",
+)
 def clipped_surrogate(
     log_ratio: Tensor,  # (B, T) or (B, 1): log π_θ/π_old
     per_token_logps: Tensor,  # (B, T) unused: the ratio carries the gradient
@@ -210,8 +222,11 @@ def clipped_surrogate(
     return -unclipped.minimum(clipped), is_clipped
 
 
-@SURROGATES.register("cispo", "−sg(min(r, ε_high))·A·log π_θ: the importance weight clipped and detached, so "
-                               "every token keeps a gradient (CISPO, MiniMax-M1, arXiv 2506.13585; TRL's cispo)")
+@SURROGATES.register(
+    "cispo",
+    "−sg(min(r, ε_high))·A·log π_θ: the importance weight clipped and detached, so "
+    "every token keeps a gradient (CISPO, MiniMax-M1, arXiv 2506.13585; TRL's cispo)",
+)
 def cispo_surrogate(
     log_ratio: Tensor,  # (B, T)
     per_token_logps: Tensor,  # (B, T) with grad: CISPO's gradient flows through log π_θ, not the ratio
@@ -227,9 +242,12 @@ def cispo_surrogate(
     return -weight * advantages * per_token_logps, (ratio > settings.clip_high) & (advantages > 0)
 
 
-@SURROGATES.register("sapo", "−(4/τ)·σ(τ(r − 1))·A: a soft gate that fades the gradient as r leaves 1, instead "
-                              "of the hard clip; τ = sapo_temperature_pos where A > 0, sapo_temperature_neg "
-                              "elsewhere (SAPO, arXiv 2511.20347; TRL's sapo)")
+@SURROGATES.register(
+    "sapo",
+    "−(4/τ)·σ(τ(r − 1))·A: a soft gate that fades the gradient as r leaves 1, instead "
+    "of the hard clip; τ = sapo_temperature_pos where A > 0, sapo_temperature_neg "
+    "elsewhere (SAPO, arXiv 2511.20347; TRL's sapo)",
+)
 def sapo_surrogate(
     log_ratio: Tensor,  # (B, T) or (B, 1)
     per_token_logps: Tensor,  # (B, T) unused: the ratio carries the gradient
@@ -256,24 +274,41 @@ class LossType(NamedTuple):
 def _token_level_only(loss_type: str):
     def check(cfg) -> Optional[str]:
         if cfg.importance_sampling_level != "token":
-            return (f"got {loss_type} with importance_sampling_level {cfg.importance_sampling_level!r}; allowed: "
-                    f"{loss_type} with importance_sampling_level token (TRL refuses the pair too)")
+            return (
+                f"got {loss_type} with importance_sampling_level {cfg.importance_sampling_level!r}; allowed: "
+                f"{loss_type} with importance_sampling_level token (TRL refuses the pair too)"
+            )
         return None
+
     return check
 
 
 LOSS_TYPES = Registry("loss_type")
-LOSS_TYPES.add("grpo", LossType("clip", _grpo), "[C5, C1] clipped surrogate; per-sequence token mean, then the "
-                                                "mean over sequences (TRL, early 2025)")
+LOSS_TYPES.add(
+    "grpo",
+    LossType("clip", _grpo),
+    "[C5, C1] clipped surrogate; per-sequence token mean, then the mean over sequences (TRL, early 2025)",
+)
 LOSS_TYPES.add("bnpo", LossType("clip", _bnpo), "[C5] clipped surrogate; token mean over the micro-batch")
-LOSS_TYPES.add("dapo", LossType("clip", _dapo), "[C5] clipped surrogate; token mean over the generation batch "
-                                                "(DAPO; TRL 1.16's default)")
-LOSS_TYPES.add("dr_grpo", LossType("clip", _dr_grpo), "[C5] clipped surrogate; token sum ÷ (sequences × "
-                                                      "max_completion_length) (Dr. GRPO)")
-LOSS_TYPES.add("cispo", LossType("cispo", _dapo), "CISPO surrogate; token mean over the generation batch (as TRL); "
-                                                  "TRL recommends epsilon_high 5.0", check=_token_level_only("cispo"))
-LOSS_TYPES.add("sapo", LossType("sapo", _grpo), "SAPO's soft gate; per-sequence token mean, then the mean over "
-                                                "sequences (as TRL)")
+LOSS_TYPES.add(
+    "dapo",
+    LossType("clip", _dapo),
+    "[C5] clipped surrogate; token mean over the generation batch (DAPO; TRL 1.16's default)",
+)
+LOSS_TYPES.add(
+    "dr_grpo",
+    LossType("clip", _dr_grpo),
+    "[C5] clipped surrogate; token sum ÷ (sequences × max_completion_length) (Dr. GRPO)",
+)
+LOSS_TYPES.add(
+    "cispo",
+    LossType("cispo", _dapo),
+    "CISPO surrogate; token mean over the generation batch (as TRL); TRL recommends epsilon_high 5.0",
+    check=_token_level_only("cispo"),
+)
+LOSS_TYPES.add(
+    "sapo", LossType("sapo", _grpo), "SAPO's soft gate; per-sequence token mean, then the mean over sequences (as TRL)"
+)
 
 
 def entropy_threshold(
@@ -325,8 +360,9 @@ def policy_loss(
     return aggregate(per_token, completion_mask, settings), metrics
 
 
-def importance_weights(per_token_logps: Tensor, old_per_token_logps: Tensor, completion_mask: Tensor,
-                       settings: LossSettings) -> Tensor:  # (B, T) or (B, 1)
+def importance_weights(
+    per_token_logps: Tensor, old_per_token_logps: Tensor, completion_mask: Tensor, settings: LossSettings
+) -> Tensor:  # (B, T) or (B, 1)
     """π_θ/π_old at the policy loss's level (TRL weights the KL by the same coefficient)."""
     level = IMPORTANCE_SAMPLING_LEVELS.get(settings.importance_sampling_level)
     return level.log_ratio(per_token_logps, old_per_token_logps, completion_mask).exp()
@@ -347,16 +383,23 @@ def grpo_loss(
     gradient becomes logp − ref."""
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
-    policy, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, settings,
-                                  entropies)
+    policy, metrics = policy_loss(
+        per_token_logps, old_per_token_logps, advantages, completion_mask, settings, entropies
+    )
     if settings.beta != 0.0:
         if ref_per_token_logps is None:
             raise ValueError("beta > 0 needs ref_per_token_logps")
         kl = KL_ESTIMATORS.get(settings.kl_estimator)(per_token_logps, ref_per_token_logps)  # (B, T)
-        weighted = (kl * importance_weights(per_token_logps, old_per_token_logps, completion_mask, settings)
-                    if settings.use_bias_correction_kl else kl)  # (B, T)
-        kl_loss = (policy.new_zeros(()) if settings.kl_in_reward
-                   else aggregate(settings.beta * weighted, completion_mask, settings))
+        weighted = (
+            kl * importance_weights(per_token_logps, old_per_token_logps, completion_mask, settings)
+            if settings.use_bias_correction_kl
+            else kl
+        )  # (B, T)
+        kl_loss = (
+            policy.new_zeros(())
+            if settings.kl_in_reward
+            else aggregate(settings.beta * weighted, completion_mask, settings)
+        )
         kl_mean = _masked_mean(weighted.detach(), completion_mask)  # as TRL logs it (after the weighting)
     else:
         kl_loss = policy.new_zeros(())

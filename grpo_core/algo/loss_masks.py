@@ -39,9 +39,11 @@ def zero_variance_rows(cfg, x: MaskInputs) -> tuple[Optional[torch.Tensor], dict
         return None, {}
     k, G = cfg.steps_per_batch, cfg.num_generations
     signal = signal_groups(x.trained, G)  # (groups,)
-    metrics = {"groups/sampled": x.groups_sampled / k,
-               "groups/dropped": (x.groups_sampled - float(signal.sum())) / k,
-               "completions/generated": x.groups_sampled * G / k}
+    metrics = {
+        "groups/sampled": x.groups_sampled / k,
+        "groups/dropped": (x.groups_sampled - float(signal.sum())) / k,
+        "completions/generated": x.groups_sampled * G / k,
+    }
     return signal.repeat_interleave(G), metrics
 
 

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 SCHEDULERS = Registry("lr_scheduler_type")
 SCHEDULERS.add("constant", ("constant_with_warmup", lambda p: 1.0), "warmup, then constant")
 SCHEDULERS.add("linear", ("linear", lambda p: max(0.0, 1.0 - p)), "warmup, then linear decay to 0")
-SCHEDULERS.add("cosine", ("cosine", lambda p: max(0.0, 0.5 * (1.0 + math.cos(math.pi * p)))),
-               "warmup, then cosine decay to 0")
+SCHEDULERS.add(
+    "cosine", ("cosine", lambda p: max(0.0, 0.5 * (1.0 + math.cos(math.pi * p)))), "warmup, then cosine decay to 0"
+)
 
 
 def lr_multiplier(step: int, warmup_steps: int, total_steps: int, scheduler: str) -> float:
@@ -38,5 +39,4 @@ def make_scheduler(
     from transformers import get_scheduler
 
     name, _ = SCHEDULERS.get(scheduler)
-    return get_scheduler(name, optimizer, num_warmup_steps=warmup_steps,
-                         num_training_steps=total_steps)
+    return get_scheduler(name, optimizer, num_warmup_steps=warmup_steps, num_training_steps=total_steps)

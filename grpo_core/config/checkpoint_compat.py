@@ -12,16 +12,24 @@ from grpo_core.util.errors import ConfigError
 from grpo_core.util.files import read_mapping_named
 
 CHECKPOINT_STATE = "trainer_state.pt"
-_RESUME_MAY_DIFFER = {"resume_from_checkpoint", "save_steps", "run_name", "mlflow_tracking_uri",
-                      "mlflow_experiment", "num_threads"}
+_RESUME_MAY_DIFFER = {
+    "resume_from_checkpoint",
+    "save_steps",
+    "run_name",
+    "mlflow_tracking_uri",
+    "mlflow_experiment",
+    "num_threads",
+}
 
 
 def check_checkpoint_folder(path: str) -> None:
     """The folder holds a checkpoint's two files (existence only)."""
     folder = Path(path)
     if not (folder / CHECKPOINT_STATE).is_file() or not (folder / "config.yaml").is_file():
-        raise ConfigError("resume_from_checkpoint", f"{str(folder)!r} is not a checkpoint folder "
-                                                    f"(allowed: a <run folder>/checkpoint-<step> folder)")
+        raise ConfigError(
+            "resume_from_checkpoint",
+            f"{str(folder)!r} is not a checkpoint folder (allowed: a <run folder>/checkpoint-<step> folder)",
+        )
 
 
 def check_checkpoint(cfg: GRPOConfig) -> None:
@@ -31,15 +39,24 @@ def check_checkpoint(cfg: GRPOConfig) -> None:
     saved = read_mapping_named(folder / "config.yaml", "yaml")  # a !!python tag: one line naming the file
     current = cfg.to_dict()
     if (key := config_mismatch(saved, current)) is not None:
-        raise ConfigError("resume_from_checkpoint", f"the checkpoint was written with {key}={saved[key]!r}, "
-                                                    f"this config has {current[key]!r}; allowed: the same config")
+        raise ConfigError(
+            "resume_from_checkpoint",
+            f"the checkpoint was written with {key}={saved[key]!r}, "
+            f"this config has {current[key]!r}; allowed: the same config",
+        )
 
 
 def config_mismatch(saved: dict, current: dict):
     """The first key where a checkpoint's config (`saved`) and a run's config differ, but the keys a
     resumed run may change; None when it can resume that run."""
-    return next((key for key, value in saved.items()
-                 if key not in _RESUME_MAY_DIFFER and key in current and current[key] != value), None)
+    return next(
+        (
+            key
+            for key, value in saved.items()
+            if key not in _RESUME_MAY_DIFFER and key in current and current[key] != value
+        ),
+        None,
+    )
 
 
 def config_digest(config: dict, keys: list[str]) -> str:

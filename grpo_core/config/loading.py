@@ -14,6 +14,7 @@ from grpo_core.config.values import coerce_value
 from grpo_core.util.errors import ConfigError, UserInputError, remember_secrets
 from grpo_core.util.yaml_files import parse_yaml_value, read_yaml_mapping
 
+
 def parse_override(text: str) -> tuple[str, Any]:
     """`key=value` with the value parsed as a YAML scalar."""
     if "=" not in text:
@@ -32,8 +33,11 @@ def unknown_key(key: Any, source: str) -> ConfigError:
     import difflib
 
     close = difflib.get_close_matches(str(key), FIELD_NAMES, n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else \
-        "see `python -m grpo_core.config.doc` or the README's config reference for the allowed keys"
+    hint = (
+        f"did you mean {' or '.join(repr(c) for c in close)}?"
+        if close
+        else "see `python -m grpo_core.config.doc` or the README's config reference for the allowed keys"
+    )
     return ConfigError(str(key), f"unknown key in {source}; {hint}")
 
 
@@ -46,8 +50,9 @@ def config_from_dict(values: dict[str, Any], source: str = "config") -> GRPOConf
     return validate(GRPOConfig(**kwargs))
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
-                inputs: bool = True) -> GRPOConfig:
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (), inputs: bool = True
+) -> GRPOConfig:
     """Defaults, then the YAML file (may be partial), then `--set key=value` overrides; validated,
     and its inputs checked (check_inputs) unless `inputs` is false (`grpo train` leaves that to
     grpo_lab.train, the one path a command and a notebook share)."""

@@ -335,7 +335,12 @@ class GRPOConfig:
         return dataclasses.asdict(self)
 
     def default_run_name(self) -> str:
-        parts = [_dataset_label(self.dataset) if self.dataset else self.task, self.loss_type, f"lr{self.learning_rate:g}", f"wu{self.effective_warmup_steps}"]
+        parts = [
+            _dataset_label(self.dataset) if self.dataset else self.task,
+            self.loss_type,
+            f"lr{self.learning_rate:g}",
+            f"wu{self.effective_warmup_steps}",
+        ]
         if self.advantage_noise_std:
             parts.append(f"noise{self.advantage_noise_std:g}")
         if self.advantage_scale != 1.0:
@@ -378,4 +383,3 @@ def masked_dict(values: dict) -> dict:
         return mask_secrets(v) if isinstance(v, str) else [mask(x) for x in v] if isinstance(v, list) else v
 
     return {k: mask(v) for k, v in values.items()}
-

@@ -16,6 +16,7 @@ from grpo_core.config.values import short_value
 from grpo_core.util.cpu_math import MODES as CPU_MATH_MODES
 from grpo_core.util.errors import ConfigError, UserInputError
 
+
 def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(key, f"unknown value {short_value(value)}; allowed: {', '.join(allowed)}")
@@ -27,14 +28,22 @@ def batch_split_problem(cfg: GRPOConfig, num_processes: int) -> Optional[ConfigE
     micro-batches. The error naming the key that breaks it, or None. validate checks it for one
     process, `grpo train --num-processes` before launching, the trainer for the processes it has."""
     if cfg.prompts_per_step % num_processes:
-        return ConfigError("prompts_per_step", f"{cfg.prompts_per_step} does not split over {num_processes} processes; "
-                                               f"allowed: a multiple of {num_processes}")
+        return ConfigError(
+            "prompts_per_step",
+            f"{cfg.prompts_per_step} does not split over {num_processes} processes; "
+            f"allowed: a multiple of {num_processes}",
+        )
     local = cfg.prompts_per_step // num_processes * cfg.num_generations  # completions per process
     if local % cfg.gradient_accumulation_steps:
-        where = "the generation batch prompts_per_step × num_generations" if num_processes == 1 else \
-            f"the completions of each of {num_processes} processes"
-        return ConfigError("gradient_accumulation_steps", f"got {cfg.gradient_accumulation_steps}; allowed: a divisor "
-                                                          f"of {where} = {local} completions")
+        where = (
+            "the generation batch prompts_per_step × num_generations"
+            if num_processes == 1
+            else f"the completions of each of {num_processes} processes"
+        )
+        return ConfigError(
+            "gradient_accumulation_steps",
+            f"got {cfg.gradient_accumulation_steps}; allowed: a divisor of {where} = {local} completions",
+        )
     return None
 
 
@@ -43,7 +52,7 @@ SEED_RANGE = "[0, 2^32 − 1] (numpy's seed range)"
 
 def seed_in_range(seed) -> bool:
     """A seed every library a run seeds accepts: an integer (not a bool) numpy's seeding takes."""
-    return isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2 ** 32
+    return isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**32
 
 
 FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max
@@ -69,17 +78,24 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(cfg.lora_r >= 1, "lora_r", "an integer ≥ 1")
     require(cfg.lora_alpha >= 1, "lora_alpha", "an integer ≥ 1")
     require(0 <= cfg.lora_dropout < 1, "lora_dropout", "a number in [0, 1)")
-    require(all(isinstance(m, str) and m for m in cfg.lora_target_modules), "lora_target_modules",
-            "a list of module names, e.g. [q_proj, v_proj]")
+    require(
+        all(isinstance(m, str) and m for m in cfg.lora_target_modules),
+        "lora_target_modules",
+        "a list of module names, e.g. [q_proj, v_proj]",
+    )
     if cfg.gguf_file is not None:
         if not Path(cfg.model).expanduser().is_dir():
             raise ConfigError("gguf_file", f"needs `model` to be a local directory holding it; model is {cfg.model!r}")
         if not (Path(cfg.model).expanduser() / cfg.gguf_file).is_file():
-            raise ConfigError("gguf_file", f"no file {cfg.gguf_file!r} in {cfg.model}; allowed: a .gguf file "
-                                           f"in that directory")
-    require(isinstance(cfg.prompt_template, str) and (cfg.prompt_template == "" or
-                                                      cfg.prompt_template.count("{prompt}") == 1),
-            "prompt_template", 'text holding {prompt} once (where the prompt goes), or "" for the prompt alone')
+            raise ConfigError(
+                "gguf_file", f"no file {cfg.gguf_file!r} in {cfg.model}; allowed: a .gguf file in that directory"
+            )
+    require(
+        isinstance(cfg.prompt_template, str)
+        and (cfg.prompt_template == "" or cfg.prompt_template.count("{prompt}") == 1),
+        "prompt_template",
+        'text holding {prompt} once (where the prompt goes), or "" for the prompt alone',
+    )
     if cfg.dataset is not None:
         check_dataset_source(cfg.dataset)
     require(cfg.max_num_gen_batches >= 1, "max_num_gen_batches", "an integer ≥ 1 (generation rounds per step)")
@@ -93,31 +109,64 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     _one_of("task", cfg.task, tuple(TASKS))
     check_reward_list(cfg.reward_funcs)
     rewards = reward_funcs_of(cfg)
-    require(not cfg.reward_weights or len(cfg.reward_weights) == len(rewards), "reward_weights",
-            f"one weight per reward function: {len(rewards)} ({', '.join(rewards)})")
+    require(
+        not cfg.reward_weights or len(cfg.reward_weights) == len(rewards),
+        "reward_weights",
+        f"one weight per reward function: {len(rewards)} ({', '.join(rewards)})",
+    )
     require(cfg.reward_workers >= 0, "reward_workers", "an integer ≥ 0 (0 = in the training process)")
-    require(math.isfinite(cfg.reward_timeout) and cfg.reward_timeout >= 0, "reward_timeout",
-            "a number of seconds ≥ 0 (0 = no limit)")
-    require(cfg.reward_timeout == 0 or cfg.reward_workers >= 1, "reward_timeout",
-            "0 unless reward_workers ≥ 1 (a timeout needs a worker process that can be stopped)")
+    require(
+        math.isfinite(cfg.reward_timeout) and cfg.reward_timeout >= 0,
+        "reward_timeout",
+        "a number of seconds ≥ 0 (0 = no limit)",
+    )
+    require(
+        cfg.reward_timeout == 0 or cfg.reward_workers >= 1,
+        "reward_timeout",
+        "0 unless reward_workers ≥ 1 (a timeout needs a worker process that can be stopped)",
+    )
     require(math.isfinite(cfg.reward_timeout_value), "reward_timeout_value", "a finite number")
 
     def finite(key: str) -> None:  # these reach float32 tensors: within its range, or 0
         value = getattr(cfg, key)
-        require(math.isfinite(value) and (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX), key,
-                f"a finite number, 0 or of absolute value in [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}] (float32's range)")
+        require(
+            math.isfinite(value) and (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX),
+            key,
+            f"a finite number, 0 or of absolute value in [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}] (float32's range)",
+        )
 
-    for key in ("learning_rate", "beta", "advantage_noise_std", "advantage_scale", "weight_decay",
-                "max_grad_norm", "temperature", "epsilon", "stl_delta", "loss_departure_eps", "sapo_temperature_pos",
-                "sapo_temperature_neg", "entropy_coef"):
+    for key in (
+        "learning_rate",
+        "beta",
+        "advantage_noise_std",
+        "advantage_scale",
+        "weight_decay",
+        "max_grad_norm",
+        "temperature",
+        "epsilon",
+        "stl_delta",
+        "loss_departure_eps",
+        "sapo_temperature_pos",
+        "sapo_temperature_neg",
+        "entropy_coef",
+    ):
         finite(key)
-    require(0 <= cfg.overlong_buffer_len <= cfg.max_completion_length, "overlong_buffer_len",
-            f"an integer in [0, max_completion_length = {cfg.max_completion_length}] (0 = off)")
-    require(math.isfinite(cfg.overlong_penalty_factor) and cfg.overlong_penalty_factor >= 0,
-            "overlong_penalty_factor", "a finite number ≥ 0")
+    require(
+        0 <= cfg.overlong_buffer_len <= cfg.max_completion_length,
+        "overlong_buffer_len",
+        f"an integer in [0, max_completion_length = {cfg.max_completion_length}] (0 = off)",
+    )
+    require(
+        math.isfinite(cfg.overlong_penalty_factor) and cfg.overlong_penalty_factor >= 0,
+        "overlong_penalty_factor",
+        "a finite number ≥ 0",
+    )
     require(not cfg.kl_in_reward or cfg.beta > 0, "kl_in_reward", "false unless beta > 0 (the KL's weight)")
-    require(not (cfg.kl_in_reward and cfg.zero_variance_groups == "resample"), "kl_in_reward",
-            "false with zero_variance_groups resample (it picks groups by reward before the KL is measured)")
+    require(
+        not (cfg.kl_in_reward and cfg.zero_variance_groups == "resample"),
+        "kl_in_reward",
+        "false with zero_variance_groups resample (it picks groups by reward before the KL is measured)",
+    )
     require(0 < cfg.top_entropy_quantile <= 1, "top_entropy_quantile", "a number in (0, 1] (1 = every token)")
     for key in ("sapo_temperature_pos", "sapo_temperature_neg"):
         require(getattr(cfg, key) > 0, key, "a number > 0 (the soft gate's temperature)")
@@ -134,26 +183,39 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
     require(cfg.max_steps >= 1, "max_steps", "an integer ≥ 1")
     require(cfg.warmup_steps >= 0, "warmup_steps", "an integer ≥ 0 (0 = warmup off)")
     require(0 <= cfg.warmup_ratio < 1, "warmup_ratio", "a number in [0, 1) (0 = warmup off)")
-    require(cfg.warmup_steps <= cfg.max_steps, "warmup_steps",
-            f"an integer ≤ max_steps ({cfg.max_steps}): warmup cannot be longer than the run")
+    require(
+        cfg.warmup_steps <= cfg.max_steps,
+        "warmup_steps",
+        f"an integer ≤ max_steps ({cfg.max_steps}): warmup cannot be longer than the run",
+    )
     require(cfg.prompts_per_step >= 1, "prompts_per_step", "an integer ≥ 1")
-    require(cfg.num_generations >= 2, "num_generations",
-            "an integer ≥ 2 (a group needs two completions to have a spread)")
+    require(
+        cfg.num_generations >= 2, "num_generations", "an integer ≥ 2 (a group needs two completions to have a spread)"
+    )
     require(cfg.num_iterations >= 1, "num_iterations", "an integer ≥ 1")
     if cfg.steps_per_generation is not None:
-        require(cfg.steps_per_generation >= 1 and cfg.steps_per_generation % cfg.gradient_accumulation_steps == 0,
-                "steps_per_generation", f"a multiple of gradient_accumulation_steps ({cfg.gradient_accumulation_steps}), "
-                                        f"or null for gradient_accumulation_steps")
+        require(
+            cfg.steps_per_generation >= 1 and cfg.steps_per_generation % cfg.gradient_accumulation_steps == 0,
+            "steps_per_generation",
+            f"a multiple of gradient_accumulation_steps ({cfg.gradient_accumulation_steps}), "
+            f"or null for gradient_accumulation_steps",
+        )
     require(cfg.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "an integer ≥ 1")
     if (problem := batch_split_problem(cfg, 1)) is not None:
         raise problem
     require(0 < cfg.epsilon < 1, "epsilon", "a number in (0, 1)")
     if cfg.delta is not None:
-        require(math.isfinite(cfg.delta) and cfg.delta > 1, "delta",
-                "a number > 1 (TRL recommends > 1 + epsilon_high), or null for no two-sided clip")
+        require(
+            math.isfinite(cfg.delta) and cfg.delta > 1,
+            "delta",
+            "a number > 1 (TRL recommends > 1 + epsilon_high), or null for no two-sided clip",
+        )
     if cfg.epsilon_high is not None:
-        require(math.isfinite(cfg.epsilon_high) and cfg.epsilon_high > 0, "epsilon_high",
-                "a number > 0, or null for epsilon_high = epsilon")
+        require(
+            math.isfinite(cfg.epsilon_high) and cfg.epsilon_high > 0,
+            "epsilon_high",
+            "a number > 0, or null for epsilon_high = epsilon",
+        )
     require(cfg.max_completion_length >= 1, "max_completion_length", "an integer ≥ 1")
     require(cfg.temperature > 0, "temperature", "a number > 0")
     require(0 < cfg.top_p <= 1, "top_p", "a number in (0, 1] (1 = off)")
@@ -173,22 +235,38 @@ def validate(cfg: GRPOConfig) -> GRPOConfig:
         has_cuda = torch.cuda.is_available()
         require(cfg.device != "cuda" or has_cuda, "device", "auto or cpu: no CUDA GPU is visible to torch here")
         on_gpu = has_cuda and cfg.device != "cpu"
-        require(cfg.mixed_precision != "fp16" or on_gpu, "mixed_precision",
-                "auto, no or bf16 on a CPU (fp16 autocast and loss scaling need a CUDA GPU)")
+        require(
+            cfg.mixed_precision != "fp16" or on_gpu,
+            "mixed_precision",
+            "auto, no or bf16 on a CPU (fp16 autocast and loss scaling need a CUDA GPU)",
+        )
         require(cfg.decode != "graph" or on_gpu, "decode", "auto, dynamic or static on a CPU (graph needs CUDA)")
-    require(cfg.mlflow_tracking_uri.startswith(TRACKING_SCHEMES), "mlflow_tracking_uri",
-            f"a store URI starting with {', '.join(TRACKING_SCHEMES)}")
+    require(
+        cfg.mlflow_tracking_uri.startswith(TRACKING_SCHEMES),
+        "mlflow_tracking_uri",
+        f"a store URI starting with {', '.join(TRACKING_SCHEMES)}",
+    )
     require(bool(cfg.mlflow_experiment.strip()), "mlflow_experiment", "a non-empty name")
     require(cfg.save_steps >= 0, "save_steps", "an integer ≥ 0 (0 = no checkpoints)")
-    require(cfg.tiny_pretrain_steps is None or cfg.tiny_pretrain_steps >= 0, "tiny_pretrain_steps",
-            "an integer ≥ 0, or null for the task's value")
+    require(
+        cfg.tiny_pretrain_steps is None or cfg.tiny_pretrain_steps >= 0,
+        "tiny_pretrain_steps",
+        "an integer ≥ 0, or null for the task's value",
+    )
     if cfg.resume_from_checkpoint is not None:
         check_checkpoint_folder(cfg.resume_from_checkpoint)
     check_model_name(cfg.model)
-    if cfg.model != "tiny" and cfg.gguf_file is None and Path(cfg.model).expanduser().is_dir() \
-            and not (Path(cfg.model).expanduser() / "config.json").is_file():
-        raise ConfigError("model", f"{cfg.model!r} holds no config.json; allowed: a transformers model folder "
-                                   f"(config.json, weights, tokenizer), or gguf_file naming a GGUF file in it")
+    if (
+        cfg.model != "tiny"
+        and cfg.gguf_file is None
+        and Path(cfg.model).expanduser().is_dir()
+        and not (Path(cfg.model).expanduser() / "config.json").is_file()
+    ):
+        raise ConfigError(
+            "model",
+            f"{cfg.model!r} holds no config.json; allowed: a transformers model folder "
+            f"(config.json, weights, tokenizer), or gguf_file naming a GGUF file in it",
+        )
     if cfg.tiny_pretrain_steps is None:  # the value used is the value logged
         cfg = dataclasses.replace(cfg, tiny_pretrain_steps=TASKS[cfg.task].tiny_pretrain_steps)
     return cfg
@@ -220,11 +298,13 @@ def check_inputs(cfg: GRPOConfig) -> None:
         from grpo_core.tasks.models import committed_base, tiny_cache_dir
 
         steps = cfg.tiny_pretrain_steps
-        if committed_base(cfg.task, steps) is None and not (tiny_cache_dir(cfg.cache_dir, cfg.task, steps)
-                                                             / "config.json").is_file():
+        if (
+            committed_base(cfg.task, steps) is None
+            and not (tiny_cache_dir(cfg.cache_dir, cfg.task, steps) / "config.json").is_file()
+        ):
             try:
                 check_writable_folder(cfg.cache_dir, "cache_dir")
             except UserInputError as exc:
-                raise ConfigError("cache_dir", f"{str(exc).split(': ', 1)[1]} (needed to pretrain "
-                                               f"tiny_pretrain_steps={steps})") from None
-
+                raise ConfigError(
+                    "cache_dir", f"{str(exc).split(': ', 1)[1]} (needed to pretrain tiny_pretrain_steps={steps})"
+                ) from None

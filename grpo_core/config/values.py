@@ -10,7 +10,7 @@ from grpo_core.config.schema import field_type
 from grpo_core.util.errors import ConfigError, short_value  # noqa: F401  (short_value: its old home)
 from grpo_core.util.yaml_files import parse_yaml_value
 
-_INT_LIMIT = 2 ** 63
+_INT_LIMIT = 2**63
 
 
 def _finite_number(key: str, value: Any) -> float:
@@ -74,4 +74,3 @@ def coerce_value(key: str, value: Any) -> Any:
             return list(value)
         raise ConfigError(key, f"expected a list of strings, got {short_value(value)}")
     raise AssertionError(f"unhandled type for {key}: {hint}")
-

@@ -40,8 +40,9 @@ def _as_tuple(state):
 def _changing(policy: torch.nn.Module) -> set[str]:
     """The names of what training changes: the trainable parameters (a tied weight under its first
     name) and the buffers."""
-    return ({name for name, p in policy.named_parameters() if p.requires_grad}
-            | {name for name, _ in policy.named_buffers()})
+    return {name for name, p in policy.named_parameters() if p.requires_grad} | {
+        name for name, _ in policy.named_buffers()
+    }
 
 
 def trained_weights(policy: torch.nn.Module) -> dict:
@@ -81,12 +82,20 @@ def save_checkpoint(trainer, run_dir: Path, history: dict) -> Optional[Path]:
         if trainer.rank != 0:
             return None
     state = {
-        "step": trainer.step, "history": history, "batch": batch,
-        "model": trained_weights(trainer.policy), "optimizer": trainer.optimizer.state_dict(),
+        "step": trainer.step,
+        "history": history,
+        "batch": batch,
+        "model": trained_weights(trainer.policy),
+        "optimizer": trainer.optimizer.state_dict(),
         "scheduler": trainer.scheduler.state_dict(),
-        "rng": {"prompt": trainer.prompt_rng.getstate(), "sample": trainer.sample_gen.get_state(),
-                "noise": trainer.noise_gen.get_state(), "torch": torch.get_rng_state(),
-                "python": random.getstate(), "numpy": _numpy_state_to_plain(np.random.get_state())},
+        "rng": {
+            "prompt": trainer.prompt_rng.getstate(),
+            "sample": trainer.sample_gen.get_state(),
+            "noise": trainer.noise_gen.get_state(),
+            "torch": torch.get_rng_state(),
+            "python": random.getstate(),
+            "numpy": _numpy_state_to_plain(np.random.get_state()),
+        },
     }
     if per_process is not None:
         state["per_process"] = per_process
@@ -102,6 +111,7 @@ def save_checkpoint(trainer, run_dir: Path, history: dict) -> Optional[Path]:
             shutil.rmtree(old, ignore_errors=True)
     return target
 
+
 def load_checkpoint(trainer, folder: str | Path) -> dict:
     """Restore a checkpoint written by save_checkpoint; returns its metric history. The file is
     read with `weights_only=True`: tensors and plain containers only, so a checkpoint cannot
@@ -113,13 +123,20 @@ def load_checkpoint(trainer, folder: str | Path) -> dict:
         saved = state.get("per_process") or [{"sample": state["rng"]["sample"], "batch": state["batch"]}]
     except Exception as exc:  # unpickling refused, a truncated file
         raise _restore_error(path, exc) from None
-    if "config_digest" in state and config_digest(trainer.cfg.to_dict(), state["config_keys"]) != state["config_digest"]:
-        raise UserInputError(f"resume_from_checkpoint: {Path(folder) / 'config.yaml'} is not the config the checkpoint "
-                             f"was trained with (its digest, written with the checkpoint, differs: the file was edited); "
-                             f"allowed: the checkpoint as it was written")
+    if (
+        "config_digest" in state
+        and config_digest(trainer.cfg.to_dict(), state["config_keys"]) != state["config_digest"]
+    ):
+        raise UserInputError(
+            f"resume_from_checkpoint: {Path(folder) / 'config.yaml'} is not the config the checkpoint "
+            f"was trained with (its digest, written with the checkpoint, differs: the file was edited); "
+            f"allowed: the checkpoint as it was written"
+        )
     if len(saved) != trainer.num_processes:
-        raise UserInputError(f"resume_from_checkpoint: {path} was written by a run on {len(saved)} process(es), "
-                             f"this one has {trainer.num_processes}; allowed: resume it on {len(saved)}")
+        raise UserInputError(
+            f"resume_from_checkpoint: {path} was written by a run on {len(saved)} process(es), "
+            f"this one has {trainer.num_processes}; allowed: resume it on {len(saved)}"
+        )
     own = saved[trainer.rank]
     try:
         restore_weights(trainer.policy, state["model"])
@@ -144,5 +161,7 @@ def load_checkpoint(trainer, folder: str | Path) -> dict:
 
 def _restore_error(path: Path, exc: Exception) -> UserInputError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-    return UserInputError(f"resume_from_checkpoint: cannot restore {path}: {first}; allowed: a checkpoint "
-                          f"written by grpo train with save_steps")
+    return UserInputError(
+        f"resume_from_checkpoint: cannot restore {path}: {first}; allowed: a checkpoint "
+        f"written by grpo train with save_steps"
+    )

@@ -35,8 +35,12 @@ def gpu_driver() -> str:
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
@@ -66,7 +70,11 @@ def machine() -> str:
     cores = usable_cpus()
     mem = ""
     try:
-        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        kb = int(
+            next(
+                line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+            ).split()[1]
+        )
         mem = f", {kb / 2**20:.0f} GiB memory"
     except (OSError, StopIteration, ValueError):
         pass
@@ -81,10 +89,14 @@ def run_record(device: str, base_sha256: str) -> dict[str, str]:
 
     from grpo_core.util.cpu_math import cpu_capability, mkl_branch, process_mode
 
-    return {"base_model_sha256": base_sha256,
-            "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name(),
-            "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
-            "cpu_math": process_mode(), "cpu_capability": cpu_capability(), "mkl_branch": mkl_branch()}
+    return {
+        "base_model_sha256": base_sha256,
+        "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name(),
+        "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
+        "cpu_math": process_mode(),
+        "cpu_capability": cpu_capability(),
+        "mkl_branch": mkl_branch(),
+    }
 
 
 # ---- the process that owns a run: `host:pid:start time`, to tell later whether it is gone ----------

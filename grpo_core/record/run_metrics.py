@@ -46,8 +46,9 @@ def trailing_average(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
-def steps_to_learn(rewards: Sequence[float], baseline_reward: float, window: int = 20,
-                   delta: float = 0.05) -> Optional[int]:
+def steps_to_learn(
+    rewards: Sequence[float], baseline_reward: float, window: int = 20, delta: float = 0.05
+) -> Optional[int]:
     """First step of a sustained rise to baseline + δ (module docstring); None when never."""
     ma = moving_average(rewards, window)  # ma[k] ends at step k + window
     last = len(rewards) - window  # the latest step that still has w steps after it
@@ -62,8 +63,9 @@ def steps_to_learn(rewards: Sequence[float], baseline_reward: float, window: int
     return answer
 
 
-def first_crossing_step(rewards: Sequence[float], baseline_reward: float, window: int = 20,
-                        delta: float = 0.05) -> Optional[int]:
+def first_crossing_step(
+    rewards: Sequence[float], baseline_reward: float, window: int = 20, delta: float = 0.05
+) -> Optional[int]:
     """The first version of steps_to_learn: the first full window reaching baseline + δ, with no
     check that the rise lasts. Kept to show, on placebo runs, what the sustained rule prevents."""
     for k, avg in enumerate(moving_average(rewards, window)):
@@ -113,8 +115,10 @@ def summarize(
 def completion_counts(generated: Sequence[float], steps_to_learn: Optional[int]) -> dict:
     """[Claim C6] Completions sampled over the run, and up to steps_to_learn (None when never):
     dynamic sampling buys its steps with generation, so a claim about it counts both."""
-    return {"completions_generated": int(sum(generated)),
-            "completions_to_learn": None if steps_to_learn is None else int(sum(generated[:steps_to_learn]))}
+    return {
+        "completions_generated": int(sum(generated)),
+        "completions_to_learn": None if steps_to_learn is None else int(sum(generated[:steps_to_learn])),
+    }
 
 
 def censored_at(key: str, summary: dict, max_steps: int) -> float:
@@ -128,8 +132,11 @@ def censored_at(key: str, summary: dict, max_steps: int) -> float:
 def unreached_reason(steps: int, window: int) -> str:
     """Why a run has no steps_to_learn (summary.json, the note `grpo train` prints)."""
     if steps < 2 * window:
-        fix = (f"set stl_window ≤ {steps // 2} for this run" if steps >= 2 else
-               "train at least 2 steps")  # stl_window is at least 1: a 1-step run cannot have one
-        return (f"cannot be reached in {steps} steps: it needs a full window of stl_window = {window} steps and as "
-                f"many after it ({2 * window} steps; {fix})")
+        fix = (
+            f"set stl_window ≤ {steps // 2} for this run" if steps >= 2 else "train at least 2 steps"
+        )  # stl_window is at least 1: a 1-step run cannot have one
+        return (
+            f"cannot be reached in {steps} steps: it needs a full window of stl_window = {window} steps and as "
+            f"many after it ({2 * window} steps; {fix})"
+        )
     return "the reward's moving average never rose to baseline + δ and stayed there to the end of the run"

@@ -22,7 +22,9 @@ class GenerationBatch:
     ref_logps: Optional[torch.Tensor]  # (B, T) when β > 0
     metrics: dict  # reward, advantage and completion metrics of this batch
     loss_mask: Optional[torch.Tensor] = None  # (B, T) completion_mask less dropped groups, masked truncated rows
-    live_sequences: Optional[list] = None  # per step's slice (k), sequences left in the loss (÷ P) when groups are dropped
+    live_sequences: Optional[list] = (
+        None  # per step's slice (k), sequences left in the loss (÷ P) when groups are dropped
+    )
     completions: list = dataclasses.field(default_factory=list)  # the rows completions.jsonl keeps (log_completions)
 
     def __post_init__(self):

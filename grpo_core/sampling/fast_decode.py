@@ -30,7 +30,8 @@ def supports(model) -> bool:
         return False
     base = getattr(model, "model", None)
     return all(hasattr(base, name) for name in ("embed_tokens", "rotary_emb", "layers", "norm")) and hasattr(
-        sys.modules[type(model).__module__], "apply_rotary_pos_emb")
+        sys.modules[type(model).__module__], "apply_rotary_pos_emb"
+    )
 
 
 def cache_tensors(past) -> list[list[Tensor]] | None:
@@ -63,8 +64,9 @@ def decode_step(
         q, k = apply_rotary(q, k, cos, sin)
         kv[0] = torch.cat([kv[0], k], dim=2)
         kv[1] = torch.cat([kv[1], v], dim=2)
-        out = F.scaled_dot_product_attention(q, kv[0], kv[1], attn_mask=key_mask, scale=attn.scaling,
-                                             enable_gqa=kv[0].shape[1] != q.shape[1])  # (B, heads, 1, d)
+        out = F.scaled_dot_product_attention(
+            q, kv[0], kv[1], attn_mask=key_mask, scale=attn.scaling, enable_gqa=kv[0].shape[1] != q.shape[1]
+        )  # (B, heads, 1, d)
         hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(B, 1, -1))
         hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
     return model.lm_head(base.norm(hidden))[:, -1, :]

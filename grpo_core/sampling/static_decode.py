@@ -89,8 +89,10 @@ class StaticCache:
         heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         shape = (batch, heads, capacity, head_dim)
-        self.layers = [[torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device)]
-                       for _ in range(config.num_hidden_layers)]
+        self.layers = [
+            [torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device)]
+            for _ in range(config.num_hidden_layers)
+        ]
         self.key_mask = torch.zeros(batch, 1, 1, capacity, dtype=torch.bool, device=device)
         self.capacity = capacity
 
@@ -129,8 +131,9 @@ def static_decode_step(
         q, k = apply_rotary(q, k, cos, sin)
         kv[0].index_copy_(2, write_index, k.to(kv[0].dtype))
         kv[1].index_copy_(2, write_index, v.to(kv[1].dtype))
-        out = F.scaled_dot_product_attention(q, kv[0], kv[1], attn_mask=cache.key_mask, scale=attn.scaling,
-                                             enable_gqa=kv[0].shape[1] != q.shape[1])  # (B, heads, 1, d)
+        out = F.scaled_dot_product_attention(
+            q, kv[0], kv[1], attn_mask=cache.key_mask, scale=attn.scaling, enable_gqa=kv[0].shape[1] != q.shape[1]
+        )  # (B, heads, 1, d)
         hidden = hidden + linear(attn.o_proj, out.transpose(1, 2).reshape(B, 1, -1))
         mlp = layer.mlp
         x = layer.post_attention_layernorm(hidden)
@@ -195,8 +198,9 @@ class StaticDecoder:
         if self.adapters is not None:
             self.adapters.refresh()
         if not self.use_graph:
-            return lambda tokens, positions, index: static_decode_step(self.model, self._cache, tokens, positions,
-                                                                       index, self.linear)
+            return lambda tokens, positions, index: static_decode_step(
+                self.model, self._cache, tokens, positions, index, self.linear
+            )
         if self._graph is None:
             self._graph = GraphedStep(self.model, self._cache, B, prompt_mask.device, self.linear)
         return self._graph

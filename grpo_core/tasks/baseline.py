@@ -34,7 +34,8 @@ def baseline_reward(trainer) -> dict:
     cfg = trainer.cfg
     prompt_rng = random.Random(BASELINE_SEED)
     generator = torch.Generator(device=trainer.device).manual_seed(BASELINE_SEED)
-    target, per_prompt = cfg.stl_delta / 4, []
+    target = cfg.stl_delta / 4
+    per_prompt: list = []
     want, cap = cfg.baseline_prompts, MAX_FACTOR * cfg.baseline_prompts
     while True:
         idx = [prompt_rng.randrange(len(trainer.train_set)) for _ in range(want - len(per_prompt))]
@@ -47,8 +48,11 @@ def baseline_reward(trainer) -> dict:
             break
         # the count the standard error asks for, with a 10% margin (one prompt has no spread: two)
         # (stl_delta 0 asks for a standard error of 0: the cap)
-        want = cap if target <= 0 else min(cap, max(n + 1, math.ceil(1.1 * (sd / target) ** 2)
-                                                     if math.isfinite(sd) else 2))
+        want = (
+            cap
+            if target <= 0
+            else min(cap, max(n + 1, math.ceil(1.1 * (sd / target) ** 2) if math.isfinite(sd) else 2))
+        )
     result = {"baseline_reward": mean, "baseline_reward_se": se, "baseline_prompts_used": n}
     if cache is not None:
         try:
@@ -57,6 +61,7 @@ def baseline_reward(trainer) -> dict:
         except OSError:  # an unwritable cache_dir: the next run measures it again
             pass
     return result
+
 
 def cache_path(trainer) -> Optional[Path]:
     """Where this setting's baseline is kept, or None when it is not cached: your own reward code,
@@ -68,11 +73,27 @@ def cache_path(trainer) -> Optional[Path]:
     data = _data_file_digest(cfg.dataset) if cfg.dataset else None
     if cfg.dataset and data is None:
         return None
-    key = {"version": VERSION, "base": trainer.record["base_model_sha256"], "task": cfg.task,
-           "rewards": sorted(trainer.reward_funcs), "device": trainer.device.type,
-           "precision": trainer.accelerator.mixed_precision,
-           **{k: getattr(cfg, k) for k in ("num_generations", "max_completion_length", "temperature", "top_p",
-                                           "top_k", "baseline_prompts", "stl_delta", "dtype")}}
+    key = {
+        "version": VERSION,
+        "base": trainer.record["base_model_sha256"],
+        "task": cfg.task,
+        "rewards": sorted(trainer.reward_funcs),
+        "device": trainer.device.type,
+        "precision": trainer.accelerator.mixed_precision,
+        **{
+            k: getattr(cfg, k)
+            for k in (
+                "num_generations",
+                "max_completion_length",
+                "temperature",
+                "top_p",
+                "top_k",
+                "baseline_prompts",
+                "stl_delta",
+                "dtype",
+            )
+        },
+    }
     if data is not None:  # (only for data files: the built-in tasks' cached baselines stay valid)
         key.update(data=data, prompt_column=cfg.prompt_column, answer_column=cfg.answer_column)
     if cfg.prompt_template:  # (likewise)

@@ -31,7 +31,7 @@ class Task:
         rows = self.examples()
         order = list(range(len(rows)))
         random.Random(_SPLIT_SEED).shuffle(order)
-        eval_idx, train_idx = order[:self.eval_size], sorted(order[self.eval_size:])
+        eval_idx, train_idx = order[: self.eval_size], sorted(order[self.eval_size :])
 
         def build(idx: list[int]) -> Split:
             return Split({"prompt": [rows[i][0] for i in idx], "answer": [rows[i][1] for i in idx]})
@@ -212,12 +212,17 @@ def check_dataset_source(source: str) -> None:
 
     path = Path(source).expanduser()
     if path.suffix in DATASET_SUFFIXES and not path.is_file():
-        raise ConfigError("dataset", f"no such file {source!r}; allowed: a local {'/'.join(DATASET_SUFFIXES)} file "
-                                     f"or a hub dataset id")
+        raise ConfigError(
+            "dataset",
+            f"no such file {source!r}; allowed: a local {'/'.join(DATASET_SUFFIXES)} file or a hub dataset id",
+        )
     if path.suffix not in DATASET_SUFFIXES and path.is_file():  # not a hub id: asking the hub took ~30 s of retries
-        raise ConfigError("dataset", f"{source!r} is a local file of a type grpo does not read "
-                                     f"({path.suffix or 'no suffix'}); allowed: a local {'/'.join(DATASET_SUFFIXES)} "
-                                     f"file, a folder of them, or a hub dataset id")
+        raise ConfigError(
+            "dataset",
+            f"{source!r} is a local file of a type grpo does not read "
+            f"({path.suffix or 'no suffix'}); allowed: a local {'/'.join(DATASET_SUFFIXES)} "
+            f"file, a folder of them, or a hub dataset id",
+        )
 
 
 def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> list[dict]:
@@ -234,32 +239,43 @@ def load_dataset_rows(source: str, prompt_column: str, answer_column: str) -> li
     except Exception as exc:  # a missing file, malformed JSON, an unreachable hub
         cause = exc.__cause__ or exc  # datasets wraps the reason in "An error occurred while generating the dataset"
         first = str(cause).strip().splitlines()[0][:300] if str(cause).strip() else type(cause).__name__
-        raise ConfigError("dataset", f"cannot load {source!r}: {first}; allowed: a local "
-                                     f"{'/'.join(DATASET_SUFFIXES)} file or a reachable hub dataset") from None
+        raise ConfigError(
+            "dataset",
+            f"cannot load {source!r}: {first}; allowed: a local "
+            f"{'/'.join(DATASET_SUFFIXES)} file or a reachable hub dataset",
+        ) from None
     columns = set(rows[0])
     for key, column in (("prompt_column", prompt_column), ("answer_column", answer_column)):
         if column not in columns:
             raise ConfigError(key, f"{source!r} has no column {column!r}; its columns: {', '.join(sorted(columns))}")
         missing = next((i for i, r in enumerate(rows) if r.get(column) is None), None)
         if missing is not None:
-            raise ConfigError(key, f"row {missing + 1} of {source!r} has no {column!r}; allowed: every row with a "
-                                   f"value for {column!r}")
+            raise ConfigError(
+                key,
+                f"row {missing + 1} of {source!r} has no {column!r}; allowed: every row with a value for {column!r}",
+            )
     for key, column in (("prompt_column", prompt_column), ("answer_column", answer_column)):
-        kinds = {}  # kind → its first row
+        kinds: dict = {}  # kind → its first row
         for i, r in enumerate(rows):
             kinds.setdefault(_value_kind(r[column]), i + 1)
         odd = [k for k in kinds if k not in ("text", "numbers")]
         if odd or len(kinds) > 1:
             seen = ", ".join(f"{k} (row {n})" for k, n in kinds.items())
-            raise ConfigError(key, f"{column!r} of {source!r} holds {seen}; allowed: one kind per column, all text "
-                                   f"or all numbers")
+            raise ConfigError(
+                key, f"{column!r} of {source!r} holds {seen}; allowed: one kind per column, all text or all numbers"
+            )
     blank = next((i for i, r in enumerate(rows) if not str(r[prompt_column]).strip()), None)
     if blank is not None:  # an empty prompt is no input at all for a model without a chat template
-        raise ConfigError("prompt_column", f"row {blank + 1} of {source!r} has an empty {prompt_column!r}; allowed: "
-                                           f"a prompt in every row")
+        raise ConfigError(
+            "prompt_column",
+            f"row {blank + 1} of {source!r} has an empty {prompt_column!r}; allowed: a prompt in every row",
+        )
     if len(rows) < 2:  # a run holds rows out for its evaluation and trains on the others
-        raise ConfigError("dataset", f"{source!r} has {len(rows)} row; allowed: two rows or more (one is held out "
-                                     f"for evaluation, the others are trained on)")
+        raise ConfigError(
+            "dataset",
+            f"{source!r} has {len(rows)} row; allowed: two rows or more (one is held out "
+            f"for evaluation, the others are trained on)",
+        )
     return rows
 
 
@@ -268,9 +284,14 @@ def dataset_task(source: str, prompt_column: str, answer_column: str) -> Task:
     of the rows (at most EVAL_SIZE) is held out."""
     rows = load_dataset_rows(source, prompt_column, answer_column)
     examples = [(str(r[prompt_column]), str(r[answer_column])) for r in rows]
-    return Task(name=f"dataset:{source}", description=f"rows of {source}", default_rewards=DATASET_REWARDS,
-                examples=lambda: examples, tiny_pretrain_steps=0,
-                eval_size=max(1, min(EVAL_SIZE, len(rows) // 10)))
+    return Task(
+        name=f"dataset:{source}",
+        description=f"rows of {source}",
+        default_rewards=DATASET_REWARDS,
+        examples=lambda: examples,
+        tiny_pretrain_steps=0,
+        eval_size=max(1, min(EVAL_SIZE, len(rows) // 10)),
+    )
 
 
 def reward_funcs_of(cfg) -> list[str]:

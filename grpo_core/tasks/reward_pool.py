@@ -49,8 +49,16 @@ def _worker(funcs: dict, tasks, results, parent: int) -> None:
         try:  # the queue pickles in a thread of its own, where a failure would be lost (and the parent wait)
             pickle.dumps(value)
         except Exception as exc:
-            results.put((job, name, index, "error", f"returned {type(value).__name__}, which cannot be sent back "
-                                                    f"from a reward worker ({type(exc).__name__}); allowed: numbers"))
+            results.put(
+                (
+                    job,
+                    name,
+                    index,
+                    "error",
+                    f"returned {type(value).__name__}, which cannot be sent back "
+                    f"from a reward worker ({type(exc).__name__}); allowed: numbers",
+                )
+            )
             continue
         results.put((job, name, index, "ok", value))
 
@@ -59,8 +67,9 @@ class _Worker:
     def __init__(self, context, funcs):
         self.tasks = context.Queue()
         self.results = context.Queue()
-        self.process = context.Process(target=_worker, args=(funcs, self.tasks, self.results, os.getpid()),
-                                       daemon=True, name="grpo-reward-worker")
+        self.process = context.Process(
+            target=_worker, args=(funcs, self.tasks, self.results, os.getpid()), daemon=True, name="grpo-reward-worker"
+        )
         self.process.start()
         self.pending: list = []  # items sent, in order; the first is the next to finish
         self.started: Optional[float] = None  # when the worker started its current item (its own report)
@@ -86,15 +95,20 @@ class RewardPool:
 
     def submit(self, completions: list[str], columns: dict[str, list]) -> int:
         self._job += 1
-        items = [(self._job, name, i, completions[i], {k: v[i] for k, v in columns.items()})
-                 for name in self.funcs for i in range(len(completions))]
+        items = [
+            (self._job, name, i, completions[i], {k: v[i] for k, v in columns.items()})
+            for name in self.funcs
+            for i in range(len(completions))
+        ]
         for n, item in enumerate(items):  # round-robin over the workers
             worker = self.workers[n % len(self.workers)]
             worker.pending.append(item)
             worker.tasks.put(item)
-        self._jobs[self._job] = {"completions": completions, "values": {name: [None] * len(completions)
-                                                                        for name in self.funcs},
-                                 "timeouts": {name: 0 for name in self.funcs}}
+        self._jobs[self._job] = {
+            "completions": completions,
+            "values": {name: [None] * len(completions) for name in self.funcs},
+            "timeouts": {name: 0 for name in self.funcs},
+        }
         return self._job
 
     def collect(self, job: int) -> tuple[dict[str, list[float]], int]:
@@ -119,9 +133,11 @@ class RewardPool:
         for name, count in state["timeouts"].items():  # rewards that mostly time out are not a reward signal
             if count > MAX_TIMEOUT_SHARE * len(completions):
                 self.close()
-                raise RunFailure(f"reward function {name} timed out on {count} of {len(completions)} completions of a "
-                                 f"step (reward_timeout {self.timeout:g} s); allowed: at most "
-                                 f"{MAX_TIMEOUT_SHARE:.0%} per step")
+                raise RunFailure(
+                    f"reward function {name} timed out on {count} of {len(completions)} completions of a "
+                    f"step (reward_timeout {self.timeout:g} s); allowed: at most "
+                    f"{MAX_TIMEOUT_SHARE:.0%} per step"
+                )
         out = {}
         for name, values in state["values"].items():
             out[name] = check_values(name, values, completions)
@@ -136,8 +152,7 @@ class RewardPool:
         w.started = None
         if status == "error":
             self.close()
-            raise RunFailure(f"reward function {name} {value} on completion {index}: "
-                             f"{state['completions'][index]!r}")
+            raise RunFailure(f"reward function {name} {value} on completion {index}: {state['completions'][index]!r}")
         if job in self._jobs:
             self._jobs[job]["values"][name][index] = value
 
@@ -146,8 +161,10 @@ class RewardPool:
         job, name, index, _, _ = w.pending.pop(0)
         if reason == "worker died" and not self.timeout:
             self.close()
-            raise RunFailure(f"reward function {name} crashed its worker process on completion {index}: "
-                             f"{state['completions'][index]!r}")
+            raise RunFailure(
+                f"reward function {name} crashed its worker process on completion {index}: "
+                f"{state['completions'][index]!r}"
+            )
         if job in self._jobs:
             self._jobs[job]["values"][name][index] = self.timeout_value
             self._jobs[job]["timeouts"][name] += 1

@@ -119,9 +119,12 @@ def check_answers(names: list[str], answers: list, source: str) -> None:
         bad = unscorable(name, answers)
         if bad:
             allowed = NUMBER_RULE if name == "last_number" else "a non-empty answer in every row"
-            raise ConfigError("reward_funcs", f"{name} cannot score {len(bad)} of the {len(answers)} answers of "
-                                              f"{source} (row {bad[0] + 1}: {str(answers[bad[0]])[:40]!r}); "
-                                              f"allowed: {allowed}")
+            raise ConfigError(
+                "reward_funcs",
+                f"{name} cannot score {len(bad)} of the {len(answers)} answers of "
+                f"{source} (row {bad[0] + 1}: {str(answers[bad[0]])[:40]!r}); "
+                f"allowed: {allowed}",
+            )
 
 
 # rewards that pay for restating an arithmetic question: math-verify evaluates the `15+13` of `15+13 =`
@@ -199,21 +202,30 @@ def check_import_allowed(name: str, module_name: str) -> None:
     if origin is None and found.submodule_search_locations:
         origin = next(iter(found.submodule_search_locations), None)
     where = Path(origin).resolve() if origin else None
-    inside = where is not None and any(where.is_relative_to(r) for r in _project_roots()) and \
-        not any(where.is_relative_to(r) for r in _installed_roots())
+    inside = (
+        where is not None
+        and any(where.is_relative_to(r) for r in _project_roots())
+        and not any(where.is_relative_to(r) for r in _installed_roots())
+    )
     if not inside:
-        raise ConfigError("reward_funcs", f"{name!r} names the module {top!r} ({where or 'built into Python'}), "
-                                          f"outside this project: importing it runs its code; allowed: a built-in "
-                                          f"reward, a module in this folder or repository, or {TRUST_IMPORTS}=1 in "
-                                          f"the environment to import installed modules")
+        raise ConfigError(
+            "reward_funcs",
+            f"{name!r} names the module {top!r} ({where or 'built into Python'}), "
+            f"outside this project: importing it runs its code; allowed: a built-in "
+            f"reward, a module in this folder or repository, or {TRUST_IMPORTS}=1 in "
+            f"the environment to import installed modules",
+        )
 
 
 def check_reward_list(names: list[str]) -> None:
     """Without importing anything: no function listed twice."""
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ConfigError("reward_funcs", f"{repeated[0]!r} is listed twice; allowed: each reward function once "
-                                          f"(rewards are summed: list a function once per term)")
+        raise ConfigError(
+            "reward_funcs",
+            f"{repeated[0]!r} is listed twice; allowed: each reward function once "
+            f"(rewards are summed: list a function once per term)",
+        )
 
 
 def check_reward_names(names: list[str]) -> None:
@@ -253,16 +265,21 @@ def sum_then_normalize(per_func: dict[str, list[float]], weights: list[float], n
 
 def _batch_scaling(cfg):
     if cfg.scale_rewards != "batch":
-        return (f"got normalize_then_sum with scale_rewards {cfg.scale_rewards!r}; allowed: normalize_then_sum with "
-                f"scale_rewards batch (TRL divides the sum of the normalized rewards by the batch's std, whatever "
-                f"scale_rewards says)")
+        return (
+            f"got normalize_then_sum with scale_rewards {cfg.scale_rewards!r}; allowed: normalize_then_sum with "
+            f"scale_rewards batch (TRL divides the sum of the normalized rewards by the batch's std, whatever "
+            f"scale_rewards says)"
+        )
     return None
 
 
-@REWARD_AGGREGATIONS.register("normalize_then_sum", "each function's rewards normalized within the group, "
-                                                    "(r − mean) / (std + 1e-4), then Σ weight × normalized reward, "
-                                                    "then the advantage stages with scale_rewards batch (TRL's; GDPO)",
-                              check=_batch_scaling)
+@REWARD_AGGREGATIONS.register(
+    "normalize_then_sum",
+    "each function's rewards normalized within the group, "
+    "(r − mean) / (std + 1e-4), then Σ weight × normalized reward, "
+    "then the advantage stages with scale_rewards batch (TRL's; GDPO)",
+    check=_batch_scaling,
+)
 def normalize_then_sum(per_func: dict[str, list[float]], weights: list[float], num_generations: int):
     """A function whose values vary little in a group weighs as much as one that varies a lot. Each
     group's sum has mean 0 (up to rounding), so grpo's group-mean baseline is TRL's batch mean here."""
@@ -298,8 +315,10 @@ def compute_rewards(
                 # what the next reward function, the advantages and the log see
                 raw = list(func(list(completions), **{k: list(v) for k, v in columns.items()}))
         except ProcessExitCalled as exc:  # os._exit() would end the process with no record of the run
-            raise RunFailure(f"reward function {name} called os._exit({exc.code}); allowed: a reward returns its "
-                             f"values (it must not end the training process)") from None
+            raise RunFailure(
+                f"reward function {name} called os._exit({exc.code}); allowed: a reward returns its "
+                f"values (it must not end the training process)"
+            ) from None
         except (Exception, SystemExit) as exc:  # sys.exit() in a reward fails the run, naming it; never exits
             raise RunFailure(_locate_failure(name, func, completions, columns, exc)) from None
         out[name] = check_values(name, raw, completions)
@@ -345,18 +364,24 @@ def check_values(name: str, raw: list, completions: list[str]) -> list[float]:
     wrong = [i for i, v in enumerate(raw) if not isinstance(v, numbers.Real)]
     if wrong:  # "1.0" would pass float() and hide a bug in the reward function
         i = wrong[0]
-        raise RunFailure(f"reward function {name} returned {raw[i]!r} ({type(raw[i]).__name__}) for completion "
-                         f"{i}: {completions[i]!r}; allowed: numbers")
+        raise RunFailure(
+            f"reward function {name} returned {raw[i]!r} ({type(raw[i]).__name__}) for completion "
+            f"{i}: {completions[i]!r}; allowed: numbers"
+        )
     values = [float(v) for v in raw]
     bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
     if bad:
-        raise RunFailure(f"reward function {name} returned {values[bad[0]]} (non-finite) for "
-                         f"completion {bad[0]}: {completions[bad[0]]!r}")
+        raise RunFailure(
+            f"reward function {name} returned {values[bad[0]]} (non-finite) for "
+            f"completion {bad[0]}: {completions[bad[0]]!r}"
+        )
     huge = [i for i, v in enumerate(values) if abs(v) > REWARD_LIMIT]
     if huge:
-        raise RunFailure(f"reward function {name} returned {values[huge[0]]:g} for completion {huge[0]}: "
-                         f"{completions[huge[0]]!r}; allowed: numbers of absolute value ≤ {REWARD_LIMIT:g} (the "
-                         f"advantages are computed in float32)")
+        raise RunFailure(
+            f"reward function {name} returned {values[huge[0]]:g} for completion {huge[0]}: "
+            f"{completions[huge[0]]!r}; allowed: numbers of absolute value ≤ {REWARD_LIMIT:g} (the "
+            f"advantages are computed in float32)"
+        )
     return values
 
 
@@ -365,6 +390,5 @@ def _locate_failure(name, func, completions, columns, exc) -> str:
         try:
             func([completion], **{k: [v[i]] for k, v in columns.items()})
         except (Exception, SystemExit) as one:
-            return (f"reward function {name} raised {type(one).__name__}: {one} on completion {i}: "
-                    f"{completion!r}")
+            return f"reward function {name} raised {type(one).__name__}: {one} on completion {i}: {completion!r}"
     return f"reward function {name} raised {type(exc).__name__}: {exc}"

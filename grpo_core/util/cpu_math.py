@@ -76,8 +76,21 @@ def cpu_capability() -> str:
 
 
 # MKL's CNR branch codes (mkl_cbwr_get(MKL_CBWR_BRANCH)), as Intel's reference names them
-MKL_BRANCHES = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
-                10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+MKL_BRANCHES = {
+    1: "OFF",
+    2: "AUTO",
+    3: "COMPATIBLE",
+    4: "SSE2",
+    6: "SSSE3",
+    7: "SSE4_1",
+    8: "SSE4_2",
+    9: "AVX",
+    10: "AVX2",
+    11: "AVX512_MIC",
+    12: "AVX512",
+    13: "AVX512_MIC_E1",
+    14: "AVX512_E1",
+}
 
 
 def mkl_branch() -> str:
@@ -107,10 +120,13 @@ def check_process(mode: str) -> None:
 
     actual = process_mode()
     if actual != mode:
-        raise ConfigError("cpu_math", f"this process already loaded torch with {actual} CPU math, the config asks "
-                                      f"for {mode}; allowed: {actual} here, or run through the `grpo` command (which "
-                                      f"sets it before torch loads), or call grpo_core.util.cpu_math.pin({mode!r}) "
-                                      f"before importing torch")
+        raise ConfigError(
+            "cpu_math",
+            f"this process already loaded torch with {actual} CPU math, the config asks "
+            f"for {mode}; allowed: {actual} here, or run through the `grpo` command (which "
+            f"sets it before torch loads), or call grpo_core.util.cpu_math.pin({mode!r}) "
+            f"before importing torch",
+        )
 
 
 # ---- which mode a command line asks for, read before torch loads ---------------------------------------
@@ -160,6 +176,8 @@ def mode_for_specs(paths) -> str:
         modes[str(path)] = value if value in MODES else DEFAULT
     if len(set(modes.values())) > 1:
         listed = ", ".join(f"{p}: {m}" for p, m in modes.items())
-        raise UserInputError(f"cpu_math: the specs of one command ask for different modes ({listed}); "
-                             f"allowed: one mode for all (a process pins its CPU math once)")
+        raise UserInputError(
+            f"cpu_math: the specs of one command ask for different modes ({listed}); "
+            f"allowed: one mode for all (a process pins its CPU math once)"
+        )
     return next(iter(modes.values()), DEFAULT)

@@ -57,7 +57,7 @@ def _how_it_ended(pid: int) -> str | None:
         stat = open(f"/proc/{pid}/stat").read()
     except OSError:
         return "died"  # gone, and reaped
-    fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (the state) on
+    fields = stat[stat.rindex(")") + 2 :].split()  # from field 3 (the state) on
     if fields[0] not in ("Z", "X"):
         return None
     try:
@@ -143,8 +143,16 @@ def launch_local(num_processes: int, args: list[str]) -> int:
 
     for name in [n for n in logging.root.manager.loggerDict if n.startswith("torch.distributed")]:
         logging.getLogger(name).setLevel(logging.CRITICAL)  # each has its own level (torch's LOGLEVEL)
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=num_processes, run_id=uuid.uuid4().hex,
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2)
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=num_processes,
+        run_id=uuid.uuid4().hex,
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.2,
+    )
     try:
         elastic_launch(config, entrypoint=sys.executable)(*args)
         return 0

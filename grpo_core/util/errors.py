@@ -76,7 +76,9 @@ class Terminated(KeyboardInterrupt):
 def ended_by(exc: BaseException) -> str:
     """The status of a run or trial that this exception ended, in its folder and in MLflow: Ctrl-C
     and SIGTERM killed it, RunAbandoned abandoned it, anything else failed it."""
-    return "abandoned" if isinstance(exc, RunAbandoned) else "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+    return (
+        "abandoned" if isinstance(exc, RunAbandoned) else "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
+    )
 
 
 def ended_record(exc: BaseException) -> tuple[dict, str]:
@@ -210,8 +212,10 @@ def _redeliver_lost_interrupt(unraisable) -> None:
 
 
 _URL = re.compile(r"(?P<scheme>[A-Za-z][\w+.-]*://)(?P<rest>[^\s'\"<>]+)")
-_SECRET_PARAM = re.compile(r"(?i)(?P<key>(?:^|[?&;])(?:password|passwd|pwd|pass|secret|token|api[_-]?key|"
-                           r"access[_-]?token|sslpassword)=)(?P<value>[^&;#]*)")
+_SECRET_PARAM = re.compile(
+    r"(?i)(?P<key>(?:^|[?&;])(?:password|passwd|pwd|pass|secret|token|api[_-]?key|"
+    r"access[_-]?token|sslpassword)=)(?P<value>[^&;#]*)"
+)
 
 
 _KNOWN: set[str] = set()  # every password seen in a URL by this process: masked wherever it shows again
@@ -235,7 +239,7 @@ def _mask_url(m: re.Match) -> str:
     if at > 0 and not head.startswith("/") and ":" in head[:at]:
         user, secret = head[:at].split(":", 1)
         _remember(secret)
-        head = f"{user}:***@{head[at + 1:]}"
+        head = f"{user}:***@{head[at + 1 :]}"
 
     def param(q: re.Match) -> str:
         _remember(q["value"])

@@ -59,8 +59,9 @@ def check_writable_folder(path: str | Path, flag: str) -> None:
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as exc:
-        raise UserInputError(f"{flag} {path}: cannot write there ({exc.strerror or exc}); allowed: a writable "
-                             f"folder") from None
+        raise UserInputError(
+            f"{flag} {path}: cannot write there ({exc.strerror or exc}); allowed: a writable folder"
+        ) from None
 
 
 def sqlite_fault(path: Path) -> Optional[str]:
@@ -95,12 +96,15 @@ def check_sqlite_writable(path: Path, where: str) -> None:
     if path.is_file() and path.stat().st_size:
         with open(path, "rb") as f:
             if f.read(16) != b"SQLite format 3\x00":
-                raise UserInputError(f"{where}: {path} is not a SQLite database; allowed: an MLflow SQLite file or a "
-                                     f"new path")
+                raise UserInputError(
+                    f"{where}: {path} is not a SQLite database; allowed: an MLflow SQLite file or a new path"
+                )
         if (fault := sqlite_fault(path)) is not None:
-            raise UserInputError(f"{where}: {path} is damaged ({fault}: a file cut short, as a full disk leaves one); "
-                                 f"allowed: an intact MLflow SQLite file (restore it, or move it aside and start a "
-                                 f"new one: the run folders hold every run, and `grpo recover` logs them again)")
+            raise UserInputError(
+                f"{where}: {path} is damaged ({fault}: a file cut short, as a full disk leaves one); "
+                f"allowed: an intact MLflow SQLite file (restore it, or move it aside and start a "
+                f"new one: the run folders hold every run, and `grpo recover` logs them again)"
+            )
     folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
     try:  # a probe file (os.access says yes to root on a read-only filesystem)
         with tempfile.TemporaryFile(dir=folder):
@@ -109,8 +113,9 @@ def check_sqlite_writable(path: Path, where: str) -> None:
             with open(path, "ab"):
                 pass
     except OSError as exc:
-        raise UserInputError(f"{where}: cannot write there ({exc.strerror or exc}); allowed: a SQLite file in a "
-                             f"writable folder") from None
+        raise UserInputError(
+            f"{where}: cannot write there ({exc.strerror or exc}); allowed: a SQLite file in a writable folder"
+        ) from None
 
 
 def read_text_named(path: str | Path) -> str:
@@ -137,7 +142,9 @@ def read_mapping_named(path: str | Path, kind: str = "json") -> dict:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserInputError(f"{path}: cut or damaged ({why}); allowed: the file as grpo wrote it") from None
     if not isinstance(value, dict):
-        raise UserInputError(f"{path}: holds a {type(value).__name__}, not a mapping; allowed: the file as grpo wrote it")
+        raise UserInputError(
+            f"{path}: holds a {type(value).__name__}, not a mapping; allowed: the file as grpo wrote it"
+        )
     return value
 
 

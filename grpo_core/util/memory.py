@@ -18,7 +18,7 @@ from typing import Optional
 
 from grpo_core.util.errors import RunFailure, UserInputError
 
-MIN_ADDRESS_SPACE = 2 * 1024 ** 3  # bytes: below it, a run of even the tiny model fails or aborts (above)
+MIN_ADDRESS_SPACE = 2 * 1024**3  # bytes: below it, a run of even the tiny model fails or aborts (above)
 # what torch and Python say when an allocation fails (CPU and CUDA alike)
 OUT_OF_MEMORY = ("can't allocate memory", "out of memory", "cannot allocate memory")
 
@@ -30,7 +30,7 @@ def address_space_limit() -> Optional[int]:
 
 
 def _mib(n: int) -> str:
-    return f"{n / 1024 ** 2:.0f} MiB"
+    return f"{n / 1024**2:.0f} MiB"
 
 
 def check_address_space(command: str) -> None:
@@ -38,9 +38,11 @@ def check_address_space(command: str) -> None:
     line and before torch loads (where the process would abort with no word)."""
     limit = address_space_limit()
     if limit is not None and limit < MIN_ADDRESS_SPACE:
-        raise UserInputError(f"ulimit -v: {_mib(limit)} of address space, too little for grpo {command} to start "
-                             f"torch and the tokenizer; allowed: at least {_mib(MIN_ADDRESS_SPACE)} "
-                             f"(ulimit -v {MIN_ADDRESS_SPACE // 1024}) or unlimited")
+        raise UserInputError(
+            f"ulimit -v: {_mib(limit)} of address space, too little for grpo {command} to start "
+            f"torch and the tokenizer; allowed: at least {_mib(MIN_ADDRESS_SPACE)} "
+            f"(ulimit -v {MIN_ADDRESS_SPACE // 1024}) or unlimited"
+        )
 
 
 def memory_failure(exc: BaseException) -> Optional[RunFailure]:
@@ -53,10 +55,13 @@ def memory_failure(exc: BaseException) -> Optional[RunFailure]:
         return None
     what = text.splitlines()[0][:160] if text else type(exc).__name__
     limit = address_space_limit()
-    where = (f"the address-space limit (ulimit -v) is {_mib(limit)}" if limit is not None
-             else "the machine's memory ran out")
-    return RunFailure(f"out of memory ({what}); {where}: a smaller batch (prompts_per_step, num_generations, "
-                      f"max_completion_length) or more memory")
+    where = (
+        f"the address-space limit (ulimit -v) is {_mib(limit)}" if limit is not None else "the machine's memory ran out"
+    )
+    return RunFailure(
+        f"out of memory ({what}); {where}: a smaller batch (prompts_per_step, num_generations, "
+        f"max_completion_length) or more memory"
+    )
 
 
 # ---- the memory gate: one step at a time above a share of the machine's memory ------------------
@@ -84,7 +89,7 @@ GATE_SHARE = 6  # a step estimated above MemTotal / GATE_SHARE takes the gate
 # after every block cost the tiny model's step about a sixth of its time (`grpo bench --setup tiny`,
 # ours/TRL 0.54-0.60 against 0.45-0.51 with trims after gated steps only, 2026-12-03), and a block
 # below the share frees at most a sixth of the machine.
-TRIM_GROWTH = 512 * 2 ** 20  # bytes of resident growth since the last release that make a small block trim
+TRIM_GROWTH = 512 * 2**20  # bytes of resident growth since the last release that make a small block trim
 
 
 def machine_memory() -> Optional[int]:

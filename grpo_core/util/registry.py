@@ -21,8 +21,9 @@ class Registry:
 
     def add(self, name: str, impl: Any, note: str = "", check: Optional[Callable[[Any], Optional[str]]] = None) -> Any:
         if name in self._entries:
-            raise ValueError(f"{self.key}: {name!r} is registered already (by {_label(self._entries[name])}); "
-                             f"allowed: a new name")
+            raise ValueError(
+                f"{self.key}: {name!r} is registered already (by {_label(self._entries[name])}); allowed: a new name"
+            )
         self._entries[name], self.notes[name] = impl, note
         if check is not None:
             self.checks[name] = check

@@ -18,8 +18,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
-            raise yaml.composer.ComposerError(None, None, "an alias (*name); allowed: values written out (grpo-lab "
-                                              "files take no YAML anchors or aliases)", self.peek_event().start_mark)
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "an alias (*name); allowed: values written out (grpo-lab files take no YAML anchors or aliases)",
+                self.peek_event().start_mark,
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -46,8 +50,10 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise UserInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except yaml.reader.ReaderError as exc:  # a NUL or other control character
-        raise UserInputError(f"{path}: not a YAML text file: character #x{exc.character:04x} at position "
-                             f"{exc.position} is not allowed; allowed: a YAML mapping of config keys") from None
+        raise UserInputError(
+            f"{path}: not a YAML text file: character #x{exc.character:04x} at position "
+            f"{exc.position} is not allowed; allowed: a YAML mapping of config keys"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

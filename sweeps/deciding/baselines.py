@@ -33,9 +33,24 @@ from .runs import Run
 
 REGISTER = "baselines.json"  # beside a testbed's runs/ folder
 # what the baseline's value depends on (grpo_core/tasks/baseline.py: cache_path's key), as a run's config records it
-BASELINE_KEYS = ("model", "task", "dataset", "prompt_column", "answer_column", "reward_funcs", "reward_weights",
-                 "num_generations", "max_completion_length", "temperature", "top_p", "top_k", "baseline_prompts",
-                 "stl_delta", "dtype", "device")
+BASELINE_KEYS = (
+    "model",
+    "task",
+    "dataset",
+    "prompt_column",
+    "answer_column",
+    "reward_funcs",
+    "reward_weights",
+    "num_generations",
+    "max_completion_length",
+    "temperature",
+    "top_p",
+    "top_k",
+    "baseline_prompts",
+    "stl_delta",
+    "dtype",
+    "device",
+)
 PROMPT_TEMPLATE = "prompt_template"  # in the key only where set: a key without it is the prompt alone
 
 
@@ -67,8 +82,11 @@ def estimates(runs: list[Run]) -> dict:
     for r in runs:
         if r.summary.get("baseline_reward") is None:
             continue
-        est = (float(r.summary["baseline_reward"]), float(r.summary.get("baseline_reward_se", math.nan)),
-               int(r.summary.get("baseline_prompts_used", 0)))
+        est = (
+            float(r.summary["baseline_reward"]),
+            float(r.summary.get("baseline_reward_se", math.nan)),
+            int(r.summary.get("baseline_prompts_used", 0)),
+        )
         key = setup_key(r)
         seen = found.setdefault(_id(key), {"setup": key, "by": {}})["by"]
         machines, n = seen.get(est, (set(), 0))
@@ -81,9 +99,16 @@ def pooled_entry(setup: dict, by: dict, date: str) -> dict:
     ests = sorted(by.items())
     value = sum(v for (v, _, _), _ in ests) / len(ests)
     se = sum(s for (_, s, _), _ in ests) / len(ests)
-    return {"setup": setup, "baseline_reward": value, "baseline_reward_se": se, "recorded": date,
-            "estimates": [{"baseline_reward": v, "baseline_reward_se": s, "prompts": p, "runs": n,
-                           "machines": sorted(m)} for (v, s, p), (m, n) in ests]}
+    return {
+        "setup": setup,
+        "baseline_reward": value,
+        "baseline_reward_se": se,
+        "recorded": date,
+        "estimates": [
+            {"baseline_reward": v, "baseline_reward_se": s, "prompts": p, "runs": n, "machines": sorted(m)}
+            for (v, s, p), (m, n) in ests
+        ],
+    }
 
 
 def record_missing(path: Path, runs: list[Run], date: Optional[str] = None) -> list[dict]:
@@ -106,11 +131,22 @@ def on_setup_baseline(run: Run, entry: Optional[dict]) -> Run:
     cfg, s = run.config, run.summary
     rewards = [float(m["reward"]) for m in run.metrics]
     losses = [float(m["loss"]) for m in run.metrics]
-    new = summarize(rewards, losses, entry["baseline_reward"], int(cfg["stl_window"]), float(cfg["stl_delta"]),
-                    float(cfg.get("loss_departure_eps", 1e-3)))
-    summary = {**s, "steps_to_learn": new["steps_to_learn"], "learned": new["learned"],
-               "baseline_reward": entry["baseline_reward"], "baseline_reward_se": entry["baseline_reward_se"],
-               "run_baseline_reward": s["baseline_reward"]}
+    new = summarize(
+        rewards,
+        losses,
+        entry["baseline_reward"],
+        int(cfg["stl_window"]),
+        float(cfg["stl_delta"]),
+        float(cfg.get("loss_departure_eps", 1e-3)),
+    )
+    summary = {
+        **s,
+        "steps_to_learn": new["steps_to_learn"],
+        "learned": new["learned"],
+        "baseline_reward": entry["baseline_reward"],
+        "baseline_reward_se": entry["baseline_reward_se"],
+        "run_baseline_reward": s["baseline_reward"],
+    }
     if "completions_to_learn" in s and all("completions/generated" in m for m in run.metrics):
         summary.update(completion_counts([m["completions/generated"] for m in run.metrics], new["steps_to_learn"]))
     return replace(run, summary=summary)

@@ -24,17 +24,23 @@ def rests_on_steps_to_learn(test: dict) -> bool:
 def withheld(v: Verdict, untrusted: str) -> Verdict:
     """A verdict that rests on steps_to_learn where the placebo did not pass: inconclusive, with
     what the runs alone read kept in its reason (the tables below it are unchanged)."""
-    return replace(v, verdict=f"{INCONCLUSIVE} (placebo not passed)",
-                   reason=f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}")
+    return replace(
+        v,
+        verdict=f"{INCONCLUSIVE} (placebo not passed)",
+        reason=f"steps_to_learn is not trusted here: {untrusted}; the runs alone read {v.verdict}: {v.reason}",
+    )
 
 
 def incomplete(v: Verdict, done: int, expected: int) -> Verdict:
     """A verdict of a spec not every grid point of which has a finished run (still training, or a
     run failed): inconclusive, naming how many have, with what the finished runs alone read kept in
     its reason. A placebo or positive control that reads so opens no gate."""
-    return replace(v, verdict=f"{INCONCLUSIVE} ({done} of {expected} runs finished)",
-                   reason=f"{expected - done} of the spec's {expected} runs have not finished (in training, or failed), "
-                          f"so this is not its verdict; the finished runs alone read {v.verdict}: {v.reason}")
+    return replace(
+        v,
+        verdict=f"{INCONCLUSIVE} ({done} of {expected} runs finished)",
+        reason=f"{expected - done} of the spec's {expected} runs have not finished (in training, or failed), "
+        f"so this is not its verdict; the finished runs alone read {v.verdict}: {v.reason}",
+    )
 
 
 # What makes a placebo's false-positive check apply to a claim's runs: the reward's noise (model,
@@ -42,9 +48,21 @@ def incomplete(v: Verdict, done: int, expected: int) -> Verdict:
 # what a logged step is (num_iterations μ and steps_per_generation k: with μ or k above 1 one
 # generation batch's reward is logged at several steps, so its noise crosses a threshold in runs of
 # steps); the placebo must also have run at least as many steps (more steps, more chances to cross)
-SETUP_KEYS = ("model", "task", "dataset", "reward_funcs", "max_completion_length", "prompts_per_step",
-              "num_generations", "temperature", "stl_window", "stl_delta", "num_iterations", "steps_per_generation",
-              "prompt_template")
+SETUP_KEYS = (
+    "model",
+    "task",
+    "dataset",
+    "reward_funcs",
+    "max_completion_length",
+    "prompts_per_step",
+    "num_generations",
+    "temperature",
+    "stl_window",
+    "stl_delta",
+    "num_iterations",
+    "steps_per_generation",
+    "prompt_template",
+)
 ADDED_LATER = {"prompt_template": ""}  # keys runs made before them do not record, read as their default
 
 
@@ -75,8 +93,9 @@ def placebo_record(name: str, runs: list[Run], results: list[Verdict], complete:
     horizons = horizons_of(runs)
     passed = bool(results) and all(v.verdict == SUPPORTED for v in results)  # an incomplete one reads inconclusive
     false_positives = sum(r.summary.get("learned", 0) for r in runs)  # as verdicts.check_placebo counts them
-    return PlaceboRecord(name, horizons, passed, results[0].verdict if results else "no finished runs",
-                         complete, false_positives)
+    return PlaceboRecord(
+        name, horizons, passed, results[0].verdict if results else "no finished runs", complete, false_positives
+    )
 
 
 def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str]:
@@ -94,8 +113,10 @@ def placebo_gate(placebos: list[PlaceboRecord], runs: list[Run]) -> Optional[str
             return f"no placebo has finished runs of this set-up ({what}) over {steps} steps or more"
         learned = [p for p in covering if p.false_positives]
         if learned:
-            return (f"the placebo ({learned[0].name}) reads {learned[0].verdict}: {learned[0].false_positives} "
-                    f"of its runs got a steps_to_learn")
+            return (
+                f"the placebo ({learned[0].name}) reads {learned[0].verdict}: {learned[0].false_positives} "
+                f"of its runs got a steps_to_learn"
+            )
         settled = [p for p in covering if p.complete]
         if not settled:
             return f"the placebo of this set-up over {steps} steps or more ({covering[0].name}) reads {covering[0].verdict}"
@@ -115,6 +136,7 @@ class PositiveRecord:
     """A known effect that gates the nulls of its set-up: a positive-control spec, or a claim spec's
     test declared `known_effect` (an effect its own runs showed, declared as its regime's evidence
     of sensitivity)."""
+
     name: str  # the spec's file stem (and the test, for a known_effect test)
     horizons: dict  # set-up (setup_of) → the most steps its finished runs ran
     reason: Optional[str]  # why it does not open the gate (None: it does)
@@ -122,8 +144,9 @@ class PositiveRecord:
     effects: str = ""  # what it moved, per seed set, in words (printed beside the margins of its set-up)
 
 
-def positive_record(name: str, runs: list[Run], reason: Optional[str], complete: bool = True,
-                    effects: str = "") -> PositiveRecord:
+def positive_record(
+    name: str, runs: list[Run], reason: Optional[str], complete: bool = True, effects: str = ""
+) -> PositiveRecord:
     return PositiveRecord(name, horizons_of(runs), reason, complete, effects)
 
 
@@ -157,11 +180,16 @@ def sensitivity_gate(controls: list[PositiveRecord], runs: list[Run]) -> Optiona
         covering = _closest(controls, key, steps)
         if not covering:
             what = ", ".join(f"{k} {v}" for k, v in key if v not in ("None", "[]"))
-            return (f"{NO_SETUP_CONTROL}: no known effect has finished runs of this set-up ({what}) over {steps} "
-                    f"steps or more, so it has not shown it could detect an effect")
+            return (
+                f"{NO_SETUP_CONTROL}: no known effect has finished runs of this set-up ({what}) over {steps} "
+                f"steps or more, so it has not shown it could detect an effect"
+            )
         settled = [c for c in covering if c.complete]
         if not settled:
-            return covering[-1].reason or f"the positive control of this set-up ({covering[-1].name}) has not finished all its runs"
+            return (
+                covering[-1].reason
+                or f"the positive control of this set-up ({covering[-1].name}) has not finished all its runs"
+            )
         if settled[-1].reason is not None:
             return settled[-1].reason
     return None
@@ -173,7 +201,15 @@ def unproven(v: Verdict, insensitive: str) -> Verdict:
     yet. Inconclusive, with what the runs alone read kept in its reason."""
     if not is_null(v.verdict):
         return v
-    why = ("no positive control" if insensitive.startswith(NO_POSITIVE_CONTROL) else NO_SETUP_CONTROL
-           if insensitive.startswith(NO_SETUP_CONTROL) else "positive control not passed")
-    return replace(v, verdict=f"{INCONCLUSIVE} ({why})",
-                   reason=f"a null result is not trusted here: {insensitive}; the runs alone read {v.verdict}: {v.reason}")
+    why = (
+        "no positive control"
+        if insensitive.startswith(NO_POSITIVE_CONTROL)
+        else NO_SETUP_CONTROL
+        if insensitive.startswith(NO_SETUP_CONTROL)
+        else "positive control not passed"
+    )
+    return replace(
+        v,
+        verdict=f"{INCONCLUSIVE} ({why})",
+        reason=f"a null result is not trusted here: {insensitive}; the runs alone read {v.verdict}: {v.reason}",
+    )

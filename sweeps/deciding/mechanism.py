@@ -58,7 +58,7 @@ class MechanismResult:
         return sep.join(f"{label}: {_fmt(v)}" if label else _fmt(v) for label, v in self.values) or "no runs"
 
     def text(self) -> str:
-        """"the clipped arm clips …: loss_type=dapo: 0.0012 (needs ≥ 0.02): not engaged"."""
+        """ "the clipped arm clips …: loss_type=dapo: 0.0012 (needs ≥ 0.02): not engaged"."""
         return f"{self.what}: {self.values_text()} (needs {self.threshold}): {self.state()}"
 
 
@@ -112,7 +112,7 @@ def run_value(run: Run, check: dict) -> float:
 def ratio_value(run: Run, runs: list[Run], check: dict) -> float:
     """A run's number divided by that of its reference run (check["ratio_to"]: the run with the
     same point but that axis at that value); nan where there is none or it is 0."""
-    (axis, level), = check["ratio_to"].items()
+    ((axis, level),) = check["ratio_to"].items()
     want = {**run.point, axis: level}
     ref = next((r for r in runs if r.point == want), None)
     if ref is None:
@@ -140,8 +140,14 @@ def mechanism_checks(spec: SweepSpec, runs: list[Run]) -> list[MechanismResult]:
         chosen = [r for r in runs if _in_arms(r.point, check.get("arms") or {})]
         # an arm the check names with no finished run yet is not read (–), not left out
         groups = _group(spec, chosen, every=_arms_named(spec, check) if chosen else ())
-        one = (lambda r: ratio_value(r, runs, check)) if check.get("ratio_to") else (lambda r: run_value(r, check))
-        values = [(_label(key), st.median([x for r in group if not math.isnan(x := one(r))])) for key, group in groups.items()]
+        one = (
+            (lambda r, c=check: ratio_value(r, runs, c))
+            if check.get("ratio_to")
+            else (lambda r, c=check: run_value(r, c))
+        )
+        values = [
+            (_label(key), st.median([x for r in group if not math.isnan(x := one(r))])) for key, group in groups.items()
+        ]
         # an arm with finished runs whose number cannot be computed (a metric no run logs, a key that
         # holds no numbers, steps no run reaches) fails the check; only an arm with no finished run is not read
         uncomputable = [label for (label, v), group in zip(values, groups.values()) if group and math.isnan(v)]
@@ -151,10 +157,9 @@ def mechanism_checks(spec: SweepSpec, runs: list[Run]) -> list[MechanismResult]:
         else:
             bound, threshold = float(check["at_most"]), f"≤ {check['at_most']:g}"
             meets = [v <= bound for _, v in values]
-        passed = (False if uncomputable else None if not values or any(math.isnan(v) for _, v in values)
-                  else all(meets))
+        passed = False if uncomputable else None if not values or any(math.isnan(v) for _, v in values) else all(meets)
         if uncomputable:
-            threshold += f"; cannot be computed on the finished runs of {', '.join(l or 'every arm' for l in uncomputable)}"
+            threshold += f"; cannot be computed on the finished runs of {', '.join(label or 'every arm' for label in uncomputable)}"
         out.append(MechanismResult(check["what"], passed, values, threshold, check.get("tests")))
     return out
 
@@ -172,6 +177,10 @@ def gated(v: Verdict, checks: list[MechanismResult]) -> Verdict:
     if not failed or not is_null(v.verdict):
         return replace(v, checks=checks)
     why = "; ".join(r.text() for r in failed)
-    return replace(v, verdict=MECHANISM_NOT_ENGAGED, checks=checks,
-                   reason=f"the claim's mechanism was not at work in these runs ({why}), so a null result says nothing "
-                          f"about it; the runs alone read {v.verdict}: {v.reason}")
+    return replace(
+        v,
+        verdict=MECHANISM_NOT_ENGAGED,
+        checks=checks,
+        reason=f"the claim's mechanism was not at work in these runs ({why}), so a null result says nothing "
+        f"about it; the runs alone read {v.verdict}: {v.reason}",
+    )

@@ -84,14 +84,23 @@ def trl_config_lines(folder: Path) -> list[str]:
     each TRL run (the first seed's; a key where they differ is marked); a note where none was."""
     recorded = sorted(folder.glob(f"seed-*/{TRL_ARGS}"))
     if not recorded:
-        return ["TRL's config was not recorded beside these runs (they predate the key-by-key record); they ran "
-                "TRL 1.16's defaults for the keys the peer check did not pass, among them use_bias_correction_kl "
-                "True where grpo-lab's runs have it False (it changes the KL gradient at β > 0): train the peer seeds "
-                "again with `grpo peer` for a matched comparison.", ""]
+        return [
+            "TRL's config was not recorded beside these runs (they predate the key-by-key record); they ran "
+            "TRL 1.16's defaults for the keys the peer check did not pass, among them use_bias_correction_kl "
+            "True where grpo-lab's runs have it False (it changes the KL gradient at β > 0): train the peer seeds "
+            "again with `grpo peer` for a matched comparison.",
+            "",
+        ]
     rows = json.loads(recorded[0].read_text())
-    lines = [f"TRL's config beside grpo-lab's, key by key ({recorded[0].parent.name}/{TRL_ARGS}):", "",
-             "| key | grpo-lab | TRL | |", "|---|---|---|---|"]
-    lines += [f"| {key} | {ours} | {theirs} | {'' if ours == theirs else '**differs**'} |" for key, ours, theirs in rows]
+    lines = [
+        f"TRL's config beside grpo-lab's, key by key ({recorded[0].parent.name}/{TRL_ARGS}):",
+        "",
+        "| key | grpo-lab | TRL | |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {key} | {ours} | {theirs} | {'' if ours == theirs else '**differs**'} |" for key, ours, theirs in rows
+    ]
     return lines + [""]
 
 
@@ -106,17 +115,24 @@ def one_step_lines(spec: SweepSpec, folder: Path) -> list[str]:
     tol = record["tolerance"]
     terms = list(tol)
     arm = " ".join(f"{k}={v}" for k, v in record["arm"].items())
-    lines = [f"One step of both trainers on the same batch (`grpo peer {shown_spec_path(spec)} "
-             f"--arm {arm} --one-step --seed {record['seed']}`, seed {record['seed']}): grpo-lab samples the batch, TRL is handed its completions, both "
-             f"hold the same LoRA weights (B perturbed from zero, so the policy is not its reference); clipping and "
-             f"dropout off. Each cell is the largest difference between the two (loss: relative to TRL's; gradient: "
-             f"‖Δ‖ / ‖TRL's‖ over every LoRA matrix); the bound is under each term's name. {record['versions']}.", "",
-             "| loss_type | β | " + " | ".join(f"{t} (≤ {tol[t]:.0e})" for t in terms) + " | reads |",
-             "|---|---|" + "---|" * len(terms) + "---|"]
+    lines = [
+        f"One step of both trainers on the same batch (`grpo peer {shown_spec_path(spec)} "
+        f"--arm {arm} --one-step --seed {record['seed']}`, seed {record['seed']}): grpo-lab samples the batch, TRL is handed its completions, both "
+        f"hold the same LoRA weights (B perturbed from zero, so the policy is not its reference); clipping and "
+        f"dropout off. Each cell is the largest difference between the two (loss: relative to TRL's; gradient: "
+        f"‖Δ‖ / ‖TRL's‖ over every LoRA matrix); the bound is under each term's name. {record['versions']}.",
+        "",
+        "| loss_type | β | " + " | ".join(f"{t} (≤ {tol[t]:.0e})" for t in terms) + " | reads |",
+        "|---|---|" + "---|" * len(terms) + "---|",
+    ]
     for row in record["steps"]:
         cells = ["–" if row["diff"].get(t) is None else f"{row['diff'][t]:.1e}" for t in terms]
-        reads = AGREE if row["agree"] else "**differ**" + (f" ({', '.join(k for k, _, _ in row['differing_keys'])} "
-                                                            f"differs)" if row["differing_keys"] else "")
+        reads = (
+            AGREE
+            if row["agree"]
+            else "**differ**"
+            + (f" ({', '.join(k for k, _, _ in row['differing_keys'])} differs)" if row["differing_keys"] else "")
+        )
         lines.append(f"| {row['loss_type']} | {row['beta']:g} | " + " | ".join(cells) + f" | {reads} |")
     agree = sum(row["agree"] for row in record["steps"])
     return lines + ["", f"**One step: {agree} of {len(record['steps'])} settings agree.**", ""]
@@ -133,13 +149,18 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
     if not ours:
         return "", None
     horizon = int(peers[0].config["max_steps"])
-    lines = [f"### Peer check: TRL's GRPOTrainer beside grpo-lab ({_label(arm.items())})", "",
-             f"The same arm trained by TRL (`grpo peer {shown_spec_path(spec)} --arm "
-             f"{' '.join(f'{k}={v}' for k, v in arm.items())} --seeds …`): the same model, data, reward, LoRA, batch, "
-             f"β, learning rate and steps; TRL samples its own prompts and completions, so the samples are "
-             f"independent. Never-learned runs count at max_steps ({horizon}).", "",
-             "| seed | grpo-lab steps_to_learn | TRL steps_to_learn | grpo-lab reward AUC | TRL reward AUC |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"### Peer check: TRL's GRPOTrainer beside grpo-lab ({_label(arm.items())})",
+        "",
+        f"The same arm trained by TRL (`grpo peer {shown_spec_path(spec)} --arm "
+        f"{' '.join(f'{k}={v}' for k, v in arm.items())} --seeds …`): the same model, data, reward, LoRA, batch, "
+        f"β, learning rate and steps; TRL samples its own prompts and completions, so the samples are "
+        f"independent. Never-learned runs count at max_steps ({horizon}).",
+        "",
+        "| seed | grpo-lab steps_to_learn | TRL steps_to_learn | grpo-lab reward AUC | TRL reward AUC |",
+        "|---|---|---|---|---|",
+    ]
+
     def stl(summary: Optional[dict]) -> str:
         if summary is None:
             return "–"
@@ -154,11 +175,18 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
         lines.append(f"| {p.seed} | {stl(o)} | {stl(p.summary)} | {auc(o)} | {auc(p.summary)} |")
     if len(peers) < MIN_PEER_RUNS or len(ours) < 2:
         outcome = f"in training ({len(peers)} of {MIN_PEER_RUNS} TRL runs finished)"
-        lines += ["", f"**Peer check: {outcome}**: not tested until {MIN_PEER_RUNS} TRL runs (and 2 or more of "
-                      f"grpo-lab's) have finished.", ""]
+        lines += [
+            "",
+            f"**Peer check: {outcome}**: not tested until {MIN_PEER_RUNS} TRL runs (and 2 or more of "
+            f"grpo-lab's) have finished.",
+            "",
+        ]
         return "\n".join(lines + one_step_lines(spec, folder) + trl_config_lines(folder)), outcome
-    lines += ["", "| metric | grpo-lab runs | TRL runs | shift TRL − grpo-lab [95% CI] | rank-sum p | reads |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| metric | grpo-lab runs | TRL runs | shift TRL − grpo-lab [95% CI] | rank-sum p | reads |",
+        "|---|---|---|---|---|---|",
+    ]
     reads_of = {}
     for metric, margin in PEER_MARGINS.items():
         a = _values(ours, metric, horizon)
@@ -172,14 +200,25 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
         else:
             reads = NO_DIFFERENCE
         reads_of[metric] = reads
-        lines.append(f"| {metric} (margin ±{margin:g}) | {len(a)} | {len(b)} | {fmt_interval(est, lo, hi, metric)} | "
-                     f"{p:.3g} | **{reads}** |")
-    outcome = (DISAGREE if DISAGREE in reads_of.values() else
-               AGREE if all(r == AGREE for r in reads_of.values()) else NO_DIFFERENCE)
-    lines += ["", f"**Peer check: {outcome}** (agree: on each metric the rank-sum test reads no difference and the "
-                  f"95% interval lies inside the declared margin, steps ±{PEER_MARGINS['steps_to_learn']:g}, reward "
-                  f"AUC ±{PEER_MARGINS['reward_auc']:g}; no difference detected: not significant, but the interval "
-                  f"still allows a gap beyond the margin; disagree: significant on either).", ""]
+        lines.append(
+            f"| {metric} (margin ±{margin:g}) | {len(a)} | {len(b)} | {fmt_interval(est, lo, hi, metric)} | "
+            f"{p:.3g} | **{reads}** |"
+        )
+    outcome = (
+        DISAGREE
+        if DISAGREE in reads_of.values()
+        else AGREE
+        if all(r == AGREE for r in reads_of.values())
+        else NO_DIFFERENCE
+    )
+    lines += [
+        "",
+        f"**Peer check: {outcome}** (agree: on each metric the rank-sum test reads no difference and the "
+        f"95% interval lies inside the declared margin, steps ±{PEER_MARGINS['steps_to_learn']:g}, reward "
+        f"AUC ±{PEER_MARGINS['reward_auc']:g}; no difference detected: not significant, but the interval "
+        f"still allows a gap beyond the margin; disagree: significant on either).",
+        "",
+    ]
     lines += step_time_lines(ours, peers) + one_step_lines(spec, folder) + trl_config_lines(folder)
     return "\n".join(lines), outcome
 
@@ -187,11 +226,16 @@ def peer_section(spec: SweepSpec, runs: list[Run], folder: Path) -> tuple[str, O
 def step_time_lines(ours: list[Run], peers: list[PeerRun]) -> list[str]:
     """Each trainer's step time (the median over its runs of each run's median step), with the CPUs
     its runs record; a timing, not a verdict: the runs were made on their own machines and days."""
+
     def timing(summaries: list[dict]) -> str:
         times = sorted(t for s in summaries if isinstance(t := s.get("median_step_time_s"), (int, float)))
         if not times:
             return "not recorded"
         cpus = sorted({s["device_name"] for s in summaries if s.get("device_name")})
         return f"{statistics.median(times):.1f} s (median of {len(times)} runs{'; ' + ', '.join(cpus) if cpus else ''})"
-    return [f"Step time, a timing and not a verdict (each trainer's runs two side by side on a 2-core CPU, on their "
-            f"own days): grpo-lab {timing([r.summary for r in ours])}; TRL {timing([p.summary for p in peers])}.", ""]
+
+    return [
+        f"Step time, a timing and not a verdict (each trainer's runs two side by side on a 2-core CPU, on their "
+        f"own days): grpo-lab {timing([r.summary for r in ours])}; TRL {timing([p.summary for p in peers])}.",
+        "",
+    ]

@@ -48,8 +48,16 @@ def _indices(size: int, n: int, draws: int) -> np.ndarray:
     return np.random.default_rng(SEED).integers(0, size, size=(draws, n))
 
 
-def power(noise: np.ndarray, n: int, effect: float, m: int = 1, direction: Optional[str] = "lower",
-          draws: int = DRAWS, alpha: float = ALPHA, moved: float = 1.0) -> float:
+def power(
+    noise: np.ndarray,
+    n: int,
+    effect: float,
+    m: int = 1,
+    direction: Optional[str] = "lower",
+    draws: int = DRAWS,
+    alpha: float = ALPHA,
+    moved: float = 1.0,
+) -> float:
     """The share of simulated sets of n pairs, shifted by `effect` (≥ 0) in `direction` (lower:
     treatment − control < 0; None: either side counts), in which the test detects it. `moved` < 1:
     the effect moves each pair with that probability and leaves the rest as they were (the tied
@@ -70,9 +78,16 @@ def power(noise: np.ndarray, n: int, effect: float, m: int = 1, direction: Optio
     return float(significant.mean())
 
 
-def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional[str] = "lower",
-                      target: float = POWER, draws: int = DRAWS, resolution: float = 0.05,
-                      moved: float = 1.0) -> float:
+def detectable_effect(
+    noise: np.ndarray,
+    n: int,
+    m: int = 1,
+    direction: Optional[str] = "lower",
+    target: float = POWER,
+    draws: int = DRAWS,
+    resolution: float = 0.05,
+    moved: float = 1.0,
+) -> float:
     """The smallest effect (in the metric's units) detected with power ≥ `target` by n pairs (an
     effect that moves each pair with probability `moved`: see power); inf when n pairs can never
     reach p < α/m or the moved pairs are too few, nan without noise to resample."""
@@ -83,8 +98,9 @@ def detectable_effect(noise: np.ndarray, n: int, m: int = 1, direction: Optional
     spread = float(np.max(noise) - np.min(noise))
     if moved < 1.0:  # tied noise has no spread, yet a partial effect is not found at every size
         spread = max(spread, 1.0)
-    return _smallest_effect(lambda effect: power(noise, n, effect, m, direction, draws, moved=moved),
-                            spread, target, resolution)
+    return _smallest_effect(
+        lambda effect: power(noise, n, effect, m, direction, draws, moved=moved), spread, target, resolution
+    )
 
 
 def moved_share(sets: Sequence[Sequence[float]]) -> float:
@@ -128,8 +144,16 @@ def integer_noise(sets: Sequence[Sequence[float]]) -> np.ndarray:
     return noise if np.all(np.isfinite(noise)) else np.zeros(0)
 
 
-def set_power(noise: np.ndarray, n: int, effect: float, m: int = 1, direction: Optional[str] = "lower",
-              whole_steps: bool = True, draws: int = VERDICT_DRAWS, alpha: float = ALPHA) -> float:
+def set_power(
+    noise: np.ndarray,
+    n: int,
+    effect: float,
+    m: int = 1,
+    direction: Optional[str] = "lower",
+    whole_steps: bool = True,
+    draws: int = VERDICT_DRAWS,
+    alpha: float = ALPHA,
+) -> float:
     """One seed set's chance of a significant result on the claimed side (Holm's first step over
     m comparisons) when the effect is `effect` (≥ 0) in `direction`: n pairs drawn from `noise`, each
     moved by the effect; in whole steps (`whole_steps`) each pair moves by ⌊effect⌋ or ⌈effect⌉ steps,
@@ -151,8 +175,13 @@ def set_power(noise: np.ndarray, n: int, effect: float, m: int = 1, direction: O
     return float(significant.mean())
 
 
-def verdict_power(sets: Sequence[Sequence[float]], effect: float, m: int = 1, direction: Optional[str] = "lower",
-                  whole_steps: bool = True) -> float:
+def verdict_power(
+    sets: Sequence[Sequence[float]],
+    effect: float,
+    m: int = 1,
+    direction: Optional[str] = "lower",
+    whole_steps: bool = True,
+) -> float:
     """The chance that the report's verdict reads supported, both seed sets significant on the claimed
     side, when the true effect is `effect`: the product of each set's power (the sets share no seed),
     each with its own number of pairs, from the sets' pooled noise (integer_noise in whole steps,
@@ -191,8 +220,9 @@ def centered_blocks(sets: Sequence[Sequence[Sequence[float]]]) -> np.ndarray:
     return rows if np.all(np.isfinite(rows)) else np.zeros((0, 0))  # a value that is not a number: no model
 
 
-def shift_power(rows: np.ndarray, n: int, effect: float, level: int, m: int = 1, draws: int = DRAWS,
-                alpha: float = ALPHA) -> float:
+def shift_power(
+    rows: np.ndarray, n: int, effect: float, level: int, m: int = 1, draws: int = DRAWS, alpha: float = ALPHA
+) -> float:
     """The share of simulated tables of n seeds (rows resampled with replacement), with `level`
     shifted by `effect`, in which Friedman's test gives p < α/m (no claimed side)."""
     if len(rows) == 0 or n < 2:
@@ -202,8 +232,9 @@ def shift_power(rows: np.ndarray, n: int, effect: float, level: int, m: int = 1,
     return float((st.friedman_tests(tables) < alpha / m).mean())
 
 
-def detectable_shift(rows: np.ndarray, n: int, m: int = 1, target: float = POWER, draws: int = DRAWS,
-                     resolution: float = 0.05) -> float:
+def detectable_shift(
+    rows: np.ndarray, n: int, m: int = 1, target: float = POWER, draws: int = DRAWS, resolution: float = 0.05
+) -> float:
     """The smallest shift of one level that n seeds detect with power ≥ `target`, whichever level
     it is (the largest over levels); inf when n seeds can never reach p < α/m, nan without rows."""
     if rows.size == 0:
@@ -211,8 +242,12 @@ def detectable_shift(rows: np.ndarray, n: int, m: int = 1, target: float = POWER
     if st.smallest_friedman_p(n, rows.shape[1]) >= ALPHA / m:
         return math.inf
     spread = float(np.max(rows[:, 1:]) - np.min(rows[:, 1:])) if rows.shape[1] > 1 else 0.0
-    return max(_smallest_effect(lambda effect: shift_power(rows, n, effect, level, m, draws), spread, target,
-                                resolution) for level in range(rows.shape[1]))
+    return max(
+        _smallest_effect(
+            lambda effect, lv=level: shift_power(rows, n, effect, lv, m, draws), spread, target, resolution
+        )
+        for level in range(rows.shape[1])
+    )
 
 
 TARGET_STEPS, TARGET_SHARE = 2.0, 0.15
@@ -226,8 +261,15 @@ def target_effect(control_median: float) -> float:
     return max(TARGET_STEPS, TARGET_SHARE * control_median) if math.isfinite(control_median) else TARGET_STEPS
 
 
-def seeds_needed(noise: np.ndarray, effect: float, m: int = 1, direction: Optional[str] = "lower",
-                 target: float = POWER, most: int = MOST_SEEDS, draws: int = DRAWS) -> Optional[int]:
+def seeds_needed(
+    noise: np.ndarray,
+    effect: float,
+    m: int = 1,
+    direction: Optional[str] = "lower",
+    target: float = POWER,
+    most: int = MOST_SEEDS,
+    draws: int = DRAWS,
+) -> Optional[int]:
     """The fewest pairs per set that detect `effect` with power ≥ `target` (None: more than `most`)."""
     for n in range(2, most + 1):
         if st.smallest_signed_rank_p(n) < ALPHA / m and power(noise, n, effect, m, direction, draws) >= target:
@@ -235,15 +277,17 @@ def seeds_needed(noise: np.ndarray, effect: float, m: int = 1, direction: Option
     return None
 
 
-def blocks_needed(rows: np.ndarray, effect: float, m: int = 1, target: float = POWER, most: int = MOST_SEEDS,
-                  draws: int = DRAWS) -> Optional[int]:
+def blocks_needed(
+    rows: np.ndarray, effect: float, m: int = 1, target: float = POWER, most: int = MOST_SEEDS, draws: int = DRAWS
+) -> Optional[int]:
     """The fewest seeds per set that detect a shift of `effect` of any one level with power ≥
     `target` (None: more than `most`)."""
     if rows.size == 0:
         return None
     for n in range(2, most + 1):
-        if st.smallest_friedman_p(n, rows.shape[1]) < ALPHA / m and \
-                all(shift_power(rows, n, effect, level, m, draws) >= target for level in range(rows.shape[1])):
+        if st.smallest_friedman_p(n, rows.shape[1]) < ALPHA / m and all(
+            shift_power(rows, n, effect, level, m, draws) >= target for level in range(rows.shape[1])
+        ):
             return n
     return None
 
@@ -290,8 +334,10 @@ def _pilot_values(runs: str, axis: str, metric: str) -> tuple[dict, int, list[st
         horizon = max(horizon, int(cfg.get("max_steps") or 0))
         by_seed.setdefault(cfg["seed"], {})[float(cfg[axis])] = math.inf if value is None else float(value)
     if axes and not by_seed:
-        raise UserInputError(f"--axis {axis}: not a key of these runs' config.yaml; allowed: a grid axis, e.g. "
-                             f"{', '.join(sorted(k for k in axes if k.endswith(('rate', 'std', 'scale', 'ratio'))))}")
+        raise UserInputError(
+            f"--axis {axis}: not a key of these runs' config.yaml; allowed: a grid axis, e.g. "
+            f"{', '.join(sorted(k for k in axes if k.endswith(('rate', 'std', 'scale', 'ratio'))))}"
+        )
     return by_seed, horizon, left_out
 
 
@@ -308,9 +354,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--metric", default="steps_to_learn")
     parser.add_argument("--effect", type=float, action="append", help="effects to plan for (default: 1, 2, 3)")
     parser.add_argument("--comparisons", type=int, default=1, help="m, the comparisons Holm corrects over")
-    parser.add_argument("--direction", choices=("lower", "higher", "either"), default="lower",
-                        help="the claimed side of treatment − control, as the report's test reads it (default lower: "
-                             "sooner); either: no claimed side")
+    parser.add_argument(
+        "--direction",
+        choices=("lower", "higher", "either"),
+        default="lower",
+        help="the claimed side of treatment − control, as the report's test reads it (default lower: "
+        "sooner); either: no claimed side",
+    )
     args = parser.parse_args(argv)
 
     def refuse(message: str) -> int:
@@ -320,7 +370,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.comparisons < 1:
         return refuse(f"--comparisons {args.comparisons}; allowed: an integer ≥ 1 (the comparisons Holm corrects over)")
     if any(not math.isfinite(e) or e <= 0 for e in args.effect or []):
-        return refuse(f"--effect {next(e for e in args.effect if not math.isfinite(e) or e <= 0)}; allowed: a number > 0")
+        return refuse(
+            f"--effect {next(e for e in args.effect if not math.isfinite(e) or e <= 0)}; allowed: a number > 0"
+        )
     if args.metric not in SUMMARY_METRICS:
         return refuse(f"--metric {args.metric}; allowed: {', '.join(SUMMARY_METRICS)}")
     for flag, value in (("--control", args.control), ("--treatment", args.treatment)):
@@ -335,8 +387,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"left out: {'; '.join(left_out)}")
     pairs = [(v[args.treatment], v[args.control]) for v in by_seed.values() if {args.treatment, args.control} <= set(v)]
     if not pairs:
-        return refuse(f"no seed ran both {args.axis}={args.control:g} and {args.axis}={args.treatment:g} to the end; "
-                      f"allowed: values of {args.axis} that finished runs used")
+        return refuse(
+            f"no seed ran both {args.axis}={args.control:g} and {args.axis}={args.treatment:g} to the end; "
+            f"allowed: values of {args.axis} that finished runs used"
+        )
     if all(math.isinf(x) for pair in pairs for x in pair):
         return refuse(f"no run of either arm reached {args.metric}: no differences to plan from")
     d = [min(t, horizon) - min(c, horizon) for t, c in pairs]
@@ -345,14 +399,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     spread = float(np.std(noise, ddof=1)) if len(noise) > 1 else 0.0
     print(f"{len(d)} pairs; paired differences {sorted(d)}; estimate {est:+.2f}; centered spread {spread:.2f}")
     if len(d) < 2 or spread == 0:
-        print("no noise estimate: " + ("one pair" if len(d) < 2 else "every pair differs alike")
-              + "; the seed counts below are the fewest with which the test can reach significance at all, not a "
-                "power estimate: train more pilot pairs")
+        print(
+            "no noise estimate: "
+            + ("one pair" if len(d) < 2 else "every pair differs alike")
+            + "; the seed counts below are the fewest with which the test can reach significance at all, not a "
+            "power estimate: train more pilot pairs"
+        )
     for effect in args.effect or [1.0, 2.0, 3.0]:
         n = seeds_needed(noise, effect, args.comparisons, direction)
         side = "either side" if direction is None else f"estimate {direction}"
-        print(f"effect {effect:g}: {n if n else 'more than 40'} seeds per set for {POWER:.0%} power "
-              f"(two-sided p < {ALPHA / args.comparisons:g}, {side})")
+        print(
+            f"effect {effect:g}: {n if n else 'more than 40'} seeds per set for {POWER:.0%} power "
+            f"(two-sided p < {ALPHA / args.comparisons:g}, {side})"
+        )
     return 0
 
 

@@ -13,9 +13,25 @@ from . import power, statistics as st
 from .runs import Run, _label
 from ..report_spec import compared_metric, margin_of, report_tests
 from grpo_core.record.run_metrics import CENSORED
-from .verdicts import (CONTRADICTED, EQUIVALENCE_CONFIDENCE, EQUIVALENT, INCONCLUSIVE, INSIDE_MARGIN, NO_EFFECT,
-                       NOT_REPLICATED, SUPPORTED, TOO_FEW_SEEDS, Comparison, Verdict, fmt_interval, _fmt_num, _group,
-                       _phrase, _unit, verdicts)
+from .verdicts import (
+    CONTRADICTED,
+    EQUIVALENCE_CONFIDENCE,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    INSIDE_MARGIN,
+    NO_EFFECT,
+    NOT_REPLICATED,
+    SUPPORTED,
+    TOO_FEW_SEEDS,
+    Comparison,
+    Verdict,
+    fmt_interval,
+    _fmt_num,
+    _group,
+    _phrase,
+    _unit,
+    verdicts,
+)
 
 STEP_METRICS = tuple(m for m in CENSORED if _unit(m) == "steps")  # what a margin in steps applies to
 
@@ -44,8 +60,9 @@ class SetResult:
 
 def replicated_verdicts(spec: SweepSpec, runs: list[Run]) -> list[tuple[Verdict, list[SetResult]]]:
     """Per test: the combined verdict and the verdict of each seed set."""
-    per_set = [(name, seeds, verdicts(spec, [r for r in runs if r.point["seed"] in seeds]))
-               for name, seeds in seed_sets(spec)]
+    per_set = [
+        (name, seeds, verdicts(spec, [r for r in runs if r.point["seed"] in seeds])) for name, seeds in seed_sets(spec)
+    ]
     out = []
     for i, test in enumerate(report_tests(spec)):
         found = [SetResult(name, seeds, vs[i]) for name, seeds, vs in per_set]
@@ -89,13 +106,20 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
     for key, group in _group(spec, control, exclude=(test["axis"],)).items():
         values = [r.value(metric) for r in group]
         strata.append((_label(key), st.median(values), sum(math.isinf(v) for v in values), len(values)))
-    facts = {"metric": metric, "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
-             "detectable": detectable, "control": strata}
+    facts = {
+        "metric": metric,
+        "n_per_set": [min(c.n_pairs for c in f.verdict.comparisons) for f in found],
+        "detectable": detectable,
+        "control": strata,
+    }
     if not levels:  # the tied model beside the shift: an effect that reaches only the pairs that differ here
         moved = power.moved_share([c.diffs for cs in by_label.values() for c in cs])
         if 0 < moved < 1:
-            tied = [power.detectable_effect(noise, c.n_pairs, m, direction, moved=moved)
-                    for noise, cs in zip(noises, by_label.values()) for c in cs]
+            tied = [
+                power.detectable_effect(noise, c.n_pairs, m, direction, moved=moved)
+                for noise, cs in zip(noises, by_label.values())
+                for c in cs
+            ]
             facts.update(moved=moved, detectable_tied=math.nan if any(math.isnan(d) for d in tied) else max(tied))
     if levels:
         facts["levels_of"] = f"{test['axis']}={reference}"
@@ -109,9 +133,13 @@ def test_facts(spec: SweepSpec, runs: list[Run], test: dict, found: list[SetResu
     if not levels:  # the verdict's own power at the effect that matters: the target in steps, or the margin
         effect = facts.get("target") if metric in STEP_METRICS else margin_of(spec, metric, STEP_METRICS)
         if effect is not None and all(len(c.diffs) for cs in by_label.values() for c in cs):
-            facts.update(power_at=effect, verdict_power=min(
-                power.verdict_power([c.diffs for c in cs], effect, m, direction, whole_steps=metric in STEP_METRICS)
-                for cs in by_label.values()))
+            facts.update(
+                power_at=effect,
+                verdict_power=min(
+                    power.verdict_power([c.diffs for c in cs], effect, m, direction, whole_steps=metric in STEP_METRICS)
+                    for cs in by_label.values()
+                ),
+            )
     return facts
 
 
@@ -131,12 +159,17 @@ def combine(test: dict, found: list[SetResult], margin: Optional[float] = None) 
             return v
         return Verdict(v.statement, f"{NOT_REPLICATED} (one seed set: {v.verdict})", v.reason, v.table, v.comparisons)
     d, r = (f.verdict for f in found)
-    reason = "; ".join(f"{f.name} (seeds {_seed_list(f.seeds)}): {f.verdict.verdict}: {f.verdict.reason}" for f in found)
+    reason = "; ".join(
+        f"{f.name} (seeds {_seed_list(f.seeds)}): {f.verdict.verdict}: {f.verdict.reason}" for f in found
+    )
     if not d.comparisons and not r.comparisons:  # checks on every run (placebo, C1): both sets must agree
-        verdict = d.verdict if d.verdict == r.verdict else (
-            NOT_REPLICATED if {d.verdict, r.verdict} & {SUPPORTED, CONTRADICTED} else INCONCLUSIVE)
+        verdict = (
+            d.verdict
+            if d.verdict == r.verdict
+            else (NOT_REPLICATED if {d.verdict, r.verdict} & {SUPPORTED, CONTRADICTED} else INCONCLUSIVE)
+        )
         return Verdict(d.statement, verdict, reason, "")
-    outcomes = {}
+    outcomes: dict = {}
     for which, v in enumerate((d, r)):
         for c in v.comparisons:
             outcomes.setdefault(c.label, ["", ""])[which] = c.outcome
@@ -149,8 +182,10 @@ def combine(test: dict, found: list[SetResult], margin: Optional[float] = None) 
             inside, covers, shown, m = _against_margin(test, found, margin)
             if inside and covers:  # real on both sets, and smaller than the margin declared as no practical effect
                 verdict += f"{INSIDE_MARGIN} {m}"
-                reason += (f"; every 90% interval lies inside the declared margin {m} on both seed sets ({shown}): "
-                           f"an effect these seeds show, smaller than the margin declared before the runs")
+                reason += (
+                    f"; every 90% interval lies inside the declared margin {m} on both seed sets ({shown}): "
+                    f"an effect these seeds show, smaller than the margin declared before the runs"
+                )
     elif _is_inconclusive(d) or _is_inconclusive(r):
         verdict = TOO_FEW_SEEDS if TOO_FEW_SEEDS in (d.verdict, r.verdict) else INCONCLUSIVE
     else:
@@ -173,12 +208,20 @@ def _equivalence(test: dict, found: list[SetResult], margin: float, reason: str)
     so "within ±m" is never read from an interval that misses the mean)."""
     inside, covers, shown, m = _against_margin(test, found, margin)
     if inside and covers:
-        return f"{EQUIVALENT} {m}", (f"{reason}; equivalence: every 90% interval (two one-sided tests at 0.05) lies "
-                                     f"inside the declared margin {m} on both seed sets ({shown})")
-    why = ("do not all lie inside it on both seed sets" if not inside else
-           f"lie inside it, but do not cover the mean difference at their nominal 90% when these differences are "
-           f"resampled (below {EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK:.0%}), so a larger mean is not ruled out")
-    return NO_EFFECT, f"{reason}; not shown equivalent within the declared margin {m}: the 90% intervals ({shown}) {why}"
+        return f"{EQUIVALENT} {m}", (
+            f"{reason}; equivalence: every 90% interval (two one-sided tests at 0.05) lies "
+            f"inside the declared margin {m} on both seed sets ({shown})"
+        )
+    why = (
+        "do not all lie inside it on both seed sets"
+        if not inside
+        else f"lie inside it, but do not cover the mean difference at their nominal 90% when these differences are "
+        f"resampled (below {EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK:.0%}), so a larger mean is not ruled out"
+    )
+    return (
+        NO_EFFECT,
+        f"{reason}; not shown equivalent within the declared margin {m}: the 90% intervals ({shown}) {why}",
+    )
 
 
 def _against_margin(test: dict, found: list[SetResult], margin: float) -> tuple[bool, bool, str, str]:
@@ -190,8 +233,11 @@ def _against_margin(test: dict, found: list[SetResult], margin: float) -> tuple[
     inside = all(-margin < c.low90 and c.high90 < margin for _, c in comparisons)
     coverage = {(name, c.label): st.hodges_lehmann_coverage(c.diffs, EQUIVALENCE_CONFIDENCE) for name, c in comparisons}
     covers = all(cov >= EQUIVALENCE_CONFIDENCE - st.COVERAGE_SLACK for cov in coverage.values())
-    shown = "; ".join(f"{name}: [{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}], covering the "
-                      f"mean in {coverage[(name, c.label)]:.0%} of resamples" for name, c in comparisons)
+    shown = "; ".join(
+        f"{name}: [{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}], covering the "
+        f"mean in {coverage[(name, c.label)]:.0%} of resamples"
+        for name, c in comparisons
+    )
     return inside, covers, shown, margin_text(margin, metric)
 
 
@@ -206,7 +252,7 @@ def replication_table(test: dict, found: list[SetResult], margin: Optional[float
     """Each comparison on both seed sets: pairs, paired difference with its 95% interval, Holm p,
     outcome (and, with a declared margin, the 90% interval); and the replicated outcome."""
     metric = compared_metric(test) if test["kind"] in ("paired", "differ") else ""
-    by_label = {}
+    by_label: dict = {}
     for which, f in enumerate(found):
         for c in f.verdict.comparisons:
             by_label.setdefault(c.label, [None] * len(found))[which] = c
@@ -219,11 +265,21 @@ def replication_table(test: dict, found: list[SetResult], margin: Optional[float
     for label, cs in by_label.items():
         cells = [label]
         for c in cs:
-            cells += (["–"] * len(per_set) if c is None else
-                      [str(c.n_pairs), fmt_interval(c.estimate, c.low, c.high, metric),
-                       f"{c.p_adj:.3g}", c.outcome or "–"]
-                      + ([f"[{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}]"]
-                         if margin is not None else []))
+            cells += (
+                ["–"] * len(per_set)
+                if c is None
+                else [
+                    str(c.n_pairs),
+                    fmt_interval(c.estimate, c.low, c.high, metric),
+                    f"{c.p_adj:.3g}",
+                    c.outcome or "–",
+                ]
+                + (
+                    [f"[{_fmt_num(c.low90, metric, -1)}, {_fmt_num(c.high90, metric, +1)}]"]
+                    if margin is not None
+                    else []
+                )
+            )
         outs = [c.outcome if c else "" for c in cs]
         both = outs[0] if outs[0] and all(o == outs[0] for o in outs) else (NOT_REPLICATED if any(outs) else "–")
         lines.append("| " + " | ".join(cells + [both]) + " |")

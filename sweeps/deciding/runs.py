@@ -36,8 +36,8 @@ class Run:
         if metric in DERIVED_METRICS:
             return final_length_by_correctness(self)[metric == "final_length_correct"]
         if metric.startswith("final:"):
-            key = metric[len("final:"):]
-            tail = [m[key] for m in self.metrics[-self.config["stl_window"]:] if m.get(key) is not None]
+            key = metric[len("final:") :]
+            tail = [m[key] for m in self.metrics[-self.config["stl_window"] :] if m.get(key) is not None]
             return sum(tail) / len(tail) if tail else math.nan
         v = self.summary.get(metric)
         if v is None:
@@ -56,7 +56,7 @@ def lr_to_learn(run: Run) -> float:
     stl = run.summary.get("steps_to_learn")
     if stl is None:
         return st.INF
-    return sum(m.get("learning_rate", math.nan) for m in run.metrics[:stl - 1]) / LR_UNIT
+    return sum(m.get("learning_rate", math.nan) for m in run.metrics[: stl - 1]) / LR_UNIT
 
 
 # [Claim C5] final_length_correct and final_length_wrong: the final completion length within right replies and within wrong

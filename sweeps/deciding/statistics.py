@@ -31,8 +31,9 @@ def median(values: Sequence[float]) -> float:
     return INF if math.isinf(a) or math.isinf(b) else (a + b) / 2
 
 
-def bootstrap_median_ci(values: Sequence[float], confidence: float = 0.95, n_boot: int = 10_000,
-                        seed: int = 0) -> tuple[float, float]:
+def bootstrap_median_ci(
+    values: Sequence[float], confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the median (bounds may be inf when runs are censored)."""
     v = np.asarray(sorted(values), dtype=float)
     if len(v) == 0:
@@ -112,8 +113,8 @@ def signed_rank_test(differences: Sequence[float]) -> float:
     for r in doubled:
         counts[r:] = counts[r:] + counts[:-r].copy()
     observed = int(doubled[d > 0].sum())
-    total = 2.0 ** n
-    low, high = counts[:observed + 1].sum() / total, counts[observed:].sum() / total
+    total = 2.0**n
+    low, high = counts[: observed + 1].sum() / total, counts[observed:].sum() / total
     return float(min(1.0, 2 * min(low, high)))
 
 
@@ -144,7 +145,7 @@ def signed_rank_tests(batch) -> np.ndarray:
     counts[:, 0] = 1
     grid = np.arange(top + 1)
     for j in range(n):
-        idx = grid[None, :] - doubled[:, j:j + 1]
+        idx = grid[None, :] - doubled[:, j : j + 1]
         counts = counts + np.where(idx >= 0, np.take_along_axis(counts, np.clip(idx, 0, None), axis=1), 0.0)
     total = counts.sum(axis=1)
     observed = np.where(d > 0, doubled, 0).sum(axis=1)
@@ -157,7 +158,7 @@ def signed_rank_tests(batch) -> np.ndarray:
 
 def smallest_signed_rank_p(n_pairs: int) -> float:
     """The smallest two-sided p the signed-rank test can give on n pairs (all of one sign)."""
-    return min(1.0, 2.0 / 2 ** n_pairs) if n_pairs else 1.0
+    return min(1.0, 2.0 / 2**n_pairs) if n_pairs else 1.0
 
 
 def smallest_friedman_p(n_seeds: int, levels: int) -> float:
@@ -172,7 +173,7 @@ def _signed_rank_null_cdf(n: int) -> np.ndarray:
     counts[0] = 1
     for rank in range(1, n + 1):
         counts[rank:] = counts[rank:] + counts[:-rank].copy()
-    return np.cumsum(counts) / 2 ** n
+    return np.cumsum(counts) / 2**n
 
 
 def hodges_lehmann(differences: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -201,7 +202,7 @@ def _rank_sum_null_cdf(m: int, n: int) -> np.ndarray:
     # counts[k][u]: orderings of k x's among the values so far with statistic u (a recursion over the largest)
     from math import comb
 
-    table = {}
+    table: dict = {}
 
     def count(a: int, b: int) -> np.ndarray:  # a x's, b y's: number of arrangements per u = 0 … a·b
         if (a, b) in table:
@@ -212,16 +213,17 @@ def _rank_sum_null_cdf(m: int, n: int) -> np.ndarray:
         else:  # the largest value is an x (it beats every y: + b) or a y (+ 0)
             out = np.zeros(a * b + 1)
             with_x, with_y = count(a - 1, b), count(a, b - 1)
-            out[b:b + len(with_x)] += with_x
-            out[:len(with_y)] += with_y
+            out[b : b + len(with_x)] += with_x
+            out[: len(with_y)] += with_y
         table[(a, b)] = out
         return out
 
     return np.cumsum(count(m, n)) / comb(m + n, m)
 
 
-def hodges_lehmann_two_sample(x: Sequence[float], y: Sequence[float],
-                              confidence: float = 0.95) -> tuple[float, float, float]:
+def hodges_lehmann_two_sample(
+    x: Sequence[float], y: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
     """(estimate, low, high) of the shift x − y between two independent samples: the median of all
     m·n differences x_i − y_j, with the distribution-free interval that inverts the exact
     Mann-Whitney test (Moses): the C-th smallest and largest differences, C − 1 the largest u with
@@ -324,8 +326,9 @@ def _resamples(d: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, np.nda
     return values[picks], np.exp(log_weight)
 
 
-def hodges_lehmann_coverage(differences: Sequence[float], confidence: float, estimand: str = "mean",
-                            draws: int = COVERAGE_DRAWS, seed: int = 0) -> float:
+def hodges_lehmann_coverage(
+    differences: Sequence[float], confidence: float, estimand: str = "mean", draws: int = COVERAGE_DRAWS, seed: int = 0
+) -> float:
     """How often the exact Hodges-Lehmann interval at `confidence` covers `estimand` ("mean" or
     "pseudo-median") when the paired differences are drawn, n at a time with replacement, from
     these differences themselves (their empirical distribution standing in for the truth; its
@@ -348,7 +351,7 @@ def hodges_lehmann_coverage(differences: Sequence[float], confidence: float, est
     i, j = np.triu_indices(n)
     covered = np.zeros(len(weights), dtype=bool)
     for at in range(0, len(weights), 50_000):  # in blocks: (block, n(n+1)/2) Walsh averages at a time
-        walsh = np.sort((samples[at:at + 50_000, i] + samples[at:at + 50_000, j]) / 2, axis=1)
+        walsh = np.sort((samples[at : at + 50_000, i] + samples[at : at + 50_000, j]) / 2, axis=1)
         low, high = walsh[:, c - 1], walsh[:, walsh.shape[1] - c]
-        covered[at:at + 50_000] = (low <= truth + 1e-12) & (truth - 1e-12 <= high)
+        covered[at : at + 50_000] = (low <= truth + 1e-12) & (truth - 1e-12 <= high)
     return float(np.sum(weights * covered) / np.sum(weights))

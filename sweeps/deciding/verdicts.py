@@ -98,7 +98,7 @@ class Comparison:
 def _by_seed(group: list[Run], axis: str, levels: list, metric: str) -> tuple[list, list[list[float]]]:
     """The seeds that ran every one of `levels` of `axis`, and per seed the values of `metric` at
     each level (rows: seeds; columns: levels): the blocks every paired test is computed on."""
-    table = {}
+    table: dict = {}
     for r in group:
         table.setdefault(r.point["seed"], {})[repr(r.point[axis])] = r.value(metric)
     seeds = sorted(s for s, v in table.items() if all(repr(lv) in v for lv in levels))
@@ -400,7 +400,7 @@ def check_differ(spec: SweepSpec, runs: list[Run], test: dict) -> Verdict:
     ref = levels[0]
     lines = [f"| stratum | seeds | medians of {metric} by {axis} | paired difference to {axis}={ref} [95% CI] | "
              f"Friedman p | Holm p | outcome |", "|---|---|---|---|---|---|---|"]
-    for c, (stratum, seeds, blocks, effects) in zip(comparisons, rows):
+    for c, (_stratum, seeds, blocks, effects) in zip(comparisons, rows):
         meds = ", ".join(f"{lv}: {fmt_value(st.median([b[k] for b in blocks]) if blocks else math.nan, metric)}"
                          for k, lv in enumerate(levels))
         diffs = "; ".join(f"{lv}: {fmt_interval(e, lo, hi, metric)}"

@@ -36,8 +36,12 @@ def finished_run(folder: Path) -> Optional[tuple[dict, dict]]:
         steps = len(read_metrics(folder / "metrics.jsonl"))
     except (OSError, ValueError, yaml.YAMLError):
         return None
-    if not isinstance(summary, dict) or summary.get("status") != "finished" or not isinstance(config, dict) \
-            or steps != summary.get("steps_completed"):
+    if (
+        not isinstance(summary, dict)
+        or summary.get("status") != "finished"
+        or not isinstance(config, dict)
+        or steps != summary.get("steps_completed")
+    ):
         return None
     return summary, config
 
@@ -95,9 +99,13 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
     # originals before copies (a sibling's own trial-shared-* folders): a run is taken from the sweep
     # that trained it wherever that sweep still holds it, and a copy of a copy keeps the copy's name,
     # which already names the sweep that trained it
-    candidates = sorted(((folder.name.startswith(SHARED_PREFIX), sibling.name, folder.name), folder)
-                        for sibling in out_root.iterdir() if sibling.is_dir() and sibling.name != spec.name
-                        for folder in sibling.iterdir() if folder.is_dir())
+    candidates = sorted(
+        ((folder.name.startswith(SHARED_PREFIX), sibling.name, folder.name), folder)
+        for sibling in out_root.iterdir()
+        if sibling.is_dir() and sibling.name != spec.name
+        for folder in sibling.iterdir()
+        if folder.is_dir()
+    )
     for (is_copy, sibling, _), folder in candidates:
         if not missing:
             break
@@ -114,8 +122,11 @@ def share_sibling_runs(out_root, spec: SweepSpec) -> list[str]:
             continue
         if not same:
             continue
-        name = folder.name if is_copy and not (out_root / spec.name / folder.name).exists() \
+        name = (
+            folder.name
+            if is_copy and not (out_root / spec.name / folder.name).exists()
             else f"{SHARED_PREFIX}{sibling}-{folder.name}"
+        )
         shutil.copytree(folder, out_root / spec.name / name, ignore=shutil.ignore_patterns(*_LEFT_BEHIND))
         copied.append(name)
         del missing[key]
@@ -126,8 +137,6 @@ def _same_run(spec: SweepSpec, point: dict, config: dict) -> bool:
     return config_difference(spec, point, config) is None
 
 
-
-
 def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:
     """Add a COMPLETE trial for each finished folder whose point has no COMPLETE trial yet;
     returns how many were added. Grid sweeps only (a search's trials are not points of a grid)."""
@@ -136,8 +145,11 @@ def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:
 
     if spec.mode != "grid":
         return 0
-    done = {point_key(p) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if (p := grid_point_of(spec, t)) is not None}
+    done = {
+        point_key(p)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if (p := grid_point_of(spec, t)) is not None
+    }
     distributions = {name: CategoricalDistribution(values) for name, values in grid_space(spec).items()}
     added = 0
     for key, (folder, summary, config) in finished_folders(Path(out_root), spec).items():
@@ -147,11 +159,20 @@ def adopt_run_folders(study, spec: SweepSpec, out_root) -> int:
         value = spec.censor(summary, config["max_steps"])
         if math.isnan(value):
             continue
-        attrs = {k: summary[k] for k in ("steps_to_learn", "learned", "loss_departure_step", "final_reward",
-                                         "baseline_reward") if k in summary}
-        study.add_trial(create_trial(state=TrialState.COMPLETE, value=value, params=point,
-                                     distributions=distributions,
-                                     user_attrs={**attrs, "run_dir": str(folder), "adopted": True}))
+        attrs = {
+            k: summary[k]
+            for k in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward")
+            if k in summary
+        }
+        study.add_trial(
+            create_trial(
+                state=TrialState.COMPLETE,
+                value=value,
+                params=point,
+                distributions=distributions,
+                user_attrs={**attrs, "run_dir": str(folder), "adopted": True},
+            )
+        )
         added += 1
     return added
 

@@ -79,8 +79,11 @@ def claim_trial(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
 
     while True:
         trial = _claim_once(study, storage, spec, lock_path, invocation)
-        if trial is None or spec.mode != "grid" or (trial.number < len(spec.grid_points())
-                                                    and not has_adopted(study.get_trials(deepcopy=False))):
+        if (
+            trial is None
+            or spec.mode != "grid"
+            or (trial.number < len(spec.grid_points()) and not has_adopted(study.get_trials(deepcopy=False)))
+        ):
             return trial  # first-pass trials run the point of their trial number, which is unique
         first = earlier_claim(study, spec, trial.number, grid_point_of(spec, trial))
         if first is None:
@@ -131,8 +134,14 @@ def _claim_once(study, storage, spec: SweepSpec, lock_path: Path, invocation: st
             if len(counted) >= spec.n_trials:
                 return None
             retried = {t.user_attrs.get("retry_of") for t in trials}
-            failed = [t for t in trials if t.state == TrialState.FAIL and t.number not in retried and t.params
-                      and t.user_attrs.get("invocation") != invocation]
+            failed = [
+                t
+                for t in trials
+                if t.state == TrialState.FAIL
+                and t.number not in retried
+                and t.params
+                and t.user_attrs.get("invocation") != invocation
+            ]
             if failed:
                 study.enqueue_trial(failed[0].params, user_attrs={"retry_of": failed[0].number})
         else:
@@ -166,8 +175,11 @@ def work_left(study, spec: SweepSpec, invocation: str) -> int:
 
     trials = study.get_trials(deepcopy=False)
     if spec.mode == "search":
-        return max(0, spec.n_trials - len([t for t in trials if t.state != TrialState.FAIL
-                                           or t.user_attrs.get("invocation") == invocation]))
+        return max(
+            0,
+            spec.n_trials
+            - len([t for t in trials if t.state != TrialState.FAIL or t.user_attrs.get("invocation") == invocation]),
+        )
     return len(free_points(spec, trials, invocation))
 
 

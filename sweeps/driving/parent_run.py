@@ -47,8 +47,15 @@ def _open_parent_run(study, spec: SweepSpec, client, tracking_uri: str) -> tuple
         except Exception:  # deleted, or another store: make a new one
             pass
     experiment_id = get_or_create_experiment(client, spec.experiment, tracking_uri)
-    tags = {"sweep": spec.name, "sweep_role": "parent", "git_commit": git_commit(), "spec_path": spec.path,
-            "mode": spec.mode, "owner": owner_id(), **{k: v[:5000] for k, v in spec.text.items()}}
+    tags = {
+        "sweep": spec.name,
+        "sweep_role": "parent",
+        "git_commit": git_commit(),
+        "spec_path": spec.path,
+        "mode": spec.mode,
+        "owner": owner_id(),
+        **{k: v[:5000] for k, v in spec.text.items()},
+    }
     return client.create_run(experiment_id, run_name=spec.name, tags=tags).info.run_id, True
 
 

@@ -20,7 +20,7 @@ def reward_curve_png(metrics: list[dict], baseline: float | None, window: int, p
     ax.plot(steps, rewards, lw=0.8, alpha=0.5, label="reward")
     avg = moving_average(rewards, window)
     if avg:
-        ax.plot(steps[window - 1:], avg, lw=1.8, label=f"moving average (w={window})")
+        ax.plot(steps[window - 1 :], avg, lw=1.8, label=f"moving average (w={window})")
     if baseline is not None:
         ax.axhline(baseline, color="grey", ls="--", lw=1, label="baseline")
     ax.set_xlabel("step")

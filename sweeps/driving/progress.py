@@ -55,8 +55,16 @@ def _steps_written(run_dir: Optional[str]) -> int:
 
 
 class SweepProgress:
-    def __init__(self, spec: SweepSpec, study, invocation: str, workers: int, stream: Optional[TextIO] = None,
-                 interval: float = 1.0, start_until: Optional[float] = None):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        study,
+        invocation: str,
+        workers: int,
+        stream: Optional[TextIO] = None,
+        interval: float = 1.0,
+        start_until: Optional[float] = None,
+    ):
         self.spec, self.study, self.invocation, self.workers = spec, study, invocation, workers
         self.start_until = start_until  # wall time after which no trial starts (--stop-after), or None
         self.stream = stream or sys.stderr
@@ -143,10 +151,12 @@ class SweepProgress:
     def _line(self, snap: dict) -> str:
         running = ", ".join(f"t{n} {s}/{m}" for n, s, m, _ in sorted(snap["running"])[:4])
         more = len(snap["running"]) - 4
-        return (f"{snap['done']}/{self.total} done, {snap['failed']} failed"
-                + (f", {snap['pruned']} pruned" if snap.get("pruned") else "")
-                + (f" · running {running}{f' (+{more})' if more > 0 else ''}" if running else "")
-                + f" · ETA {format_duration(snap['eta'])}")
+        return (
+            f"{snap['done']}/{self.total} done, {snap['failed']} failed"
+            + (f", {snap['pruned']} pruned" if snap.get("pruned") else "")
+            + (f" · running {running}{f' (+{more})' if more > 0 else ''}" if running else "")
+            + f" · ETA {format_duration(snap['eta'])}"
+        )
 
     def poll(self, force: bool = False) -> None:
         """Read the storage and show what changed; at most once per `interval` unless forced."""
@@ -165,8 +175,14 @@ class SweepProgress:
                 from tqdm.auto import tqdm
 
                 width = shutil.get_terminal_size((120, 24)).columns or 120  # a terminal that reports 0 columns
-                self._bar = tqdm(total=self.total, desc=self.spec.name, unit="trial", file=self.stream, ncols=width,
-                                 bar_format="{desc}: {bar:20} {n_fmt}/{total_fmt} trials{postfix}")
+                self._bar = tqdm(
+                    total=self.total,
+                    desc=self.spec.name,
+                    unit="trial",
+                    file=self.stream,
+                    ncols=width,
+                    bar_format="{desc}: {bar:20} {n_fmt}/{total_fmt} trials{postfix}",
+                )
             self._bar.n = snap["done"]
             self._bar.set_postfix_str(self._line(snap).split(", ", 1)[1], refresh=True)
             return
@@ -181,8 +197,11 @@ class SweepProgress:
                 what = f"{self.spec.objective} {self.spec.value_text(t.values[0], t.user_attrs)}"
             else:
                 what = str(t.user_attrs.get("error", t.state.name))[:80]
-            print(f"[{self.spec.name}] trial {t.number} {t.state.name.lower()} ({point}): {what} · {self._line(snap)}",
-                  file=self.stream, flush=True)
+            print(
+                f"[{self.spec.name}] trial {t.number} {t.state.name.lower()} ({point}): {what} · {self._line(snap)}",
+                file=self.stream,
+                flush=True,
+            )
 
     # ---- in the background (the parent of worker processes) ---------------------------------------
     def start_thread(self) -> "SweepProgress":

@@ -44,8 +44,11 @@ def fail_dead_owners(study, storage) -> list[int]:
     failed = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("owner")
-        if owner and owner_alive(owner) is False and fail_trial(
-                study, storage, t.number, f"worker died (pid {owner.rsplit(':', 2)[1]} on this host)"):
+        if (
+            owner
+            and owner_alive(owner) is False
+            and fail_trial(study, storage, t.number, f"worker died (pid {owner.rsplit(':', 2)[1]} on this host)")
+        ):
             failed.append(t.number)
     return failed
 
@@ -67,8 +70,11 @@ def fail_unowned(study, storage, older_than_s: Optional[float] = None) -> list[i
     older_than_s = UNOWNED_AFTER_S if older_than_s is None else older_than_s
     now, failed = datetime.datetime.now(), []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.user_attrs.get("owner") or t.datetime_start is None or (
-                now - t.datetime_start).total_seconds() < older_than_s:
+        if (
+            t.user_attrs.get("owner")
+            or t.datetime_start is None
+            or (now - t.datetime_start).total_seconds() < older_than_s
+        ):
             continue
         if fail_trial(study, storage, t.number, UNOWNED_REASON):
             failed.append(t.number)
@@ -141,8 +147,9 @@ class Heartbeat:
         interval = heartbeat_interval(self.storage)
         if interval:
             self.storage.record_heartbeat(self.trial_id)
-            self.thread = threading.Thread(target=self._beat, args=(interval,), daemon=True,
-                                           name=f"optuna-heartbeat-{self.trial_id}")
+            self.thread = threading.Thread(
+                target=self._beat, args=(interval,), daemon=True, name=f"optuna-heartbeat-{self.trial_id}"
+            )
             self.thread.start()
 
     def lost(self, every_s: float = 5.0) -> bool:
@@ -167,10 +174,13 @@ class Heartbeat:
 
         def fenced(*args):
             if self.lost():
-                raise RunAbandoned("its trial was failed by another process while this worker was silent "
-                                   "(paused past the heartbeat window); its point runs again elsewhere")
+                raise RunAbandoned(
+                    "its trial was failed by another process while this worker was silent "
+                    "(paused past the heartbeat window); its point runs again elsewhere"
+                )
             if hook is not None:
                 hook(*args)
+
         return fenced
 
     def _beat(self, interval: float) -> None:

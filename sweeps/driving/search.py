@@ -71,7 +71,7 @@ class PruneCheck:
         if self.then is not None:
             self.then()
         self.rewards.append(float(metrics["reward"]))
-        recent = self.rewards[-self.window:]
+        recent = self.rewards[-self.window :]
         smoothed = sum(recent) / len(recent)
         own = int(metrics.get("step", len(self.rewards)))  # the run's step; the trial's counts its earlier seeds
         step = self.offset + own
@@ -101,8 +101,14 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
     trial_params = {k: v for k, v in first.to_dict().items() if k != "seed"}
     trial_params["seeds"] = spec.seeds
     tags = {"sweep": spec.name, "trial_number": trial.number, **{f"variant.{k}": v for k, v in params.items()}}
-    trial_logger = MlflowRunLogger(ctx.tracking_uri, spec.experiment, run_name(spec, trial.number, params),
-                                   trial_params, tags={**tags, "sweep_role": "trial"}, parent_run_id=ctx.parent_run_id)
+    trial_logger = MlflowRunLogger(
+        ctx.tracking_uri,
+        spec.experiment,
+        run_name(spec, trial.number, params),
+        trial_params,
+        tags={**tags, "sweep_role": "trial"},
+        parent_run_id=ctx.parent_run_id,
+    )
     trial.set_user_attr("mlflow_run_id", trial_logger.run_id)
     values: dict[str, list[float]] = {name: [] for name in spec.all_objectives}
     learned, train_s, seed_runs = [], 0.0, []  # seed_runs: (seed, its run folder, its MLflow run id)
@@ -112,9 +118,17 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
             out = Path(ctx.out_root) / spec.name / f"trial-{trial.number:04d}" / f"seed-{seed}"
             cfg, out = resume_or_start(spec, {**params, "seed": seed}, extras, ctx, out)
             hook = PruneCheck(trial, cfg.stl_window, index * cfg.max_steps, sign, on_step) if spec.pruner else on_step
-            summary, _ = run_logged(cfg, spec, ctx, run_name(spec, trial.number, {**params, "seed": seed}),
-                                    {**tags, "seed": seed}, trial_logger.run_id, out, on_step=hook,
-                                    on_run=lambda run_id, seed=seed, out=out: seed_runs.append((seed, out, run_id)))
+            summary, _ = run_logged(
+                cfg,
+                spec,
+                ctx,
+                run_name(spec, trial.number, {**params, "seed": seed}),
+                {**tags, "seed": seed},
+                trial_logger.run_id,
+                out,
+                on_step=hook,
+                on_run=lambda run_id, seed=seed, out=out: seed_runs.append((seed, out, run_id)),
+            )
             for name in spec.all_objectives:
                 values[name].append(spec.censor(summary, cfg.max_steps, name))
             learned.append(summary.get("learned", 0))
@@ -132,8 +146,16 @@ def search_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None):
         raise
     means = {name: sum(v) / len(v) for name, v in values.items()}
     record_trial(trial_logger, seed_runs)  # MLflow first: a trial failed elsewhere meanwhile refuses the attributes
-    trial_logger.end({"objective": means[spec.objective], **{f"{k}_mean": v for k, v in means.items()},
-                      "learned_fraction": sum(learned) / len(learned), "train_time_s": train_s}, "finished", None)
+    trial_logger.end(
+        {
+            "objective": means[spec.objective],
+            **{f"{k}_mean": v for k, v in means.items()},
+            "learned_fraction": sum(learned) / len(learned),
+            "train_time_s": train_s,
+        },
+        "finished",
+        None,
+    )
     trial.set_user_attr("seed_values", values[spec.objective])
     if len(spec.all_objectives) > 1:
         trial.set_user_attr("seed_values_by_objective", values)
@@ -162,14 +184,18 @@ def record_trial(trial_logger, seed_runs: list[tuple[int, Path, str]]) -> None:
     experiment = trial_logger.experiment_id
     note = "The runs of this trial's seeds:\n\n" + "\n".join(
         f"- seed {seed}: [{run_id}](#/experiments/{experiment}/runs/{run_id}) (folder `{folder}`)"
-        for seed, folder, run_id in seed_runs)
+        for seed, folder, run_id in seed_runs
+    )
     try:
         for i in range(0, len(curve), 1000):  # MLflow takes at most 1000 metrics per batch
-            trial_logger.client.log_batch(trial_logger.run_id, metrics=curve[i:i + 1000])
+            trial_logger.client.log_batch(trial_logger.run_id, metrics=curve[i : i + 1000])
         trial_logger.client.set_tag(trial_logger.run_id, "mlflow.note.content", note)
     except Exception as exc:  # the store went away: the trial's result stands, its runs' folders hold the curves
-        print(f"grpo sweep: the trial's curve and seed links were not logged to MLflow ({cause_line(exc)})",
-              file=sys.stderr, flush=True)
+        print(
+            f"grpo sweep: the trial's curve and seed links were not logged to MLflow ({cause_line(exc)})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def undefined(value) -> bool:

@@ -27,7 +27,7 @@ def journal_path(url: str | None) -> Path | None:
     if url is None:
         return Path(defaults.JOURNAL)
     if url.startswith("journal://"):
-        return Path(_one_root_slash(url[len("journal://"):]))
+        return Path(_one_root_slash(url[len("journal://") :]))
     return None
 
 
@@ -50,7 +50,7 @@ def sqlalchemy_url(url: str) -> str:
         import importlib.util
 
         if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
-            return "postgresql+psycopg2://" + url[len("postgresql://"):]
+            return "postgresql+psycopg2://" + url[len("postgresql://") :]
     return url
 
 
@@ -69,10 +69,12 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
             _check_journal_readable(journal, url)
         return
     if not url.startswith(_RDB_SCHEMES):
-        raise UserInputError(f"--storage {url!r}: unknown storage; allowed: journal:///path/file.log, "
-                             f"postgresql://user:pass@host:port/db, sqlite:///path.db")
+        raise UserInputError(
+            f"--storage {url!r}: unknown storage; allowed: journal:///path/file.log, "
+            f"postgresql://user:pass@host:port/db, sqlite:///path.db"
+        )
     if url.startswith("sqlite:///"):  # connecting would create the file: check its folder instead
-        path = Path(url[len("sqlite:///"):])
+        path = Path(url[len("sqlite:///") :])
         if must_exist and not path.is_file():
             raise UserInputError(f"--storage {url!r}: no such database file {path}")
         if not path.resolve().parent.is_dir():
@@ -80,8 +82,10 @@ def check_storage(url: str | None, must_exist: bool = False) -> None:
         if path.is_file() and path.stat().st_size:
             with open(path, "rb") as f:
                 if f.read(16) != SQLITE_MAGIC:
-                    raise UserInputError(f"--storage {url!r}: {path} is not a SQLite database; allowed: a SQLite file "
-                                         f"(or a new one), or {journal_url(path)} if it is an Optuna journal")
+                    raise UserInputError(
+                        f"--storage {url!r}: {path} is not a SQLite database; allowed: a SQLite file "
+                        f"(or a new one), or {journal_url(path)} if it is an Optuna journal"
+                    )
         if not must_exist:  # a folder, or a place this process cannot write: Optuna's traceback otherwise
             check_sqlite_writable(path, f"--storage {url!r}")
         return
@@ -153,8 +157,10 @@ def _check_journal_readable(path: Path, url: str | None) -> None:
             elif not isinstance(record := json.loads(line), dict) or record.get("op_code") not in operations:
                 raise ValueError  # an op_code Optuna does not know stops its replay on an assert
         except ValueError:  # UnicodeDecodeError is one
-            raise UserInputError(f"--storage {describe_storage(url)!r}: {path} line {number} is not an Optuna journal "
-                                 f"record; allowed: a journal file written by Optuna (move this one aside)") from None
+            raise UserInputError(
+                f"--storage {describe_storage(url)!r}: {path} line {number} is not an Optuna journal "
+                f"record; allowed: a journal file written by Optuna (move this one aside)"
+            ) from None
 
 
 def open_storage(url: str | None, heartbeat_interval: int = 30):
@@ -168,16 +174,20 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
         path.parent.mkdir(parents=True, exist_ok=True)
         try:  # the storage replays every record now: one Optuna cannot apply (a field missing) fails here
             return optuna.storages.JournalStorage(
-                JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path) + ".lock")))
+                JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path) + ".lock"))
+            )
         except (KeyError, TypeError, ValueError, IndexError, AssertionError) as exc:
-            raise UserInputError(f"--storage {describe_storage(url)!r}: {path} holds a record Optuna cannot replay "
-                                 f"({type(exc).__name__}: {str(exc)[:80]}); allowed: a journal file written by "
-                                 f"Optuna (move this one aside)") from None
+            raise UserInputError(
+                f"--storage {describe_storage(url)!r}: {path} holds a record Optuna cannot replay "
+                f"({type(exc).__name__}: {str(exc)[:80]}); allowed: a journal file written by "
+                f"Optuna (move this one aside)"
+            ) from None
     import warnings
 
     params = inspect.signature(optuna.storages.RDBStorage).parameters
-    callback = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params
-                else "failed_trial_callback")  # renamed in Optuna 4.9
+    callback = (
+        "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params else "failed_trial_callback"
+    )  # renamed in Optuna 4.9
     import random
     import time
 
@@ -192,9 +202,12 @@ def open_storage(url: str | None, heartbeat_interval: int = 30):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return rdb(
-                    sqlalchemy_url(url), engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval,
+                    sqlalchemy_url(url),
+                    engine_kwargs=engine_kwargs,
+                    heartbeat_interval=heartbeat_interval,
                     grace_period=3 * heartbeat_interval,
-                    **{callback: optuna.storages.RetryHeartbeatStaleTrialCallback()})
+                    **{callback: optuna.storages.RetryHeartbeatStaleTrialCallback()},
+                )
         except sqlalchemy.exc.DBAPIError:
             # machines starting together on an empty database race to create Optuna's tables;
             # the loser sees "already exists" and finds the tables on its next try
@@ -222,29 +235,37 @@ def whole_call_rdb_storage():
         def call(*args, **kwargs):
             with interrupts_deferred():
                 return method(*args, **kwargs)
+
         return call
 
     # every method, private ones too (Optuna's cache calls the storage's _get_trials, _create_new_trial, ...)
-    names = ["__init__"] + [name for name in dir(base) if not name.startswith("__")
-                            and inspect.isfunction(inspect.getattr_static(base, name))]  # (static ones left as they are)
-    return type("WholeCallRDBStorage", (base,), {"__module__": __name__, **{name: whole(getattr(base, name)) for name in names}})
+    names = ["__init__"] + [
+        name
+        for name in dir(base)
+        if not name.startswith("__") and inspect.isfunction(inspect.getattr_static(base, name))
+    ]  # (static ones left as they are)
+    return type(
+        "WholeCallRDBStorage", (base,), {"__module__": __name__, **{name: whole(getattr(base, name)) for name in names}}
+    )
 
 
 def check_distinct(storage_url: str | None, tracking_uri: str) -> None:
     """The MLflow store and the Optuna storage must never be the same file."""
+
     def file_of(uri: str | None) -> Path | None:
         if uri is None:
             return Path(defaults.JOURNAL).resolve()
         if uri.startswith("journal://"):
             return journal_path(uri).resolve()
         if uri.startswith("sqlite:///"):
-            return Path(uri[len("sqlite:///"):]).resolve()
+            return Path(uri[len("sqlite:///") :]).resolve()
         return None
 
     a, b = file_of(storage_url), file_of(tracking_uri)
     if a is not None and a == b:
-        raise UserInputError(f"--storage and --tracking-uri name the same file {a}; give Optuna and MLflow "
-                             f"separate stores")
+        raise UserInputError(
+            f"--storage and --tracking-uri name the same file {a}; give Optuna and MLflow separate stores"
+        )
 
 
 def claim_lock_path(storage_url: str | None, study_name: str) -> Path:
@@ -255,5 +276,4 @@ def claim_lock_path(storage_url: str | None, study_name: str) -> Path:
     return base / f".claim-{study_name}.lock"
 
 
-__all__ = ["check_storage", "open_storage", "check_distinct",
-           "claim_lock_path", "describe_storage"]
+__all__ = ["check_storage", "open_storage", "check_distinct", "claim_lock_path", "describe_storage"]

@@ -32,8 +32,9 @@ def parse_duration(text: str, flag: str = "--stop-after") -> float:
     elif value and (m := _DURATION.fullmatch(value)) is not None:
         seconds = sum(float(n) * _UNITS[u] for n, u in zip(m.groups(), "hms") if n is not None)
     if seconds is None or not seconds > 0 or seconds == float("inf"):
-        raise UserInputError(f"{flag}: got {text!r}; allowed: a duration > 0 such as 5400 (seconds), 90m, 1.5h "
-                             f"or 1h30m")
+        raise UserInputError(
+            f"{flag}: got {text!r}; allowed: a duration > 0 such as 5400 (seconds), 90m, 1.5h or 1h30m"
+        )
     return seconds
 
 

@@ -20,6 +20,7 @@ from ..spec import SweepSpec, grid_space
 @dataclass(frozen=True)
 class WorkerContext:
     """Everything a worker process needs; picklable for the spawn start method."""
+
     spec_path: str
     storage_url: Optional[str]
     tracking_uri: str
@@ -30,7 +31,9 @@ class WorkerContext:
     gpu: Optional[str] = None
     out_root: str = defaults.SWEEPS
     heartbeat_interval: int = 30  # seconds; RDB storages only
-    trials_before: int = 0  # the study's trials when this invocation started (a resumed search's samplers: make_sampler)
+    trials_before: int = (
+        0  # the study's trials when this invocation started (a resumed search's samplers: make_sampler)
+    )
     start_until: Optional[float] = None  # wall time after which no trial is claimed (--stop-after: time_limit.py)
 
 
@@ -44,8 +47,11 @@ def place_extras(spec: SweepSpec, tracking_uri: str) -> dict:
 
 
 def run_extras(spec: SweepSpec, ctx: WorkerContext) -> dict:
-    extras = {"mlflow_tracking_uri": ctx.tracking_uri, "mlflow_experiment": spec.experiment,
-              **place_extras(spec, ctx.tracking_uri)}
+    extras = {
+        "mlflow_tracking_uri": ctx.tracking_uri,
+        "mlflow_experiment": spec.experiment,
+        **place_extras(spec, ctx.tracking_uri),
+    }
     if "num_threads" not in spec.base and "num_threads" not in spec.grid and "num_threads" not in spec.search:
         extras["num_threads"] = ctx.num_threads
     return extras
@@ -65,13 +71,25 @@ def resume_or_start(spec: SweepSpec, point: dict, extras: dict, ctx: WorkerConte
     checkpoint = resumable_checkpoint(Path(ctx.out_root) / spec.name, cfg)
     if checkpoint is None:
         return cfg, fresh
-    print(f"sweep {spec.name}: {checkpoint.parent.name} goes on from its checkpoint at step "
-          f"{step_of(checkpoint)} of {cfg.max_steps}", flush=True)
+    print(
+        f"sweep {spec.name}: {checkpoint.parent.name} goes on from its checkpoint at step "
+        f"{step_of(checkpoint)} of {cfg.max_steps}",
+        flush=True,
+    )
     return spec.config_for(point, **extras, resume_from_checkpoint=str(checkpoint)), checkpoint.parent
 
 
-def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: dict, parent_run_id: str,
-               out_dir: Path, on_run=None, on_step=None) -> tuple[dict, str]:
+def run_logged(
+    cfg,
+    spec: SweepSpec,
+    ctx: WorkerContext,
+    run_name: str,
+    tags: dict,
+    parent_run_id: str,
+    out_dir: Path,
+    on_run=None,
+    on_step=None,
+) -> tuple[dict, str]:
     """One trial's run, recorded as every run is (grpo_core/logged_run.py), as a child of
     `parent_run_id` in the sweep's store and experiment, with its reward curve; returns (summary,
     run id). The MLflow run exists before the model loads: `on_run(run_id)` records it in the trial,
@@ -86,8 +104,12 @@ def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: di
     from .plots import reward_curve_png
 
     def figure(folder: Path, summary: dict) -> Path:
-        return reward_curve_png(read_metrics(folder / "metrics.jsonl"), summary.get("baseline_reward"),
-                                cfg.stl_window, folder / "reward_curve.png")
+        return reward_curve_png(
+            read_metrics(folder / "metrics.jsonl"),
+            summary.get("baseline_reward"),
+            cfg.stl_window,
+            folder / "reward_curve.png",
+        )
 
     run_ids = []
 
@@ -97,10 +119,20 @@ def run_logged(cfg, spec: SweepSpec, ctx: WorkerContext, run_name: str, tags: di
             on_run(run_id)
 
     try:
-        done = train_logged(cfg, out_dir, tracking_uri=ctx.tracking_uri, experiment=spec.experiment,
-                            run_name=run_name, tags=tags, parent_run_id=parent_run_id, create_now=True,
-                            on_run=created, on_step=on_step, figure=figure,
-                            allow_existing=bool(cfg.resume_from_checkpoint))
+        done = train_logged(
+            cfg,
+            out_dir,
+            tracking_uri=ctx.tracking_uri,
+            experiment=spec.experiment,
+            run_name=run_name,
+            tags=tags,
+            parent_run_id=parent_run_id,
+            create_now=True,
+            on_run=created,
+            on_step=on_step,
+            figure=figure,
+            allow_existing=bool(cfg.resume_from_checkpoint),
+        )
     except RecordIncomplete as exc:  # trained to the end: the result stands; MLflow's record is repaired later
         print(f"grpo sweep: {exc}", file=sys.stderr, flush=True)
         done = {**exc.summary, "record_error": str(exc)}, run_ids[0]
@@ -114,17 +146,29 @@ def grid_objective(trial, spec: SweepSpec, ctx: WorkerContext, on_step=None) -> 
     cfg, out = resume_or_start(spec, point, run_extras(spec, ctx), ctx, out)
     if cfg.resume_from_checkpoint:
         trial.set_user_attr("resumed_from", cfg.resume_from_checkpoint)
-    tags = {"sweep": spec.name, "trial_number": trial.number, "seed": point["seed"],
-            **{f"variant.{k}": v for k, v in point.items() if k != "seed"}}
+    tags = {
+        "sweep": spec.name,
+        "trial_number": trial.number,
+        "seed": point["seed"],
+        **{f"variant.{k}": v for k, v in point.items() if k != "seed"},
+    }
     if "claim" in spec.text:
         tags["claim"] = spec.text["claim"]
     if spec.replication_seeds:  # the report tests each set on its own
         tags["seed_set"] = "replication" if point["seed"] in spec.replication_seeds else "discovery"
     trial.set_user_attr("run_dir", str(out))
-    summary, run_id = run_logged(cfg, spec, ctx, run_name(spec, trial.number, point), tags, ctx.parent_run_id, out,
-                                 on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid), on_step=on_step)
-    for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward",
-                "record_error"):
+    summary, run_id = run_logged(
+        cfg,
+        spec,
+        ctx,
+        run_name(spec, trial.number, point),
+        tags,
+        ctx.parent_run_id,
+        out,
+        on_run=lambda rid: trial.set_user_attr("mlflow_run_id", rid),
+        on_step=on_step,
+    )
+    for key in ("steps_to_learn", "learned", "loss_departure_step", "final_reward", "baseline_reward", "record_error"):
         if key in summary:
             trial.set_user_attr(key, summary[key])
     return spec.censor(summary, cfg.max_steps)

@@ -49,11 +49,12 @@ def load_sweep_study(spec_path: str | Path, storage_url: Optional[str] = None):
     check_storage(storage_url, must_exist=True)  # a read-only command creates no database
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        study = optuna.load_study(study_name=spec.name, storage=open_storage(storage_url),
-                                  sampler=make_sampler(spec))
+        study = optuna.load_study(study_name=spec.name, storage=open_storage(storage_url), sampler=make_sampler(spec))
     except KeyError:
-        raise UserInputError(f"{spec.path}: no sweep named {spec.name!r} in {describe_storage(storage_url)} "
-                             f"yet; run `grpo sweep {spec.path}` first") from None
+        raise UserInputError(
+            f"{spec.path}: no sweep named {spec.name!r} in {describe_storage(storage_url)} "
+            f"yet; run `grpo sweep {spec.path}` first"
+        ) from None
     return spec, study
 
 
@@ -81,11 +82,14 @@ def importance(study, spec: SweepSpec, evaluator: str = "fanova") -> dict[str, d
     if evaluator not in EVALUATORS:
         raise UserInputError(f"importance evaluator {evaluator!r}; allowed: {', '.join(EVALUATORS)}")
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    varied = [name for name in {n for t in complete for n in t.params}
-              if len({repr(t.params.get(name)) for t in complete}) > 1]
+    varied = [
+        name
+        for name in {n for t in complete for n in t.params}
+        if len({repr(t.params.get(name)) for t in complete}) > 1
+    ]
     if len(complete) < 2 or not varied:
         return {}
-    out = {}
+    out: dict = {}
     for i, name in enumerate(spec.all_objectives):
         if len({t.values[i] for t in complete}) < 2:  # every trial scored alike: nothing to apportion
             out[name] = {}
@@ -110,8 +114,10 @@ def importance_spread(study, spec: SweepSpec, draws: int = IMPORTANCE_DRAWS) -> 
     import optuna
     from optuna.trial import TrialState
 
-    counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,)))
-              for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+    counts = {
+        s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,)))
+        for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    }
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     out = {"counts": counts, "ranges": {}, "holds": {}}
     base = importance(study, spec)
@@ -127,17 +133,21 @@ def importance_spread(study, spec: SweepSpec, draws: int = IMPORTANCE_DRAWS) -> 
     finally:
         optuna.logging.set_verbosity(verbosity)
     for o, by_param in samples.items():
-        out["ranges"][o] = {p: (float(np.quantile(v, 0.05)), float(np.quantile(v, 0.95))) if v else (np.nan, np.nan)
-                            for p, v in by_param.items()}
+        out["ranges"][o] = {
+            p: (float(np.quantile(v, 0.05)), float(np.quantile(v, 0.95))) if v else (np.nan, np.nan)
+            for p, v in by_param.items()
+        }
         out["holds"][o] = same_top[o] / draws
     return out
 
 
-def _resample(study, spec: SweepSpec, complete: list, draws: int, rng, base: dict, samples: dict, same_top: dict) -> None:
+def _resample(
+    study, spec: SweepSpec, complete: list, draws: int, rng, base: dict, samples: dict, same_top: dict
+) -> None:
     """importance_spread's resamples: each a study of the complete trials drawn with replacement."""
     import optuna
 
-    for b in range(draws):
+    for _ in range(draws):
         resampled = optuna.create_study(directions=study.directions)
         resampled.add_trials([complete[i] for i in rng.integers(0, len(complete), len(complete))])
         try:
@@ -160,8 +170,11 @@ def ranking_text(shares: dict[str, float], ranges: dict, holds: float) -> str:
     overlap = len(names) > 1 and ranges.get(top, (0, 0))[0] <= ranges.get(names[1], (0, 0))[1]
     if holds >= RANK_HOLDS and not overlap:
         return f"{top} ranks first in {holds:.0%} of the resamples, its range above the others': the ranking holds."
-    why = (f"{top} ranks first in only {holds:.0%} of the resamples (below {RANK_HOLDS:.0%})" if holds < RANK_HOLDS
-           else f"the ranges of {top} and {names[1]} overlap")
+    why = (
+        f"{top} ranks first in only {holds:.0%} of the resamples (below {RANK_HOLDS:.0%})"
+        if holds < RANK_HOLDS
+        else f"the ranges of {top} and {names[1]} overlap"
+    )
     return f"ranking withheld: {why}, so these trials cannot say which parameter matters more."
 
 
@@ -183,9 +196,12 @@ def importance_table(shares: dict[str, dict[str, float]], spread: Optional[dict]
     lines += [f"| {p} | " + " | ".join(cell(o, p) for o in objectives) + " |" for p in params]
     if spread:
         c = spread["counts"]
-        lines += ["", f"Rests on {c['complete']} complete trial(s) ({c['pruned']} pruned and {c['fail']} failed ones "
-                      f"have no value); in brackets each share's 5-95% range over {IMPORTANCE_DRAWS} resamples of the "
-                      f"complete trials."]
+        lines += [
+            "",
+            f"Rests on {c['complete']} complete trial(s) ({c['pruned']} pruned and {c['fail']} failed ones "
+            f"have no value); in brackets each share's 5-95% range over {IMPORTANCE_DRAWS} resamples of the "
+            f"complete trials.",
+        ]
         for o, holds in spread["holds"].items():
             if not shares.get(o):
                 continue

@@ -32,12 +32,28 @@ BEST_TRIALS = 10  # the reward curves of this many trials, best first (MLflow's 
 
 def _line_chart(metric: str, section_id: str) -> dict:
     """A line chart card as the MLflow UI stores one (its RunsChartsLineCardConfig fields)."""
-    return {"uuid": f"grpo-{metric}", "type": "LINE", "runsCountToCompare": 10, "metricSectionId": section_id,
-            "deleted": False, "isGenerated": True, "displayName": metric, "metricKey": metric,
-            "selectedMetricKeys": [metric], "lineSmoothness": 0, "xAxisScaleType": "linear", "scaleType": "linear",
-            "range": {}, "xAxisKey": "step", "selectedXAxisMetricKey": "", "yAxisKey": "metric",
-            "yAxisExpressions": [], "ignoreOutliers": False, "useGlobalXaxisKey": True,
-            "useGlobalLineSmoothing": True}
+    return {
+        "uuid": f"grpo-{metric}",
+        "type": "LINE",
+        "runsCountToCompare": 10,
+        "metricSectionId": section_id,
+        "deleted": False,
+        "isGenerated": True,
+        "displayName": metric,
+        "metricKey": metric,
+        "selectedMetricKeys": [metric],
+        "lineSmoothness": 0,
+        "xAxisScaleType": "linear",
+        "scaleType": "linear",
+        "range": {},
+        "xAxisKey": "step",
+        "selectedXAxisMetricKey": "",
+        "yAxisKey": "metric",
+        "yAxisExpressions": [],
+        "ignoreOutliers": False,
+        "useGlobalXaxisKey": True,
+        "useGlobalLineSmoothing": True,
+    }
 
 
 def view_state(sweep: str, axes: list[str]) -> dict:
@@ -51,14 +67,26 @@ def view_state(sweep: str, axes: list[str]) -> dict:
         "orderByKey": "attributes.start_time",
         "orderByAsc": False,
         "selectedColumns": columns,
-        "groupBy": {"aggregateFunction": "average",
-                    "groupByKeys": [{"mode": "tag", "groupByData": f"variant.{a}"} for a in axes]} if axes else None,
+        "groupBy": {
+            "aggregateFunction": "average",
+            "groupByKeys": [{"mode": "tag", "groupByData": f"variant.{a}"} for a in axes],
+        }
+        if axes
+        else None,
         "runsHiddenMode": "SHOW_ALL",
         "useGroupedValuesInCharts": True,
         "hideEmptyCharts": True,
         # the reward curves first: one section of the curves a comparison reads, mean and band per group
-        "compareRunSections": [{"uuid": "grpo-section", "name": SECTION, "display": True, "isReordered": False,
-                                "deleted": False, "isGenerated": True}],
+        "compareRunSections": [
+            {
+                "uuid": "grpo-section",
+                "name": SECTION,
+                "display": True,
+                "isReordered": False,
+                "deleted": False,
+                "isGenerated": True,
+            }
+        ],
         "compareRunCharts": [_line_chart(m, "grpo-section") for m in CHARTED],
         "isAccordionReordered": True,  # keep this section first (MLflow sorts generated sections by name)
         # per-step rewards of a batch of 64 are noisy: MLflow's smoothing (0-100) shows the trend
@@ -69,16 +97,33 @@ def view_state(sweep: str, axes: list[str]) -> dict:
 def _parallel_chart(params: list[str], objective: str, section_id: str) -> dict:
     """A parallel-coordinates card (RunsChartsParallelCardConfig): one axis per parameter, the
     objective last; a run without the objective (pruned, failed) draws no line."""
-    return {"uuid": "grpo-parallel", "type": "PARALLEL", "runsCountToCompare": 100, "metricSectionId": section_id,
-            "deleted": False, "isGenerated": True, "displayName": f"the searched parameters against {objective}",
-            "selectedParams": params, "selectedMetrics": [objective], "showAllRuns": True}
+    return {
+        "uuid": "grpo-parallel",
+        "type": "PARALLEL",
+        "runsCountToCompare": 100,
+        "metricSectionId": section_id,
+        "deleted": False,
+        "isGenerated": True,
+        "displayName": f"the searched parameters against {objective}",
+        "selectedParams": params,
+        "selectedMetrics": [objective],
+        "showAllRuns": True,
+    }
 
 
 def _scatter_chart(x: str, y: str, section_id: str) -> dict:
     """A scatter card (RunsChartsScatterCardConfig) of two metrics: several objectives against each other."""
-    return {"uuid": f"grpo-scatter-{x}-{y}", "type": "SCATTER", "runsCountToCompare": 100,
-            "metricSectionId": section_id, "deleted": False, "isGenerated": True, "displayName": f"{y} against {x}",
-            "xaxis": {"key": x, "type": "METRIC"}, "yaxis": {"key": y, "type": "METRIC"}}
+    return {
+        "uuid": f"grpo-scatter-{x}-{y}",
+        "type": "SCATTER",
+        "runsCountToCompare": 100,
+        "metricSectionId": section_id,
+        "deleted": False,
+        "isGenerated": True,
+        "displayName": f"{y} against {x}",
+        "xaxis": {"key": x, "type": "METRIC"},
+        "yaxis": {"key": y, "type": "METRIC"},
+    }
 
 
 def objective_metric(name: str) -> str:
@@ -95,8 +140,13 @@ def search_view_state(sweep: str, params: list[str], objectives: list[str], dire
     first = objective_metric(objectives[0])
     columns = [f"params.`{p}`" for p in params] + [f"metrics.`{objective_metric(o)}`" for o in objectives]
     columns += ["tags.`status`", "metrics.`pruned_after_step`", "metrics.`learned_fraction`", "params.`seeds`"]
-    charts = [_parallel_chart(params, first, "grpo-search"), {**_line_chart("reward", "grpo-search"),
-                                                               "displayName": f"reward, mean over seeds: the first {BEST_TRIALS} trials listed"}]
+    charts = [
+        _parallel_chart(params, first, "grpo-search"),
+        {
+            **_line_chart("reward", "grpo-search"),
+            "displayName": f"reward, mean over seeds: the first {BEST_TRIALS} trials listed",
+        },
+    ]
     charts += [_scatter_chart(first, objective_metric(o), "grpo-search") for o in objectives[1:]]
     return {
         "searchFilter": f"tags.sweep = '{sweep}' AND tags.sweep_role = 'trial'",
@@ -106,8 +156,16 @@ def search_view_state(sweep: str, params: list[str], objectives: list[str], dire
         "groupBy": None,
         "runsHiddenMode": "FIRST_10_RUNS",  # the charts' curves: the best trials (the parallel chart shows all)
         "hideEmptyCharts": True,
-        "compareRunSections": [{"uuid": "grpo-search", "name": SEARCH_SECTION, "display": True, "isReordered": False,
-                                "deleted": False, "isGenerated": True}],
+        "compareRunSections": [
+            {
+                "uuid": "grpo-search",
+                "name": SEARCH_SECTION,
+                "display": True,
+                "isReordered": False,
+                "deleted": False,
+                "isGenerated": True,
+            }
+        ],
         "compareRunCharts": charts,
         "isAccordionReordered": True,
         "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 70, "selectedXAxisMetricKey": ""},
@@ -140,8 +198,9 @@ def find_sweep(client, name: Optional[str] = None):
     query = "tags.sweep_role = 'parent'" + (f" AND tags.sweep = '{name}'" if name else "")
     found = []
     for i in range(0, len(experiments), 100):
-        found += client.search_runs(experiments[i:i + 100], filter_string=query, order_by=["attributes.start_time DESC"],
-                                    max_results=1)
+        found += client.search_runs(
+            experiments[i : i + 100], filter_string=query, order_by=["attributes.start_time DESC"], max_results=1
+        )
     return max(found, key=lambda r: r.info.start_time, default=None)
 
 
@@ -152,8 +211,9 @@ def tag_trial_runs(client, parent_run) -> None:
     query = f"tags.sweep = '{sweep}' AND tags.trial_number LIKE '%'"
     token = None
     while True:
-        page = client.search_runs([parent_run.info.experiment_id], filter_string=query, max_results=1000,
-                                  page_token=token)
+        page = client.search_runs(
+            [parent_run.info.experiment_id], filter_string=query, max_results=1000, page_token=token
+        )
         for run in page:
             if "seed" not in run.data.tags and "sweep_role" not in run.data.tags:
                 client.set_tag(run.info.run_id, "sweep_role", "trial")
@@ -171,9 +231,12 @@ def sweep_links(client, parent_run, base: str) -> dict[str, str]:
     if parent_run.data.tags.get("mode") == "search":
         tag_trial_runs(client, parent_run)
         searched = list(json.loads(params.get("search", "{}") or "{}"))
-        state = search_view_state(parent_run.data.tags["sweep"], searched + axes,
-                                  params.get("objective", "steps_to_learn").split(","),
-                                  params.get("direction", "minimize").split(","))
+        state = search_view_state(
+            parent_run.data.tags["sweep"],
+            searched + axes,
+            params.get("objective", "steps_to_learn").split(","),
+            params.get("direction", "minimize").split(","),
+        )
     key = publish_view(client, parent_run.info.experiment_id, parent_run.data.tags["sweep"], axes, state)
     links = {mode: sweep_url(base, parent_run.info.experiment_id, key, mode) for mode in MODES}
     return {**links, "search": state is not None}
@@ -183,9 +246,13 @@ def describe_links(name: str, links: dict, note: str = "") -> str:
     """Two lines: where the sweep's comparison is, as a table and as charts (a search's: its trials,
     and the parallel coordinates with the best trials' curves)."""
     if links.get("search"):
-        return (f"sweep {name}: the search's trials in MLflow (parameters, objective, state; best first){note}: "
-                f"{links['table']}\n"
-                f"sweep {name}: parallel coordinates of the searched parameters against the objective, and the best "
-                f"trials' reward curves: {links['charts']}")
-    return (f"sweep {name}: its runs grouped by grid point in MLflow{note}: {links['table']}\n"
-            f"sweep {name}: reward curves per group (mean and band): {links['charts']}")
+        return (
+            f"sweep {name}: the search's trials in MLflow (parameters, objective, state; best first){note}: "
+            f"{links['table']}\n"
+            f"sweep {name}: parallel coordinates of the searched parameters against the objective, and the best "
+            f"trials' reward curves: {links['charts']}"
+        )
+    return (
+        f"sweep {name}: its runs grouped by grid point in MLflow{note}: {links['table']}\n"
+        f"sweep {name}: reward curves per group (mean and band): {links['charts']}"
+    )

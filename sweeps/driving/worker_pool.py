@@ -25,8 +25,14 @@ class WorkerPool:
     replacement's start (the parent's progress thread and database connections must not cross a
     fork). `procs` lists every process started."""
 
-    def __init__(self, make: Callable, may_replace: Callable[[], bool], before_fork: Callable[[], None],
-                 after_fork: Callable[[], None], on_death: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        make: Callable,
+        may_replace: Callable[[], bool],
+        before_fork: Callable[[], None],
+        after_fork: Callable[[], None],
+        on_death: Callable[[], None] = lambda: None,
+    ):
         self.make, self.may_replace, self.on_death = make, may_replace, on_death
         self.before_fork, self.after_fork = before_fork, after_fork
         self.procs: list = []
@@ -52,14 +58,22 @@ class WorkerPool:
                 if proc.exitcode is None or proc.exitcode >= 0:
                     continue
                 index, replace = self._index[proc.pid], self.may_replace()
-                print(f"grpo sweep: worker {index} (pid {proc.pid}) was killed by signal {-proc.exitcode}; its "
-                      f"trial is recorded as failed now and runs again on the next sweep"
-                      + (", and a new worker takes its place" if replace else ""), file=sys.stderr, flush=True)
+                print(
+                    f"grpo sweep: worker {index} (pid {proc.pid}) was killed by signal {-proc.exitcode}; its "
+                    f"trial is recorded as failed now and runs again on the next sweep"
+                    + (", and a new worker takes its place" if replace else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 try:
                     self.on_death()
                 except Exception as exc:  # a storage hiccup: the next claim or `grpo sweep` fails the trial
-                    print(f"grpo sweep: could not record worker {index}'s trial as failed yet ({exc}); the next "
-                          f"claim or sweep does", file=sys.stderr, flush=True)
+                    print(
+                        f"grpo sweep: could not record worker {index}'s trial as failed yet ({exc}); the next "
+                        f"claim or sweep does",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if replace:
                     self.before_fork()
                     try:

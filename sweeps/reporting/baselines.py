@@ -32,13 +32,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.check:
         register = read_register(path)
         missing = [k for k in estimates(runs) if k not in register]
-        print(f"{path}: {len(missing)} set-up(s) of committed runs without an entry" if missing else f"{path}: complete")
+        print(
+            f"{path}: {len(missing)} set-up(s) of committed runs without an entry" if missing else f"{path}: complete"
+        )
         return 1 if missing else 0
     added = record_missing(path, runs)
     for e in added:
-        print(f"{path}: recorded {e['baseline_reward']:.4f} for {e['setup'].get('dataset') or e['setup'].get('task')} "
-              f"(max_completion_length {e['setup'].get('max_completion_length')}), from "
-              f"{len(e['estimates'])} estimate(s)")
+        print(
+            f"{path}: recorded {e['baseline_reward']:.4f} for {e['setup'].get('dataset') or e['setup'].get('task')} "
+            f"(max_completion_length {e['setup'].get('max_completion_length')}), from "
+            f"{len(e['estimates'])} estimate(s)"
+        )
     return 0
 
 

@@ -27,9 +27,11 @@ from ..report_spec import compared_metric, report_tests
 from ..spec import load_spec
 from .report_inputs import collect_runs
 
-HEAD = ["| spec | test | metric | paired difference (Hodges-Lehmann, both sets) | shift model: detectable per set | "
-        "tied model: verdict power at that difference | own differences: verdict power | verdict read |",
-        "|---|---|---|---|---|---|---|---|"]
+HEAD = [
+    "| spec | test | metric | paired difference (Hodges-Lehmann, both sets) | shift model: detectable per set | "
+    "tied model: verdict power at that difference | own differences: verdict power | verdict read |",
+    "|---|---|---|---|---|---|---|---|",
+]
 
 
 def calibration_rows(spec_path: Path, runs_root: Path) -> list[str]:
@@ -50,20 +52,29 @@ def calibration_rows(spec_path: Path, runs_root: Path) -> list[str]:
         own = power.observed_power(sets, m, test["direction"])
         shift = v.facts["detectable"]
         label = f"{test['treatment'][0]} − {test['control']}"
-        rows.append(f"| {spec_path.stem} | {label} | {metric} | {shift_hl:+.3g} | {shift:.3g} | {tied:.0%} | {own:.0%} | "
-                    f"{v.verdict} |")
+        rows.append(
+            f"| {spec_path.stem} | {label} | {metric} | {shift_hl:+.3g} | {shift:.3g} | {tied:.0%} | {own:.0%} | "
+            f"{v.verdict} |"
+        )
     return rows
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeps.reporting.calibration",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("specs", nargs="*", help="specs to read (default: every real-model CPU spec with a known effect)")
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeps.reporting.calibration", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "specs", nargs="*", help="specs to read (default: every real-model CPU spec with a known effect)"
+    )
     parser.add_argument("--runs", default=str(REAL_CPU_RESULTS / "runs"), help="their run folders")
     args = parser.parse_args(argv)
     paths = [Path(p) for p in args.specs] or sorted(REAL_CPU_EXPERIMENTS.glob("*.yaml"))
-    rows = [row for p in paths if (Path(args.runs) / load_spec(p, check_points=False).name).is_dir()
-            for row in calibration_rows(p, Path(args.runs))]
+    rows = [
+        row
+        for p in paths
+        if (Path(args.runs) / load_spec(p, check_points=False).name).is_dir()
+        for row in calibration_rows(p, Path(args.runs))
+    ]
     print("\n".join(HEAD + rows))
     return 0
 

@@ -23,8 +23,10 @@ from ..report_spec import report_tests
 from ..spec import load_spec
 from .report_inputs import collect_runs
 
-HEAD = ["| spec | test | seed set | pairs | tied pairs | 95% covers mean | 95% covers pseudo-median | 90% covers mean |",
-        "|---|---|---|---|---|---|---|---|"]
+HEAD = [
+    "| spec | test | seed set | pairs | tied pairs | 95% covers mean | 95% covers pseudo-median | 90% covers mean |",
+    "|---|---|---|---|---|---|---|---|",
+]
 
 
 def coverage_rows(spec_path: Path, runs_root: Path) -> list[str]:
@@ -41,11 +43,16 @@ def coverage_rows(spec_path: Path, runs_root: Path) -> list[str]:
             for c in verdict.comparisons:
                 if len(c.diffs) < 2:
                     continue
-                cov = [st.hodges_lehmann_coverage(c.diffs, conf, estimand)
-                       for conf, estimand in ((0.95, "mean"), (0.95, "pseudo-median"), (0.90, "mean"))]
+                cov = [
+                    st.hodges_lehmann_coverage(c.diffs, conf, estimand)
+                    for conf, estimand in ((0.95, "mean"), (0.95, "pseudo-median"), (0.90, "mean"))
+                ]
                 label = f"{test['treatment'][0]} − {test['control']}, {metric}"
-                rows.append(f"| {spec_path.stem} | {label} | {name} | {c.n_pairs} | {sum(d == 0 for d in c.diffs)} | "
-                            + " | ".join(f"{v:.0%}" for v in cov) + " |")
+                rows.append(
+                    f"| {spec_path.stem} | {label} | {name} | {c.n_pairs} | {sum(d == 0 for d in c.diffs)} | "
+                    + " | ".join(f"{v:.0%}" for v in cov)
+                    + " |"
+                )
     return rows
 
 

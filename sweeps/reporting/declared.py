@@ -39,8 +39,7 @@ def mechanism_of(spec: Optional[dict]) -> Optional[list]:
     checks = ((spec or {}).get("report") or {}).get("mechanism")
     if not isinstance(checks, list) or not checks:
         return None
-    return [{k: v for k, v in c.items() if k not in MECHANISM_WORDS} if isinstance(c, dict) else c
-            for c in checks]
+    return [{k: v for k, v in c.items() if k not in MECHANISM_WORDS} if isinstance(c, dict) else c for c in checks]
 
 
 def _spec_history(repo: Path, relative: str) -> Optional[list[tuple[str, str, str]]]:
@@ -83,8 +82,9 @@ def _why_undatable(repo: Path, relative: str) -> Optional[str]:
     return None
 
 
-def dated(spec_path: str, read: Callable[[Optional[dict]], Any], used: Any,
-          sweep_folder: Optional[Path], repo: Path = REPO) -> str:
+def dated(
+    spec_path: str, read: Callable[[Optional[dict]], Any], used: Any, sweep_folder: Optional[Path], repo: Path = REPO
+) -> str:
     """How the declaration `read` picks out of a spec was made, against the runs: "pre-registered",
     "post hoc" (with the commit that changed it after the runs), "cannot be dated", or not yet
     committed. `used` is the value the report uses (read from the loaded spec)."""
@@ -122,10 +122,14 @@ def dated(spec_path: str, read: Callable[[Optional[dict]], Any], used: Any,
         start = len(before) - 1  # the oldest commit of the stretch, before the runs, that held this value
         while start > 0 and versions[start - 1][2] == used:
             start -= 1
-        return (f"**pre-registered**: in force since commit {versions[start][0][:7]} ({versions[start][1][:10]}), "
-                f"before {runs}")
-    return (f"**post hoc**: set in {when}, not before the runs ({runs}; in force then: "
-            f"{_show(in_force)}): not a pre-registration")
+        return (
+            f"**pre-registered**: in force since commit {versions[start][0][:7]} ({versions[start][1][:10]}), "
+            f"before {runs}"
+        )
+    return (
+        f"**post hoc**: set in {when}, not before the runs ({runs}; in force then: "
+        f"{_show(in_force)}): not a pre-registration"
+    )
 
 
 def _show(value: Any) -> str:

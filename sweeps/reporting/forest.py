@@ -23,7 +23,9 @@ class ForestRow:
     label: str  # "C3 · real model, CPU · noise 0.01 vs 0"
     verdict: str  # the steps test's verdict word
     check: Optional[bool]  # the mechanism check: True engaged, False not engaged, None none declared
-    panels: dict = field(default_factory=dict)  # "steps" / "reward_auc": (margin or None, metric, [(set, est, low, high)])
+    panels: dict = field(
+        default_factory=dict
+    )  # "steps" / "reward_auc": (margin or None, metric, [(set, est, low, high)])
 
 
 def _short(verdict: str) -> str:
@@ -46,12 +48,17 @@ def forest_rows(testbed: str, claim: str, spec, tests: list[dict], results: list
             arms = f"{test['axis']} {', '.join(map(str, test['treatment']))} vs {test['control']}"
             where = "" if label == "all runs" else f" ({label})"
             row = ForestRow(f"{claim} · {testbed} · {arms}{where}", _short(v.verdict), check)
-            row.panels["steps"] = (margin_of(spec, metric, STEP_METRICS), metric,
-                                   [(name, cs[k].estimate, cs[k].low, cs[k].high) for name, cs in v.sets if k < len(cs)])
+            row.panels["steps"] = (
+                margin_of(spec, metric, STEP_METRICS),
+                metric,
+                [(name, cs[k].estimate, cs[k].low, cs[k].high) for name, cs in v.sets if k < len(cs)],
+            )
             if twin is not None and twin.sets:
-                row.panels["reward_auc"] = (margin_of(spec, "reward_auc", STEP_METRICS), "reward_auc",
-                                            [(name, cs[k].estimate, cs[k].low, cs[k].high)
-                                             for name, cs in twin.sets if k < len(cs)])
+                row.panels["reward_auc"] = (
+                    margin_of(spec, "reward_auc", STEP_METRICS),
+                    "reward_auc",
+                    [(name, cs[k].estimate, cs[k].low, cs[k].high) for name, cs in twin.sets if k < len(cs)],
+                )
                 row.verdict += f" | AUC: {_short(twin.verdict)}"
             rows.append(row)
     return rows
@@ -68,8 +75,10 @@ def forest_png(rows: list[ForestRow], path: Path) -> Optional[Path]:
 
     height = 1.4 + 0.36 * len(rows)  # (the results page shows the whole figure and the table under it on one screen)
     fig, axes = plt.subplots(1, 2, figsize=(16, height), sharey=True, gridspec_kw={"width_ratios": [1, 1]})
-    for ax, panel, title in ((axes[0], "steps", "paired difference in steps (treatment − control; < 0: sooner)"),
-                             (axes[1], "reward_auc", "paired difference in reward AUC (> 0: more reward)")):
+    for ax, panel, title in (
+        (axes[0], "steps", "paired difference in steps (treatment − control; < 0: sooner)"),
+        (axes[1], "reward_auc", "paired difference in reward AUC (> 0: more reward)"),
+    ):
         for y, row in enumerate(rows):
             if panel not in row.panels:
                 continue
@@ -84,17 +93,28 @@ def forest_png(rows: list[ForestRow], path: Path) -> Optional[Path]:
                 lo = low if math.isfinite(low) else ax.get_xlim()[0]
                 hi = high if math.isfinite(high) else ax.get_xlim()[1]
                 ax.plot([lo, hi], [y + offset] * 2, color=color, lw=1.4)
-                ax.plot([est], [y + offset], marker=SET_MARKERS.get(name, "o"), color=color,
-                        markerfacecolor="white" if row.check is False else color, ms=5)
+                ax.plot(
+                    [est],
+                    [y + offset],
+                    marker=SET_MARKERS.get(name, "o"),
+                    color=color,
+                    markerfacecolor="white" if row.check is False else color,
+                    ms=5,
+                )
         ax.axvline(0, color="#888888", lw=0.8, ls="--")
         ax.set_title(title, fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(rows)))
-    axes[0].set_yticklabels([f"{r.label}\n{r.verdict}" + ("  [mechanism not engaged]" if r.check is False else "")
-                             for r in rows], fontsize=7)
+    axes[0].set_yticklabels(
+        [f"{r.label}\n{r.verdict}" + ("  [mechanism not engaged]" if r.check is False else "") for r in rows],
+        fontsize=7,
+    )
     axes[0].invert_yaxis()
-    fig.suptitle("Every claim's effect per seed set (○ discovery, □ replication; 95% intervals), the declared "
-                 "equivalence margin (green band), grey hollow: mechanism check not passed", fontsize=9)
+    fig.suptitle(
+        "Every claim's effect per seed set (○ discovery, □ replication; 95% intervals), the declared "
+        "equivalence margin (green band), grey hollow: mechanism check not passed",
+        fontsize=9,
+    )
     fig.subplots_adjust(left=0.31, right=0.98, top=1 - 0.9 / height, bottom=0.5 / height, wspace=0.05)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -35,6 +35,7 @@ NO_RUNS = "no finished runs yet"  # the verdict of a spec none of whose runs fin
 @dataclass
 class Answers:
     """What one testbed's report sections give beyond their text: the forest plot's rows and the glance rows."""
+
     testbed: str
     forest: list = field(default_factory=list)
     glance: list = field(default_factory=list)
@@ -59,8 +60,11 @@ def effect_text(v: Verdict, metric: str) -> str:
     """Each seed set's first comparison, "disc. −4 [−8, −2]; repl. −6 [−8, −2]" (and how many more)."""
     if not v.sets or all(math.isnan(cs[0].estimate) for _, cs in v.sets if cs):
         return "–"
-    parts = [f"{SETS.get(name, name)} {fmt_interval(cs[0].estimate, cs[0].low, cs[0].high, metric)}"
-             for name, cs in v.sets if cs]
+    parts = [
+        f"{SETS.get(name, name)} {fmt_interval(cs[0].estimate, cs[0].low, cs[0].high, metric)}"
+        for name, cs in v.sets
+        if cs
+    ]
     more = max((len(cs) for _, cs in v.sets), default=0) - 1
     unit = " steps" if metric in STEP_METRICS else ""
     return "; ".join(parts) + unit + (f" (+{more} more)" if more > 0 else "")
@@ -78,16 +82,31 @@ def glance_rows(testbed: str, claim: str, spec, tests: list[dict], results: list
     heading = f"{claim} — {Path(spec.path).stem if spec.path else spec.name}"
     superseded = str(spec.report.get("superseded_by") or "")
     if not results:  # a spec none of whose runs finished yet
-        return [GlanceRow(testbed, claim, t.get("statement", "–"), NO_RUNS, "–", "–", "–", "–", "–",
-                          heading, superseded) for t in tests if "twin_of" not in t]
+        return [
+            GlanceRow(testbed, claim, t.get("statement", "–"), NO_RUNS, "–", "–", "–", "–", "–", heading, superseded)
+            for t in tests
+            if "twin_of" not in t
+        ]
     rows = []
     for test, v, twin, metric in with_twins(tests, results):
         margin = margin_of(spec, metric, STEP_METRICS) if test["kind"] == "paired" else None
         unit = " steps" if metric in STEP_METRICS else ""
         n = " + ".join(map(str, v.facts["n_per_set"])) if v.facts.get("n_per_set") else "–"
-        rows.append(GlanceRow(testbed, claim, v.statement, v.verdict, twin.verdict if twin else "–",
-                              effect_text(v, metric) if test["kind"] == "paired" else "–",
-                              f"±{margin:g}{unit}" if margin is not None else "–", _check(v), n, heading, superseded))
+        rows.append(
+            GlanceRow(
+                testbed,
+                claim,
+                v.statement,
+                v.verdict,
+                twin.verdict if twin else "–",
+                effect_text(v, metric) if test["kind"] == "paired" else "–",
+                f"±{margin:g}{unit}" if margin is not None else "–",
+                _check(v),
+                n,
+                heading,
+                superseded,
+            )
+        )
     return rows
 
 
@@ -118,8 +137,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-TABLE_HEAD = ["| claim | testbed | question | verdict | reward AUC | effect, 95% CI | margin | mechanism check | n per set "
-              "| report section |", "|---|---|---|---|---|---|---|---|---|---|"]
+TABLE_HEAD = [
+    "| claim | testbed | question | verdict | reward AUC | effect, 95% CI | margin | mechanism check | n per set "
+    "| report section |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+]
 
 
 def table(rows: list[GlanceRow], link_prefix: Optional[str]) -> list[str]:
@@ -127,10 +149,30 @@ def table(rows: list[GlanceRow], link_prefix: Optional[str]) -> list[str]:
     out = list(TABLE_HEAD)
     for r in rows:
         report = _report_path(r.testbed)
-        where = (f"[{r.section}]({link_prefix}{report}#{anchor(r.section)})" if link_prefix is not None
-                 else f"`{report}` § {r.section}")
-        out.append("| " + " | ".join(_cell(c) for c in (r.claim, r.testbed, r.question, f"**{r.verdict}**", r.auc,
-                                                         r.effect, r.margin, r.check, r.n, where)) + " |")
+        where = (
+            f"[{r.section}]({link_prefix}{report}#{anchor(r.section)})"
+            if link_prefix is not None
+            else f"`{report}` § {r.section}"
+        )
+        out.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    r.claim,
+                    r.testbed,
+                    r.question,
+                    f"**{r.verdict}**",
+                    r.auc,
+                    r.effect,
+                    r.margin,
+                    r.check,
+                    r.n,
+                    where,
+                )
+            )
+            + " |"
+        )
     return out
 
 
@@ -157,19 +199,37 @@ def sentences(rows: list[GlanceRow]) -> list[str]:
     return out
 
 
-SUPERSEDED_HEAD = ["| claim | testbed | question | verdict | replaced by | report section |", "|---|---|---|---|---|---|"]
+SUPERSEDED_HEAD = [
+    "| claim | testbed | question | verdict | replaced by | report section |",
+    "|---|---|---|---|---|---|",
+]
 
 
 def superseded_table(rows: list[GlanceRow]) -> list[str]:
     """The rows of regimes that others replaced: kept in the reports, listed apart."""
     return SUPERSEDED_HEAD + [
-        "| " + " | ".join(_cell(c) for c in (r.claim, r.testbed, r.question, f"**{r.verdict}**", f"`{r.superseded_by}`",
-                                             f"`{_report_path(r.testbed)}` § {r.section}")) + " |"
-        for r in rows if r.superseded_by]
+        "| "
+        + " | ".join(
+            _cell(c)
+            for c in (
+                r.claim,
+                r.testbed,
+                r.question,
+                f"**{r.verdict}**",
+                f"`{r.superseded_by}`",
+                f"`{_report_path(r.testbed)}` § {r.section}",
+            )
+        )
+        + " |"
+        for r in rows
+        if r.superseded_by
+    ]
 
 
-README_HEAD = ["| claim | question | verdict | effect, 95% CI | mechanism check | report section |",
-               "|---|---|---|---|---|---|"]
+README_HEAD = [
+    "| claim | question | verdict | effect, 95% CI | mechanism check | report section |",
+    "|---|---|---|---|---|---|",
+]
 
 
 def readme_table(rows: list[GlanceRow]) -> list[str]:
@@ -180,8 +240,11 @@ def readme_table(rows: list[GlanceRow]) -> list[str]:
         if r.testbed != REPORTS[0][0] or r.claim == "calibration" or r.superseded_by or r.verdict == NO_RUNS:
             continue
         link = f"[{r.section}]({_report_path(r.testbed)}#{anchor(r.section)})"
-        out.append("| " + " | ".join(_cell(c) for c in (r.claim, r.question, f"**{r.verdict}**", r.effect, r.check,
-                                                         link)) + " |")
+        out.append(
+            "| "
+            + " | ".join(_cell(c) for c in (r.claim, r.question, f"**{r.verdict}**", r.effect, r.check, link))
+            + " |"
+        )
     return out
 
 
@@ -196,14 +259,18 @@ def whole_verdicts(testbed: str, report_dir: Path) -> list[GlanceRow]:
         data = json.loads(path.read_text())
         rows = [GlanceRow(**r) for r in data if r["testbed"] == testbed]
     except FileNotFoundError:
-        raise UserInputError(f"glance: {path} is missing; allowed: the verdicts.json `grpo reproduce` writes beside "
-                             f"REPORT.md") from None
+        raise UserInputError(
+            f"glance: {path} is missing; allowed: the verdicts.json `grpo reproduce` writes beside REPORT.md"
+        ) from None
     except (ValueError, TypeError, KeyError) as exc:  # cut, not JSON, or not rows
-        raise UserInputError(f"glance: {path} is not whole ({type(exc).__name__}); allowed: the verdicts.json "
-                             f"`grpo reproduce` writes, as it wrote it") from None
+        raise UserInputError(
+            f"glance: {path} is not whole ({type(exc).__name__}); allowed: the verdicts.json "
+            f"`grpo reproduce` writes, as it wrote it"
+        ) from None
     if not rows:
-        raise UserInputError(f"glance: {path} holds no row of the {testbed}; allowed: a report's verdicts.json with "
-                             f"its rows")
+        raise UserInputError(
+            f"glance: {path} holds no row of the {testbed}; allowed: a report's verdicts.json with its rows"
+        )
     return rows
 
 
@@ -212,14 +279,20 @@ def blocks() -> dict[str, dict[str, list[str]]]:
     table of superseded regimes, README.md's smaller table."""
     rows = [r for testbed, d in REPORTS for r in whole_verdicts(testbed, REPO / d)]
     current = [r for r in rows if not r.superseded_by]
-    return {"docs/results.md": {"answers": table(current, None) + [""] + sentences(current),
-                                "superseded": superseded_table(rows)},
-            "README.md": {"answers": readme_table(rows)}}
+    return {
+        "docs/results.md": {
+            "answers": table(current, None) + [""] + sentences(current),
+            "superseded": superseded_table(rows),
+        },
+        "README.md": {"answers": readme_table(rows)},
+    }
 
 
 def markers(name: str) -> tuple[str, str]:
-    return (f"<!-- glance {name}: generated by `python -m sweeps.reporting.glance` from the reports; do not edit -->",
-            f"<!-- glance {name}: end -->")
+    return (
+        f"<!-- glance {name}: generated by `python -m sweeps.reporting.glance` from the reports; do not edit -->",
+        f"<!-- glance {name}: end -->",
+    )
 
 
 def replace_block(text: str, name: str, lines: list[str]) -> Optional[str]:
@@ -250,8 +323,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         for block, lines in named.items():
             new = replace_block(new, block, lines)
             if new is None:
-                print(f"glance: {name} has not exactly one block {block} (its markers: {markers(block)[0]} … "
-                      f"{markers(block)[1]}); allowed: one each", file=sys.stderr)
+                print(
+                    f"glance: {name} has not exactly one block {block} (its markers: {markers(block)[0]} … "
+                    f"{markers(block)[1]}); allowed: one each",
+                    file=sys.stderr,
+                )
                 return 2
         if new != text:
             stale.append(name)
@@ -260,8 +336,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         for path, new in written.items():
             path.write_text(new)
     if args.check and stale:
-        print(f"glance: {', '.join(stale)} differ from the reports' verdicts; run python -m sweeps.reporting.glance",
-              file=sys.stderr)
+        print(
+            f"glance: {', '.join(stale)} differ from the reports' verdicts; run python -m sweeps.reporting.glance",
+            file=sys.stderr,
+        )
         return 1
     print(f"glance: {'checked' if args.check else 'wrote'} {', '.join(generated)}")
     return 0

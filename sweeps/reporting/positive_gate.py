@@ -28,20 +28,27 @@ def positive_gate(name: str, results: list, tests: list[dict]) -> Optional[str]:
     return None
 
 
-def gate_text(name: str, results: list, tests: list[dict], reason: Optional[str],
-              replaced_by: Optional[str] = None) -> str:
+def gate_text(
+    name: str, results: list, tests: list[dict], reason: Optional[str], replaced_by: Optional[str] = None
+) -> str:
     """The positive control's gate line for its section: which later nulls rest on it, and the
     effects it detected on each seed set (each test's steps_to_learn and reward-AUC verdicts with
     both sets' paired differences), so a reader sees the effect sizes this testbed can detect."""
     if replaced_by is not None:
-        return (f"\n- **Gate:** handed to `{replaced_by}`, a later positive control whose grid points all have "
-                f"finished runs: the *no effect detected* verdicts below rest on it, not on this one.\n")
+        return (
+            f"\n- **Gate:** handed to `{replaced_by}`, a later positive control whose grid points all have "
+            f"finished runs: the *no effect detected* verdicts below rest on it, not on this one.\n"
+        )
     if reason is not None:
-        return (f"\n- **Gate:** closed: {reason}, so every later *no effect detected* reads inconclusive "
-                f"(positive control not passed).\n")
-    lines = [f"\n- **Gate:** open: every *no effect detected* below whose runs are of this control's set-up, over "
-             f"as many steps or fewer, rests on this control (`{name}`). What it detects, as paired differences "
-             f"against its control on each seed set:"]
+        return (
+            f"\n- **Gate:** closed: {reason}, so every later *no effect detected* reads inconclusive "
+            f"(positive control not passed).\n"
+        )
+    lines = [
+        f"\n- **Gate:** open: every *no effect detected* below whose runs are of this control's set-up, over "
+        f"as many steps or fewer, rests on this control (`{name}`). What it detects, as paired differences "
+        f"against its control on each seed set:"
+    ]
     for _, v, twin, metric in with_twins(tests, results):
         said = f"{metric} **{v.verdict}** ({effect_text(v, metric)})"
         if twin is not None:
@@ -59,6 +66,7 @@ def with_gate(section: str, line: str) -> str:
 def effects_brief(results: list, tests: list[dict]) -> str:
     """What a known effect moved, in few words: each of its tests' paired differences per seed set
     (Hodges-Lehmann estimates), on its metric and on the reward-AUC twin."""
+
     def per_set(v) -> str:
         return " and ".join(f"{c[0].estimate:+.3g}" for _, c in v.sets if c) if v.sets else "–"
 
@@ -105,8 +113,10 @@ def with_gate_lines(sections: list[str], gates: dict, controls: list) -> list[st
         if later:
             line = gate_text(stem, [], [], None, replaced_by=later[-1].name)
         elif not record.complete and earlier:  # a later control gates once all its runs are in
-            line = (f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
-                    f"`{earlier[-1].name}`'s until every grid point here has a finished run.\n")
+            line = (
+                f"\n- **Gate:** not yet this control's: the gate of *no effect detected* stays "
+                f"`{earlier[-1].name}`'s until every grid point here has a finished run.\n"
+            )
         else:
             line = gate_text(stem, results, tests, record.reason)
         sections[at] = with_gate(sections[at], line) if later or record.complete or not earlier else sections[at] + line

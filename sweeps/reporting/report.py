@@ -168,7 +168,7 @@ def figures(spec: SweepSpec, runs: list[Run], fig_dir: Path, prefix: str) -> lis
 def bases_table(runs: list[Run]) -> list[str]:
     """The base model of each task (SHA-256 of its weights, as every run recorded it) and the
     baseline reward each sampling setting measured on it."""
-    rows = {}
+    rows: dict = {}
     for r in runs:
         key = (r.config["task"] if not r.config.get("dataset") else r.config["dataset"], r.config["model"],
                r.summary.get("base_model_sha256", "") or "not recorded", r.config["num_generations"],

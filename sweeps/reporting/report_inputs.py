@@ -65,19 +65,26 @@ def data_fault(summary: dict, metrics: list[dict], config: dict) -> Optional[str
     try:
         rewards = [float(row["reward"]) for row in metrics]
         losses = [float(row["loss"]) for row in metrics]
-        recomputed = summarize(rewards, losses, float(summary["baseline_reward"]),
-                               int(config.get("stl_window", GRPOConfig.stl_window)),
-                               float(config.get("stl_delta", GRPOConfig.stl_delta)),
-                               float(config.get("loss_departure_eps", GRPOConfig.loss_departure_eps)))
+        recomputed = summarize(
+            rewards,
+            losses,
+            float(summary["baseline_reward"]),
+            int(config.get("stl_window", GRPOConfig.stl_window)),
+            float(config.get("stl_delta", GRPOConfig.stl_delta)),
+            float(config.get("loss_departure_eps", GRPOConfig.loss_departure_eps)),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         return f"metrics.jsonl or summary.json lacks what the verdicts recompute ({_why(exc)})"
     if "completions_to_learn" in summary and all("completions/generated" in row for row in metrics):
-        recomputed.update(completion_counts([row["completions/generated"] for row in metrics],
-                                            recomputed["steps_to_learn"]))
+        recomputed.update(
+            completion_counts([row["completions/generated"] for row in metrics], recomputed["steps_to_learn"])
+        )
     for key in (*RECOMPUTED, "completions_to_learn", "completions_generated"):
         if key in recomputed and key in summary and not _same(summary[key], recomputed[key]):
-            return (f"summary.json's {key} {short_value(summary[key])} is not what its metrics.jsonl gives "
-                    f"({short_value(recomputed[key])})")
+            return (
+                f"summary.json's {key} {short_value(summary[key])} is not what its metrics.jsonl gives "
+                f"({short_value(recomputed[key])})"
+            )
     return None
 
 
@@ -108,6 +115,7 @@ def collect_runs(runs_root: Path, spec: SweepSpec, setup_baselines: bool = True)
             return config_difference(spec, point, config, absent_ok=True)
         except UserInputError:
             return None
+
     runs, left_out = [], []
     for folder in sorted((runs_root / spec.name).glob("trial-*")):
         try:
@@ -124,7 +132,7 @@ def collect_runs(runs_root: Path, spec: SweepSpec, setup_baselines: bool = True)
         if summary.get("status") != "finished":
             left_out.append(f"{folder.name} ({summary.get('status') or 'not finished'})")
             continue
-        if (fault := _summary_fault(summary)):
+        if fault := _summary_fault(summary):
             left_out.append(f"{folder.name} (damaged: summary.json {fault})")
             continue
         try:
@@ -139,8 +147,10 @@ def collect_runs(runs_root: Path, spec: SweepSpec, setup_baselines: bool = True)
             left_out.append(f"{folder.name} (damaged: metrics.jsonl {_why(exc)})")
             continue
         if len(metrics) != summary.get("steps_completed", len(metrics)):
-            left_out.append(f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} step(s), summary.json's "
-                            f"steps_completed {summary.get('steps_completed')})")
+            left_out.append(
+                f"{folder.name} (damaged: metrics.jsonl has {len(metrics)} step(s), summary.json's "
+                f"steps_completed {summary.get('steps_completed')})"
+            )
             continue
         if (fault := data_fault(summary, metrics, config)) is not None:
             left_out.append(f"{folder.name} (its data disagree: {fault})")
@@ -150,7 +160,9 @@ def collect_runs(runs_root: Path, spec: SweepSpec, setup_baselines: bool = True)
             continue
         if (differ := difference(point, config)) is not None:
             key, have, want = differ
-            left_out.append(f"{folder.name} (another config: {key} {short_value(have)}, the spec's {short_value(want)})")
+            left_out.append(
+                f"{folder.name} (another config: {key} {short_value(have)}, the spec's {short_value(want)})"
+            )
             continue
         runs.append(Run(point, config, summary, metrics, folder))
     # a grid point can have a failed trial and, after a rerun, a finished one (left out above as not

@@ -30,7 +30,7 @@ from grpo_core.record.provenance import machine, versions
 from ..driving.adopt import finished_folders, finished_run
 from ..driving import time_limit
 from ..driving.driver import run_sweep
-from ..paths import REPO, REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
+from ..paths import REPO, REAL_CPU_RESULTS, REAL_EXPERIMENTS, REAL_RESULTS, experiments_dir
 from ..deciding.peer import peer_section
 from ..deciding.power import TARGET_TEXT
 from ..deciding.gates import NO_POSITIVE_CONTROL, placebo_gate, placebo_record, POSITIVE_CONTROL, positive_record
@@ -144,7 +144,7 @@ def _sections(paths: list[Path], derived: list[Path], runs_root: Path, fig_dir: 
     gate once every grid point of it has a finished run. `peer_root`: where TRL's runs of a spec's arm are
     (`grpo peer`, grpo_peer/): a spec with some gets a peer-check subsection (sweeps/deciding/peer.py).
     `answers`: each verdict's forest-plot and glance rows are appended to its lists."""
-    sections, rows, all_runs, placebos = [], [], [], []
+    sections, rows, all_runs, placebos = [], [], [], []  # type: list, list, list, list
     claims = [read_yaml_mapping(p).get("claim") for p in paths]
     insensitive = (None if POSITIVE_CONTROL in claims else
                    f"{NO_POSITIVE_CONTROL} (an intervention known to speed learning, `claim: {POSITIVE_CONTROL}`), "
@@ -233,7 +233,7 @@ def _real_sections(fig_dir: Path, report_dir: Path, answers: Optional[Answers] =
                     f"need a GPU: `grpo fetch-model && grpo reproduce --real` on a GPU machine trains them into "
                     f"`{runs_root}` (committed), and every later `grpo reproduce` rebuilds these sections from there.", ""]
         rows = [f"| real model · {read_yaml_mapping(p).get('claim')} | – | **not run yet (needs a GPU)** | – | – | – | – | – |" for p in paths]
-        runs = []
+        runs: list = []
     else:
         command = "grpo reproduce --real (sections rebuilt from the committed run folders)"
         sections, rows, runs = _sections(paths, paths, runs_root, fig_dir, report_dir, command, check_points=False)

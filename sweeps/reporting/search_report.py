@@ -68,20 +68,29 @@ def pareto_front(study, spec: SweepSpec) -> list:
 
 
 def _params(t, spec: SweepSpec) -> str:
-    return ", ".join(f"{k}={t.params[k]:.3g}" if isinstance(t.params.get(k), float) else f"{k}={t.params.get(k)}"
-                     for k in [*spec.grid, *spec.search] if k in t.params)
+    return ", ".join(
+        f"{k}={t.params[k]:.3g}" if isinstance(t.params.get(k), float) else f"{k}={t.params.get(k)}"
+        for k in [*spec.grid, *spec.search]
+        if k in t.params
+    )
 
 
 def best_table(trials: list, spec: SweepSpec) -> list[str]:
     objectives = spec.all_objectives
-    lines = ["| trial | parameters | " + " | ".join(f"{o} (mean)" for o in objectives)
-             + f" | {spec.objective} per seed | spread (max − min) |",
-             "|---|---|" + "---|" * len(objectives) + "---|---|"]
+    lines = [
+        "| trial | parameters | "
+        + " | ".join(f"{o} (mean)" for o in objectives)
+        + f" | {spec.objective} per seed | spread (max − min) |",
+        "|---|---|" + "---|" * len(objectives) + "---|---|",
+    ]
     for t in trials:
         seeds = t.user_attrs.get("seed_values") or []
         spread = f"{max(seeds) - min(seeds):.3g}" if seeds else ""
-        lines.append(f"| {t.number} | {_params(t, spec)} | " + " | ".join(f"{v:.4g}" for v in t.values)
-                     + f" | {', '.join(f'{v:g}' for v in seeds)} | {spread} |")
+        lines.append(
+            f"| {t.number} | {_params(t, spec)} | "
+            + " | ".join(f"{v:.4g}" for v in t.values)
+            + f" | {', '.join(f'{v:g}' for v in seeds)} | {spread} |"
+        )
     return lines
 
 
@@ -125,8 +134,13 @@ def curves_png(trials: list, spec: SweepSpec, out_root: str | Path, path: Path) 
             rows = _metrics(folder)
             avg = moving_average([r["reward"] for r in rows], window)
             if avg:
-                ax.plot([r["step"] for r in rows][window - 1:], avg, color=f"C{colour % 10}", lw=1.2,
-                        label=f"trial {t.number}" if i == 0 else None)
+                ax.plot(
+                    [r["step"] for r in rows][window - 1 :],
+                    avg,
+                    color=f"C{colour % 10}",
+                    lw=1.2,
+                    label=f"trial {t.number}" if i == 0 else None,
+                )
                 drawn = True
     if not drawn:
         plt.close(fig)
@@ -140,8 +154,12 @@ def curves_png(trials: list, spec: SweepSpec, out_root: str | Path, path: Path) 
     return path
 
 
-def search_report(spec_path: str | Path, storage_url: Optional[str] = None, out_root: str = defaults.SWEEPS,
-                  out: Optional[str | Path] = None) -> Path:
+def search_report(
+    spec_path: str | Path,
+    storage_url: Optional[str] = None,
+    out_root: str = defaults.SWEEPS,
+    out: Optional[str | Path] = None,
+) -> Path:
     """Write OUT/REPORT.md (default results/local/search-reports/<name>/) and its figures; its path."""
     spec, study = load_sweep_study(spec_path, storage_url)
     if spec.mode != "search":
@@ -157,11 +175,16 @@ def search_report(spec_path: str | Path, storage_url: Optional[str] = None, out_
     if spec.text.get("question"):
         lines += [f"**Question:** {spec.text['question']}", ""]
     pruner = spec.pruner.get("type", "none") if spec.pruner else "none"
-    lines += [f"Spec `{spec.path}`: {spec.sampler} sampler, {spec.n_trials} trials, seeds {spec.seeds} inside each "
-              f"trial (its value is their mean), objective(s) {objectives}, pruner {pruner}.", "",
-              "## What the budget bought", "",
-              f"Trials: {states or 'none yet'}. Runs trained: {cost['runs']} ({cost['steps']} optimizer steps, "
-              f"{cost['train_time_s']:.1f} s of training, pruned and failed runs included).", ""]
+    lines += [
+        f"Spec `{spec.path}`: {spec.sampler} sampler, {spec.n_trials} trials, seeds {spec.seeds} inside each "
+        f"trial (its value is their mean), objective(s) {objectives}, pruner {pruner}.",
+        "",
+        "## What the budget bought",
+        "",
+        f"Trials: {states or 'none yet'}. Runs trained: {cost['runs']} ({cost['steps']} optimizer steps, "
+        f"{cost['train_time_s']:.1f} s of training, pruned and failed runs included).",
+        "",
+    ]
     lines += ["## Best trials", ""]
     if best:
         lines += best_table(best[:BEST], spec) + [""]
@@ -169,13 +192,25 @@ def search_report(spec_path: str | Path, storage_url: Optional[str] = None, out_
         lines += ["No trial is complete yet.", ""]
     if front:
         png = pareto_png(study, spec, front, folder / "pareto.png")
-        lines += ["## Pareto front", "",
-                  f"The trials that no other complete trial beats on every objective ({len(front)} of "
-                  f"{len(best)}):", "", *best_table(front, spec), "", f"![Pareto front]({png.name})", ""]
-    lines += ["## Parameter importance", "",
-              "Each parameter's share of the variance of each objective over the complete trials (Optuna's "
-              "fANOVA, seed 0); pruned and failed trials have no value and are left out.", "",
-              importance_table(importance(study, spec), importance_spread(study, spec)), ""]
+        lines += [
+            "## Pareto front",
+            "",
+            f"The trials that no other complete trial beats on every objective ({len(front)} of {len(best)}):",
+            "",
+            *best_table(front, spec),
+            "",
+            f"![Pareto front]({png.name})",
+            "",
+        ]
+    lines += [
+        "## Parameter importance",
+        "",
+        "Each parameter's share of the variance of each objective over the complete trials (Optuna's "
+        "fANOVA, seed 0); pruned and failed trials have no value and are left out.",
+        "",
+        importance_table(importance(study, spec), importance_spread(study, spec)),
+        "",
+    ]
     shown = front[:BEST] if front else best[:3]
     curves = curves_png(shown, spec, out_root, folder / "curves.png") if shown else None
     if curves is not None:
