@@ -41,7 +41,7 @@ from grpo_core.config.validation import batch_split_problem
 from grpo_core.util.cpu_math import check_process
 from grpo_core.util.distributed import note_peers
 from grpo_core.util.errors import ConfigError, RunFailure
-from grpo_core.util.memory import grad_step_bytes, memory_gate
+from grpo_core.util.memory import grad_step_bytes, memory_gate, peak_resident_mib, reset_peak_resident
 from grpo_core.sampling.generation import completion_logps, grad_forward_size, reference_logps, sample_completions
 from grpo_core.algo.loss_masks import MaskInputs, loss_rows
 from grpo_core.algo.loss import KL_ESTIMATORS, LossSettings, entropy_threshold, grpo_loss
@@ -648,6 +648,7 @@ class GRPOTrainer:
         what load_checkpoint returned, when the caller loaded it already)."""
         cfg = self.cfg
         start = time.perf_counter()
+        reset_peak_resident()  # the peak this run reaches, not an earlier run's in the same worker
         self._set_training(False)
         if cfg.resume_from_checkpoint:
             history = history if history is not None else load_checkpoint(self, cfg.resume_from_checkpoint)
@@ -682,6 +683,8 @@ class GRPOTrainer:
         summary["median_step_time_s"] = float(np.median(history["step_times"]))
         summary["train_time_s"] = float(np.sum(history["step_times"]))
         summary["wall_time_s"] = time.perf_counter() - start
+        if (peak := peak_resident_mib()) is not None:  # this process's peak resident memory over the run
+            summary["peak_rss_mib"] = peak
         return summary
 
 def host_floats(metrics: dict) -> dict:

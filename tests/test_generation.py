@@ -289,7 +289,7 @@ def test_sampler_with_prebuilt_boolean_masks_equals_hf_masks(monkeypatch):
 def test_the_entropy_has_the_gradient_of_the_naive_entropy(temperature):
     # entropy_coef puts H in the loss: the fused log-prob function's ∂H/∂logits = −p·(z − Σ p·z)/τ
     # must be the gradient of −Σ softmax·log_softmax (float64; gradcheck too)
-    from grpo_core.sampling.generation import _TokenLogps
+    from grpo_core.sampling.token_logps import TokenLogps as _TokenLogps
 
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 7, dtype=torch.float64, generator=gen, requires_grad=True)
@@ -345,3 +345,41 @@ def test_grad_forward_size_counts_what_the_forward_runs(path, monkeypatch):
     else:  # the packed rows: prompt + the longest group's fed tokens, one row per group
         length = P + max(int((comp_mask[g * G : (g + 1) * G].sum(1) - 1).clamp(min=0).sum()) for g in range(B // G))
         assert got == (B // G * length, B // G * (length - P + 1))
+
+
+@pytest.mark.parametrize("path", ["one_per_row", "packed", "shared_cache"])
+def test_the_lm_head_in_chunks_gives_the_plain_forwards_logps_entropies_and_gradients(path, monkeypatch):
+    """Above LOGITS_BYTES (Gemma 3's 262k vocabulary) the head runs on a few rows at a time, its logits
+    computed again in the backward: here forced on the tiny model, with chunks of 3 rows (so chunks
+    end mid-completion), on each forward path; log-probs, entropies and the gradients of every
+    weight, the head's included (full fine-tuning), equal the plain forward's."""
+    from grpo_core.sampling import token_logps as chunked
+
+    G, temperature = 4, 0.8
+    model, ids, mask, comp, comp_mask = _grouped_batch(G, temperature)
+    group = 1 if path == "one_per_row" else G
+    if path == "shared_cache":
+        monkeypatch.setattr(generation, "PACKED_MAX_LENGTH", 0)
+    sel = comp_mask.bool()
+    ref = _plain_logps(model, ids, mask, comp, comp_mask, temperature)
+    full, full_mask = torch.cat([ids, comp], 1), torch.cat([mask, comp_mask], 1)
+    logits = model(input_ids=full, attention_mask=full_mask, position_ids=positions_from_mask(full_mask)).logits
+    probs = torch.softmax(logits[:, -comp.shape[1] - 1 : -1] / temperature, -1)
+    ref_entropy = -(probs * torch.log(probs)).sum(-1)
+    monkeypatch.setattr(chunked, "LOGITS_BYTES", 0)  # every forward through the head in chunks
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 3 * 4 * model.config.vocab_size)  # 3 rows a chunk
+    calls = []
+    real = chunked.ChunkedHeadLogps.forward
+    monkeypatch.setattr(chunked.ChunkedHeadLogps, "forward", staticmethod(lambda *a: calls.append(1) or real(*a)))
+    got, entropy = completion_logps(model, ids, mask, comp, comp_mask, temperature, with_entropy=True, group_size=group)
+    assert calls  # the chunked head ran
+    assert (got[sel] - ref[sel]).abs().max().item() <= 1e-5
+    assert (entropy[sel] - ref_entropy[sel]).abs().max().item() <= 1e-4
+    params = list(model.parameters())
+    weights = torch.rand(got.shape, generator=torch.Generator().manual_seed(1))
+    ref_grads = torch.autograd.grad(((ref + 0.1 * ref_entropy) * weights * sel).sum(), params)
+    got_grads = torch.autograd.grad(((got + 0.1 * entropy) * weights * sel).sum(), params)
+    head = next(i for i, p in enumerate(params) if p is model.lm_head.weight)
+    assert got_grads[head].abs().max() > 0  # the head trains here, and its gradient came through the chunks
+    for r, g in zip(ref_grads, got_grads):
+        assert (r - g).abs().max().item() <= 1e-4 * max(1.0, r.abs().max().item())

@@ -153,6 +153,12 @@ def test_every_spec_metric_is_logged(tmp_path):
     ):
         assert key in summary
     assert summary["status"] == "finished"
+    if __import__("os").path.exists(
+        "/proc/self/status"
+    ):  # the run's own peak resident memory (Linux), at least what it holds now
+        from grpo_core.util.memory import status_kib
+
+        assert status_kib("VmRSS") / 1024 * 0.5 < summary["peak_rss_mib"] < 64 * 1024
     assert summary["base_model_sha256"] == committed_bases()["addition"]["sha256"]  # the committed base
     logged = json.loads(json.dumps(__import__("yaml").safe_load((tmp_path / "config.yaml").read_text())))
     assert logged == make_cfg(max_steps=2, beta=0.04).to_dict()

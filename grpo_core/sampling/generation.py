@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import Optional
 
 import torch
+
+from grpo_core.sampling.token_logps import ChunkedHeadLogps, TokenLogps, chunks_logits, decoder_of, lm_head_of
 
 Tensor = torch.Tensor
 
@@ -210,56 +213,6 @@ def shares_prompts(prompt_ids: Tensor, prompt_mask: Tensor, group_size: int) -> 
     return bool((ids == ids[:, :1]).all()) and bool((mask == mask[:, :1]).all())
 
 
-def _upcast(x: Tensor) -> Tensor:  # bf16/fp16 logits -> float32; float32/float64 unchanged
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
-
-
-class _TokenLogps(torch.autograd.Function):
-    """log softmax(z)[token] and the entropy of softmax(z), z = logits / temperature, without
-    materializing the log-softmax: the forward keeps the logits and a logsumexp, the backward
-    writes softmax(z)·(−g) into one buffer and adds g at the chosen tokens. The entropy has a
-    gradient only where a loss uses it (entropy_coef): ∂H/∂z = −p·(z − Σ p·z), added in the same
-    buffer; otherwise the backward is the log-probs' alone."""
-
-    @staticmethod
-    def forward(ctx, logits, token_ids, temperature, with_entropy):  # (N, V), (N,) -> (N,), (N,)
-        z = _upcast(logits)
-        if temperature != 1.0:
-            z = z / temperature
-        lse = torch.logsumexp(z, dim=-1)  # (N,)
-        logps = z.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1) - lse
-        entropy = None
-        if with_entropy:  # H = lse − Σ p·z, the sum as a batched dot product (no (N, V) product)
-            p = torch.exp(z - lse.unsqueeze(-1))
-            entropy = lse - torch.bmm(p.unsqueeze(1), z.unsqueeze(-1)).view(-1)
-        ctx.save_for_backward(logits, token_ids, lse)
-        ctx.temperature = temperature
-        ctx.set_materialize_grads(False)  # an unused output's gradient comes as None, not zeros
-        if entropy is None:
-            entropy = torch.zeros_like(lse)
-            ctx.mark_non_differentiable(entropy)
-        return logps, entropy
-
-    @staticmethod
-    def backward(ctx, grad_logps, grad_entropy):
-        logits, token_ids, lse = ctx.saved_tensors
-        t = ctx.temperature
-        z = _upcast(logits) / t if t != 1.0 else _upcast(logits)
-        grad = torch.exp(z - lse.unsqueeze(-1))  # softmax(z): the one (N, V) buffer
-        if grad_logps is None:
-            grad_logps = torch.zeros_like(lse)
-        if grad_entropy is not None:  # + g_H·∂H/∂z = −g_H·p·(z − Σ p·z), before p is scaled below
-            mean_z = torch.bmm(grad.unsqueeze(1), z.unsqueeze(-1)).view(-1)  # Σ p·z (N,)
-            entropy_part = grad * (z - mean_z.unsqueeze(-1)) * (-grad_entropy.unsqueeze(-1))
-        grad.mul_(-grad_logps.unsqueeze(-1))  # d(−lse)/dz = −softmax(z)
-        grad.scatter_add_(-1, token_ids.unsqueeze(-1), grad_logps.unsqueeze(-1))  # d(z[token])/dz
-        if grad_entropy is not None:
-            grad.add_(entropy_part)
-        if t != 1.0:
-            grad.div_(t)
-        return grad.to(logits.dtype), None, None, None
-
-
 def token_logps(
     logits: Tensor,  # (B, T, V): position t predicts token t
     token_ids: Tensor,  # (B, T)
@@ -268,8 +221,41 @@ def token_logps(
 ) -> tuple[Tensor, Tensor]:
     """Per-token log-probs (B, T) and entropies (B, T) of softmax(logits / temperature)."""
     B, T, V = logits.shape
-    logps, entropy = _TokenLogps.apply(logits.reshape(B * T, V), token_ids.reshape(B * T), temperature, with_entropy)
+    logps, entropy = TokenLogps.apply(logits.reshape(B * T, V), token_ids.reshape(B * T), temperature, with_entropy)
     return logps.view(B, T), entropy.view(B, T)
+
+
+def _head_logps(model, out, keep: int, token_ids: Tensor, temperature: float, with_entropy: bool,
+                rows: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    """Log-probs and entropies (each (B, T), or (N,) with `rows`) of `token_ids` under the last `keep`
+    positions of a forward's output `out`: its logits (B, keep, V), or, from _forward_for_logps on a
+    model whose logits would not fit whole, its decoder's hidden states, through the LM head in chunks.
+    `rows` picks rows of the flattened (B·keep) positions (the packed path)."""
+    if not getattr(out, "chunked", False):
+        logits = out.logits[:, -keep:, :] if out.logits.shape[1] != keep else out.logits
+        if rows is None:
+            return token_logps(logits, token_ids, temperature, with_entropy)
+        return TokenLogps.apply(logits.reshape(-1, logits.shape[-1]).index_select(0, rows), token_ids, temperature,
+                                with_entropy)
+    hidden = out.last_hidden_state[:, -keep:, :]  # (B, keep, H): what the head would read
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    flat = flat.index_select(0, rows) if rows is not None else flat
+    head = lm_head_of(model)
+    logps, entropy = ChunkedHeadLogps.apply(flat, head.weight, head.bias, token_ids.reshape(-1), temperature,
+                                            with_entropy)
+    return (logps, entropy) if rows is not None else (logps.view(token_ids.shape), entropy.view(token_ids.shape))
+
+
+def _forward_for_logps(model, keep: int, **kwargs):
+    """The model's forward for the log-probs of its last `keep` positions: its logits where they fit
+    (LOGITS_BYTES), else its decoder's hidden states (marked `chunked`), for _head_logps to run the
+    LM head on in chunks. Either way the output carries the KV cache where use_cache asks for it."""
+    rows = kwargs["input_ids"].shape[0] * keep
+    if not chunks_logits(model, rows):
+        return model(**kwargs, logits_to_keep=keep)
+    out = decoder_of(model)(**kwargs)
+    out.chunked = True
+    return out
 
 
 def _completion_token_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask, group_size,
@@ -290,24 +276,31 @@ def _completion_token_logps(model, prompt_ids, prompt_mask, completion_ids, comp
     if group_size == 1:
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, P+T)
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
-        logits = model(input_ids=input_ids, attention_mask=attention_mask,
-                       position_ids=positions_from_mask(attention_mask),
-                       logits_to_keep=num_completion + 1).logits[:, :-1, :]  # position t predicts token t
-        return token_logps(logits, completion_ids, temperature, with_entropy)
+        out = _forward_for_logps(model, num_completion + 1, input_ids=input_ids, attention_mask=attention_mask,
+                                 position_ids=positions_from_mask(attention_mask))
+        if not getattr(out, "chunked", False):
+            logits = out.logits[:, :-1, :]  # position t predicts token t
+            return token_logps(logits, completion_ids, temperature, with_entropy)
+        out.last_hidden_state = out.last_hidden_state[:, :-1, :]  # the last position predicts nothing
+        return _head_logps(model, out, num_completion, completion_ids, temperature, with_entropy)
     unique_ids, unique_mask = prompt_ids[::group_size], prompt_mask[::group_size]  # (B/G, P)
-    out = model(input_ids=unique_ids, attention_mask=unique_mask, position_ids=positions_from_mask(unique_mask),
-                use_cache=True, logits_to_keep=1)
-    first = out.logits.repeat_interleave(group_size, dim=0)  # (B, 1, V): predicts completion token 0
-    first = token_logps(first, completion_ids[:, :1], temperature, with_entropy)
+    out = _forward_for_logps(model, 1, input_ids=unique_ids, attention_mask=unique_mask,
+                             position_ids=positions_from_mask(unique_mask), use_cache=True)
+    if not getattr(out, "chunked", False):
+        first = out.logits.repeat_interleave(group_size, dim=0)  # (B, 1, V): predicts completion token 0
+        first = token_logps(first, completion_ids[:, :1], temperature, with_entropy)
+    else:  # the prompt's last hidden state, once per completion: each has its own first token
+        out.last_hidden_state = out.last_hidden_state[:, -1:, :].repeat_interleave(group_size, dim=0)
+        first = _head_logps(model, out, 1, completion_ids[:, :1], temperature, with_entropy)
     if num_completion == 1:
         return first
     cache = returned_cache(out)
     cache.batch_repeat_interleave(group_size)  # (B/G, ...) -> (B, ...), differentiable
     attention_mask = torch.cat([prompt_mask, completion_mask[:, :-1]], dim=1)  # (B, P+T-1)
     position_ids = positions_from_mask(attention_mask)[:, prompt_ids.shape[1]:]  # (B, T-1)
-    rest = model(input_ids=completion_ids[:, :-1], attention_mask=attention_mask, position_ids=position_ids,
-                 **cache_kwarg(model, cache), use_cache=True).logits  # (B, T-1, V): token t-1 predicts token t
-    rest = token_logps(rest, completion_ids[:, 1:], temperature, with_entropy)
+    out = _forward_for_logps(model, num_completion - 1, input_ids=completion_ids[:, :-1], attention_mask=attention_mask,
+                             position_ids=position_ids, **cache_kwarg(model, cache), use_cache=True)
+    rest = _head_logps(model, out, num_completion - 1, completion_ids[:, 1:], temperature, with_entropy)  # t-1 predicts t
     return torch.cat([first[0], rest[0]], dim=1), torch.cat([first[1], rest[1]], dim=1)
 
 
@@ -399,14 +392,12 @@ def _packed_group_logps(model, packed: PackedGroups, prompt_ids, completion_ids,
     tokens = completion_ids.reshape(n, G * T)
     input_ids = torch.cat([prompt_ids[::G], tokens.gather(1, packed.source)], dim=1)  # (n, L)
     K = packed.length - prompt_ids.shape[1] + 1
-    logits = model(input_ids=input_ids, attention_mask=packed.attention, position_ids=packed.position_ids,
-                   logits_to_keep=K).logits  # (n, K, V): from the prompt's last position on
-    V = logits.shape[-1]
+    out = _forward_for_logps(model, K, input_ids=input_ids, attention_mask=packed.attention,
+                             position_ids=packed.position_ids)  # (n, K, ·): from the prompt's last position on
     sel = completion_mask.bool()  # (B, T)
     group_of_row = torch.arange(B, device=completion_ids.device) // G
-    rows = (group_of_row[:, None] * K + packed.predictor)[sel]  # (N,) rows of logits.view(n·K, V)
-    logps, entropy = _TokenLogps.apply(logits.reshape(n * K, V).index_select(0, rows), completion_ids[sel],
-                                       temperature, with_entropy)
+    rows = (group_of_row[:, None] * K + packed.predictor)[sel]  # (N,) rows of the (n·K) positions
+    logps, entropy = _head_logps(model, out, K, completion_ids[sel], temperature, with_entropy, rows=rows)
     zeros = torch.zeros(B, T, dtype=logps.dtype, device=logps.device)
     return zeros.masked_scatter(sel, logps), zeros.masked_scatter(sel, entropy)
 

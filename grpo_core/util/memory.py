@@ -136,6 +136,25 @@ def status_kib(field_name: str) -> int:
     return int(re.search(rf"{field_name}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
 
 
+def reset_peak_resident() -> None:
+    """Start this process's peak resident size (VmHWM) anew from its current size (Linux: writing 5 to
+    /proc/self/clear_refs), so a run in a sweep's worker reports its own peak; nothing elsewhere."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_resident_mib() -> Optional[float]:
+    """This process's peak resident memory in MiB since it started or since reset_peak_resident
+    (VmHWM), or None where /proc cannot tell."""
+    try:
+        return status_kib("VmHWM") / 1024
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
 def release_freed_memory() -> bool:
     """Hand the memory this process has freed back to the machine (glibc's `malloc_trim(0)`).
     True when some was released; False when none could be, or where the C library is not glibc.
