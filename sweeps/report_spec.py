@@ -222,6 +222,7 @@ def validate_report(spec: SweepSpec, claim: bool = True) -> None:
     _check_mechanism(spec, where, tests)
     _check_no_mechanism(spec, where)
     _check_margins(spec, where, tests)
+    _check_sequential(spec, where)
     superseded = spec.report.get("superseded_by")
     if superseded is not None and not (isinstance(superseded, str) and superseded.strip()):
         raise UserInputError(
@@ -355,6 +356,41 @@ def _check_margins(spec: SweepSpec, where: str, tests: list) -> None:
                 f"{where}.margins.{key}: {short_value(value)}; allowed: a finite number > 0 (± this much "
                 f"counts as no effect)"
             )
+
+
+SEQUENTIAL_KEYS = ("looks", "spending", "alpha")
+SPENDING_KINDS = ("obrien_fleming", "pocock")  # sweeps/deciding/sequential.py: Lan-DeMets spending of α
+
+
+def _check_sequential(spec: SweepSpec, where: str) -> None:
+    """`report.sequential`: the looks (pairs per seed set at which the tests are read, increasing;
+    the last is the budget), the spending of α across them, and α; declared before the runs."""
+    design = spec.report.get("sequential")
+    if design is None:
+        return
+    at = f"{where}.sequential"
+    if not isinstance(design, dict):
+        raise UserInputError(f"{at}: {short_value(design)}; allowed: a mapping with {', '.join(SEQUENTIAL_KEYS)}")
+    if unknown := sorted(set(design) - set(SEQUENTIAL_KEYS)):
+        raise UserInputError(f"{at}.{unknown[0]}: unknown key; allowed: {', '.join(SEQUENTIAL_KEYS)}")
+    looks = design.get("looks")
+    if (
+        not isinstance(looks, list)
+        or not looks
+        or any(isinstance(n, bool) or not isinstance(n, int) or n < 2 for n in looks)
+        or any(b <= a for a, b in zip(looks, looks[1:]))
+    ):
+        raise UserInputError(
+            f"{at}.looks: {short_value(looks)}; allowed: increasing pair counts ≥ 2 per seed set (e.g. "
+            f"[8, 12, 16, 24, 32]; the last is the budget)"
+        )
+    if design.get("spending", "obrien_fleming") not in SPENDING_KINDS:
+        raise UserInputError(
+            f"{at}.spending: {short_value(design.get('spending'))}; allowed: {', '.join(SPENDING_KINDS)}"
+        )
+    alpha = design.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+        raise UserInputError(f"{at}.alpha: {short_value(alpha)}; allowed: a number in (0, 0.5)")
 
 
 def margin_of(spec: SweepSpec, metric: str, step_metrics: tuple) -> float | None:

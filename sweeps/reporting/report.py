@@ -21,7 +21,9 @@ from ..deciding.mechanism import gated, gates_test, mechanism_checks
 from .declared import margins_line, mechanism_line
 from .positive_gate import effects_brief
 from ..deciding.runs import Run, _label
-from ..report_spec import report_tests
+from ..report_spec import compared_metric, margin_of, report_tests
+from ..deciding.replication import STEP_METRICS
+from ..deciding.sequential import sequential_lines
 from ..deciding.replication import _seed_list, replicated_verdicts, seed_sets
 from ..deciding.verdicts import Verdict, _fmt_steps, _group, _unit, fmt_value, is_supported
 
@@ -404,12 +406,14 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
     for statement in spec.report.get("needs_full_run", []):  # --quick: tests these runs cannot decide
         out += [f"**Not decided here: needs the full run** (`grpo reproduce`) — {statement}.", ""]
     out += [variant_table(spec, runs), ""]
-    for v, found in tested:
+    for (v, found), test in zip(tested, tests):
         out += [f"Test behind “{v.statement}”:", ""]
         if v.table and len(found) > 1:
             out += [v.table, ""]
         for f in found:
             out += [f"{f.name.capitalize()} seeds ({_seed_list(f.seeds)}): {f.verdict.verdict}.", "", f.verdict.table, ""]
+        if spec.report.get("sequential") and test["kind"] == "paired":  # how the declared looks read these pairs
+            out += sequential_lines(spec.report["sequential"], found, margin_of(spec, compared_metric(test), STEP_METRICS))
     for path in figures(spec, runs, fig_dir, spec.name):
         out += [f"![{path.stem}]({path.relative_to(report_dir).as_posix()})", ""]
     out += completions_table(spec, runs)

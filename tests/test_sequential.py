@@ -1,0 +1,128 @@
+"""The sequential design's parts, by hand: the spending functions, the boundaries of a small exact
+case, a one-look design equal to the fixed signed-rank test, and a simulated null that stops (at
+any look) no more often than the α it spends."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sweeps.deciding import statistics as st
+from sweeps.deciding.sequential import boundaries, decide, spent, z_statistic
+
+
+def test_spending_by_hand():
+    # O'Brien-Fleming type at t = 0.5: 2 − 2Φ(1.959964 / √0.5) = 2 − 2Φ(2.771808) = 2 × 0.0027873
+    assert spent(0.05, 0.5, "obrien_fleming") == pytest.approx(0.0055746, abs=1e-6)
+    # Pocock type at t = 0.5: 0.05 · ln(1 + (e − 1)/2) = 0.05 · ln(1.859141) = 0.0310057
+    assert spent(0.05, 0.5, "pocock") == pytest.approx(0.0310057, abs=1e-6)
+    assert spent(0.05, 1.0, "obrien_fleming") == pytest.approx(0.05) and spent(0.05, 1.0, "pocock") == pytest.approx(
+        0.05
+    )
+    assert spent(0.05, 0.25, "obrien_fleming") < spent(0.05, 0.25, "pocock")  # O'Brien-Fleming spends little early
+
+
+def test_boundaries_of_a_small_case_by_hand():
+    # six pairs with |d| = 1..6, looks at 4 and 6 pairs, Pocock. Look 1: W = ±1±2±3±4, |W| ≤ 10, and
+    # P(|W| = 10) = 2/16 = 0.125 > α(4/6) = 0.05·ln(1 + (e − 1)·2/3) = 0.0382: no boundary can be met.
+    # Look 2: Σr² = 91, P(|W| = 21) = 2/64 = 0.031 ≤ 0.05 < P(|W| ≥ 19) = 4/64: b = 21/√91 = 2.2014.
+    b = boundaries([1, -2, 3, 4, -5, 6], [4, 6], 6, 0.05, "pocock")
+    assert b[0] == math.inf and b[1] == pytest.approx(21 / math.sqrt(91))
+    assert z_statistic([1, 2, 3, 4, 5, 6]) == pytest.approx(21 / math.sqrt(91))
+    assert decide([1, 2, 3, 4, 5, 6], [4, 6], kind="pocock").outcome == "effect"  # all one sign: crosses at look 2
+    assert decide([1, 2, 3, 4, 5, -6], [4, 6], kind="pocock").outcome == "undecided"  # |W| = 9: budget spent
+
+
+def test_one_look_is_the_fixed_signed_rank_test():
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        d = np.round(rng.normal(0.8, 2.0, 10))  # integer steps: ties and zeros, as steps_to_learn has
+        (b,) = boundaries(d, [10], 10, 0.05, "obrien_fleming")
+        assert (abs(z_statistic(d)) >= b) == (st.signed_rank_test(d) <= 0.05), d
+
+
+def test_a_null_stops_no_more_often_than_the_alpha_it_spends():
+    """300 null data sets of 12 pairs (integer differences symmetric about 0), read at 6, 9 and 12
+    pairs: the share that ever stops with an effect stays within α (here its Monte-Carlo bound), and
+    the share stopped by look 2 within α(9/12)."""
+    rng = np.random.default_rng(11)
+    looks, stops, early = [6, 9, 12], 0, 0
+    for _ in range(300):
+        d = np.round(rng.normal(0, 3, 12))
+        result = decide(d, looks)
+        stops += result.outcome == "effect"
+        early += result.outcome == "effect" and result.look < 3
+    se = math.sqrt(0.05 * 0.95 / 300)
+    assert stops / 300 <= 0.05 + 3 * se
+    assert early / 300 <= spent(0.05, 9 / 12, "obrien_fleming") + 3 * se
+
+
+def test_a_clear_effect_stops_early_and_a_null_within_the_margin_reads_equivalent():
+    looks = [8, 12, 16]
+    shifted = decide([-6, -5, -7, -4, -6, -8, -5, -6, -7, -6, -5, -4, -6, -7, -5, -6], looks)
+    assert shifted.outcome == "effect" and shifted.look == 2 and shifted.z < 0  # 8 pairs cannot reach α(0.5) here
+    tied = decide([0, 1, -1, 0, 1, -1, 0, 0, 1, -1, 0, 1, -1, 0, 0, 1], looks, margin=3)
+    assert tied.outcome == "equivalent"
+    assert decide([0, 1, -1, 0, 1, -1, 0, 0, 1, -1, 0, 1, -1, 0, 0, 1], looks).outcome == "undecided"
+
+
+def test_the_report_reads_each_comparison_under_the_declared_design():
+    from types import SimpleNamespace
+
+    from sweeps.deciding.sequential import sequential_lines
+
+    def found(name, *diffs):
+        comparisons = [SimpleNamespace(label=f"beta={i}", diffs=list(d)) for i, d in enumerate(diffs)]
+        return SimpleNamespace(name=name, verdict=SimpleNamespace(comparisons=comparisons))
+
+    clear = [-6, -5, -7, -4, -6, -8, -5, -6, -7, -6, -5, -4]
+    lines = sequential_lines(
+        {"looks": [6, 9, 12], "spending": "pocock"},
+        [found("discovery", clear, [1, -1] * 6), found("replication", clear[:4])],
+        margin=3,
+    )
+    text = "\n".join(lines)
+    assert "looks at 6, 9, 12 pairs per seed set" in text and "Pocock spending of α = 0.05" in text
+    assert "- discovery, beta=0: effect at look" in text  # α/2 each: two comparisons in the set
+    assert "- discovery, beta=1: equivalent at look" in text
+    assert "- replication, beta=0: before its first look (4 of 6 pairs)" in text
+
+
+@pytest.mark.parametrize(
+    "design, needle",
+    [
+        ({"looks": [8, 8]}, "sequential.looks: [8, 8]; allowed: increasing pair counts"),
+        ({"looks": [1, 4]}, "sequential.looks: [1, 4]"),
+        (
+            {"looks": [8, 16], "spending": "haybittle"},
+            "sequential.spending: 'haybittle'; allowed: obrien_fleming, pocock",
+        ),
+        ({"looks": [8, 16], "alpha": 0.5}, "sequential.alpha: 0.5; allowed: a number in (0, 0.5)"),
+        ({"looks": [8, 16], "budget": 40}, "sequential.budget: unknown key"),
+    ],
+)
+def test_a_bad_sequential_design_is_one_line_before_anything_runs(design, needle):
+    from grpo_core.util.errors import UserInputError
+    from sweeps.report_spec import validate_report
+    from sweeps.spec import SweepSpec
+
+    test = {
+        "kind": "paired",
+        "statement": "s",
+        "metric": "steps_to_learn",
+        "axis": "loss_type",
+        "treatment": ["cispo"],
+        "control": "dapo",
+        "direction": "lower",
+    }
+    spec = SweepSpec(
+        name="m",
+        base={},
+        grid={"loss_type": ["dapo", "cispo"]},
+        seeds=[0, 1],
+        replication_seeds=[2, 3],
+        report={"tests": [test], "sequential": design},
+    )
+    with pytest.raises(UserInputError) as err:
+        validate_report(spec)
+    assert needle in str(err.value) and "\n" not in str(err.value)
