@@ -126,3 +126,13 @@ def test_a_bad_sequential_design_is_one_line_before_anything_runs(design, needle
     with pytest.raises(UserInputError) as err:
         validate_report(spec)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_simulation_reads_both_designs_on_drawn_data_sets():
+    from sweeps.reporting.sequential_sim import simulate
+
+    d = [-3, 2, 0, 5, -1, 4, -6, 1, 2, -2, 3, 0]  # the observed differences: their |d| with random signs is the null
+    r = simulate(d, [6, 9, 12], 0.05, "obrien_fleming", target=-4.0, margin=2.0, draws=60)
+    assert 0 <= r["null_seq"] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 60)
+    assert r["tgt_seq"] > r["null_seq"] and r["tgt_all"] >= r["tgt_8"]  # more pairs, more power
+    assert 6 <= r["pairs_tgt"] <= r["pairs_null"] <= 12  # an effect stops sooner than a null

@@ -24,6 +24,7 @@ d − m significantly below 0 and d + m significantly above, each at α spent th
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -86,15 +87,26 @@ def z_statistic(d: Sequence[float]) -> float:
     return float((np.sign(a) * r).sum() / scale) if scale else 0.0
 
 
-def _sign_patterns(n: int) -> np.ndarray:
-    """(patterns, n) of ±1: all 2^n up to EXACT_PAIRS, else FLIPS drawn with SEED."""
+def _sign_patterns(n: int, flips: int = FLIPS) -> np.ndarray:
+    """(patterns, n) of ±1: all 2^n up to EXACT_PAIRS, else `flips` drawn with SEED."""
     if n <= EXACT_PAIRS:
-        return np.array(list(itertools.product((-1.0, 1.0), repeat=n)))
-    return np.random.default_rng(SEED).choice((-1.0, 1.0), size=(FLIPS, n))
+        return _all_patterns(n)
+    return np.random.default_rng(SEED).choice((-1.0, 1.0), size=(flips, n))
+
+
+@functools.lru_cache(maxsize=EXACT_PAIRS + 1)
+def _all_patterns(n: int) -> np.ndarray:
+    return np.array(list(itertools.product((-1.0, 1.0), repeat=n)))
 
 
 def boundaries(
-    d: Sequence[float], looks: Sequence[int], budget: int, alpha: float, kind: str, side: str = "two"
+    d: Sequence[float],
+    looks: Sequence[int],
+    budget: int,
+    alpha: float,
+    kind: str,
+    side: str = "two",
+    flips: int = FLIPS,
 ) -> list[float]:
     """b_1 … b_k for the looks reached by the |d| observed (looks[j] ≤ len(d)): side "two" rejects
     |Z_j| ≥ b_j, "upper" Z_j ≥ b_j, "lower" Z_j ≤ −b_j. inf where no boundary keeps the error
@@ -103,7 +115,7 @@ def boundaries(
     reached = [n for n in looks if n <= len(a)]
     if not reached:
         return []
-    patterns = _sign_patterns(reached[-1])
+    patterns = _sign_patterns(reached[-1], flips)
     crossed = np.zeros(len(patterns), dtype=bool)
     out = []
     for n in reached:
@@ -151,16 +163,17 @@ def decide(
     alpha: float = 0.05,
     kind: str = "obrien_fleming",
     margin: Optional[float] = None,
+    flips: int = FLIPS,
 ) -> SequentialResult:
     """Read the paired differences `d` (in pair order: the first n_k make look k) at each look
     reached, in order, and stop at the first boundary crossed: an effect (two-sided), or, with a
     margin, equivalence (both one-sided tests against ±margin crossing at that look)."""
     d = np.asarray(d, dtype=float)
     budget = looks[-1]
-    two = boundaries(d, looks, budget, alpha, kind)
+    two = boundaries(d, looks, budget, alpha, kind, flips=flips)
     if margin is not None:
-        low = boundaries(d - margin, looks, budget, alpha, kind, side="lower")
-        high = boundaries(d + margin, looks, budget, alpha, kind, side="upper")
+        low = boundaries(d - margin, looks, budget, alpha, kind, side="lower", flips=flips)
+        high = boundaries(d + margin, looks, budget, alpha, kind, side="upper", flips=flips)
     result = None
     for k, n in enumerate(looks[: len(two)]):
         z = z_statistic(d[:n])
