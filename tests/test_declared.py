@@ -122,3 +122,16 @@ def test_a_dirty_spec_or_a_shallow_history_cannot_be_dated(repo, tmp_path):
     _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow))
     for line in _lines(shallow, {"steps": 3}):
         assert "cannot be dated" in line and "shallow" in line and "pre-registered" not in line
+
+
+def test_a_sequential_design_declared_after_the_runs_says_its_first_look_was_seen(repo):
+    from sweeps.reporting.declared import sequential_line
+
+    design = {"looks": [8, 12, 16], "spending": "obrien_fleming", "alpha": 0.05}
+    spec = yaml.safe_load((repo / "spec.yaml").read_text())
+    spec["report"]["sequential"] = design
+    (repo / "spec.yaml").write_text(yaml.safe_dump(spec))
+    _commit(repo, "declare the design after the first look", "2026-11-06")
+    line = sequential_line(str(repo / "spec.yaml"), design, repo / "runs" / "s", repo=repo)
+    assert line.startswith("looks at 8, 12, 16 pairs per seed set, obrien_fleming spending of α = 0.05")
+    assert "post hoc" in line and "2026-11-06" in line and "in force then: none" in line

@@ -135,9 +135,9 @@ def dated(
 def _show(value: Any) -> str:
     if value is None:
         return "none"
-    if isinstance(value, dict):
+    if isinstance(value, dict) and all(isinstance(v, (int, float)) for v in value.values()):  # margins
         return ", ".join(f"{k} ±{v:g}" for k, v in value.items())
-    return "a different check"
+    return "a different declaration"
 
 
 def margins_line(spec_path: str, margins: dict, sweep_folder: Optional[Path], repo: Path = REPO) -> str:
@@ -151,3 +151,20 @@ def mechanism_line(spec_path: str, checks: list, sweep_folder: Optional[Path], r
     """The report's line dating a spec's mechanism checks (metric, arms and thresholds; their prose
     may be reworded)."""
     return dated(spec_path, mechanism_of, mechanism_of({"report": {"mechanism": checks}}), sweep_folder, repo)
+
+
+def sequential_of(spec: Optional[dict]) -> Optional[dict]:
+    """A spec's declared sequential design (looks, spending, α), or None."""
+    design = ((spec or {}).get("report") or {}).get("sequential")
+    return dict(design) if isinstance(design, dict) else None
+
+
+def sequential_line(spec_path: str, design: dict, sweep_folder: Optional[Path], repo: Path = REPO) -> str:
+    """The report's line on a spec's sequential design: its looks and spending, dated (see `dated`);
+    post hoc here means the committed runs are its first look, read after they were seen."""
+    looks = ", ".join(map(str, design["looks"]))
+    when = dated(spec_path, sequential_of, dict(design), sweep_folder, repo)
+    return (
+        f"looks at {looks} pairs per seed set, {design.get('spending', 'obrien_fleming')} spending of α = "
+        f"{design.get('alpha', 0.05):g} ({when})"
+    )

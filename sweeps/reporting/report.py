@@ -18,7 +18,7 @@ from .. import arms
 from ..spec import SweepSpec, point_key
 from ..deciding.gates import PositiveRecord, incomplete, positive_record, rests_on_steps_to_learn, unproven, withheld
 from ..deciding.mechanism import gated, gates_test, mechanism_checks
-from .declared import margins_line, mechanism_line
+from .declared import margins_line, mechanism_line, sequential_line
 from .positive_gate import effects_brief
 from ..deciding.runs import Run, _label
 from ..report_spec import compared_metric, margin_of, report_tests
@@ -350,6 +350,8 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
     if spec.report.get("margins"):
         margins_at = len(out)
         out.append(f"- **Equivalence margins:** {margins_line(spec.path, spec.report['margins'], folder)}")
+    if spec.report.get("sequential"):
+        out.append(f"- **Sequential design:** {sequential_line(spec.path, spec.report['sequential'], folder)}")
     if (checks := spec.report.get("mechanism") or []):
         when = mechanism_line(spec.path, checks, folder)
         out += [f"- **Mechanism check, declared:** {c['what']} ({c['reason']}; its metric, arms and threshold: {when})"
