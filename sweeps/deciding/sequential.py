@@ -147,6 +147,11 @@ class SequentialResult:
     spent: float  # α spent by that look
 
     def text(self) -> str:
+        if self.outcome == "continue" and math.isinf(self.boundary):
+            return (
+                f"open at look {self.look} ({self.pairs} pairs): Z {self.z:+.2f}; no boundary there (the α spent by "
+                f"then, {self.spent:.2g}, is below what {self.pairs} pairs can reach)"
+            )
         if self.outcome == "continue":
             return f"open at look {self.look} ({self.pairs} pairs): |Z| {abs(self.z):.2f} < {self.boundary:.2f}"
         if self.outcome == "undecided":
