@@ -109,6 +109,22 @@ def test_the_layout_page_names_every_module():
     assert [str(p.relative_to(ROOT)) for p in library if not re.search(rf"\b{p.stem}\b", page)] == []
 
 
+def test_nothing_local_is_tracked():
+    """The local stores, caches, fetched models and the virtual environment never enter the
+    repository, as a folder or as a link to one (a committed link to results/local once replaced
+    a checkout's own folder on the next merge)."""
+    import subprocess
+
+    tracked = subprocess.run(
+        ["git", "ls-files", "results/local", ".venv", "results/local/*"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tracked == []
+
+
 def test_the_project_speaks_only_of_itself():
     """Code, docs, tests and results describe grpo-lab: no file outside the committed run folders
     names a file that is not in this repository (a claims or spec document beside it), a path of the
