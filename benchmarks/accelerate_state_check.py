@@ -1,4 +1,4 @@
-"""Why the checkpoint's random-state bookkeeping is ours and not `accelerator.save_state`.
+"""Why the checkpoint's random-state bookkeeping is ours and not `accelerator.save_state`. Figures: docs/development/layout.md (the design notes).
 
 Our checkpoint holds three named generators, the per-process sampling streams and the batch
 being reused (μ > 1); accelerate saves the global generators only, so those would have to go in

@@ -1,4 +1,4 @@
-"""Decode rate of the sampler: milliseconds per token step for each KV-cache mode.
+"""Decode rate of the sampler: milliseconds per token step for each KV-cache mode. Figures: results/benchmarks/gpu.md and docs/howto/gpu.md.
 
 Samples `--rows` completions of `--tokens` tokens (random weights of the chosen shape, so no
 row ends early and every mode decodes the full length) with `decode` = dynamic, static and, on

@@ -1,4 +1,4 @@
-"""What fraction of the CPU's float32 peak a real training step achieves (`profile_step.py --flops`).
+"""What fraction of the CPU's float32 peak a real training step achieves (`profile_step.py --flops`). Figures: results/benchmarks/flops_cpu.md.
 
 Two trainers of one config and seed take the same steps (the runs are deterministic): the first is
 timed (no counter, so nothing slows it), the second counts each step's floating-point operations

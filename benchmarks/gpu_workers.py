@@ -1,5 +1,5 @@
 """Several runs sharing one GPU: step time per run and total throughput for N = 1, 2, 4, 8
-sweep workers on the real-model experiment.
+sweep workers on the real-model experiment. Figures: results/benchmarks/gpu_workers_early.md and results/benchmarks/README.md.
 
 For each N, a copy of the spec (default: experiments/smollm2_arith_warmup.yaml) with N seeds of
 one grid point and `--steps` steps runs as `grpo sweep --workers N` on fresh stores; every

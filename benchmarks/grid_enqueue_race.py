@@ -1,5 +1,5 @@
 """Does `study.enqueue_trial(params, skip_if_exists=True)` plus `ask`/`tell` alone keep a grid
-point from running twice when several processes share one study?
+point from running twice when several processes share one study? Figures: docs/development/layout.md (the design notes).
 
 Each of --workers processes (started together) loops: for every grid point not yet enqueued,
 call `enqueue_trial(point, skip_if_exists=True)`, then `ask()` and `tell()` the trial it gets,

@@ -1,6 +1,6 @@
 """What SIGTERM at a random moment of MLflow's SQLite store calls leaves behind, with the client
 grpo-lab uses (`make_client`: each call runs whole, the signal raised when it returns) and with
-MLflow's own client (the signal raised wherever the interpreter is, often inside SQLAlchemy).
+MLflow's own client (the signal raised wherever the interpreter is, often inside SQLAlchemy). Figures: docs/howto/faults.md.
 
 One process loops reads and writes on one run (search_runs, get_run, log_batch, get_metric_history)
 while a timer thread sends it SIGTERM after 0-80 ms; the handler raises Terminated, as in every

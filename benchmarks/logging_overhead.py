@@ -1,4 +1,4 @@
-"""What MLflow logging adds to a training step on the tiny model.
+"""What MLflow logging adds to a training step on the tiny model. Figures: docs/development/measurements.md and results/benchmarks/README.md.
 
 Runs pairs of identical training runs in one process, one without and one with the MLflow
 logger, alternating which goes first (so machine drift cancels), and reports medians over pairs

@@ -1,5 +1,5 @@
 """Where a training step's time goes: torch.profiler over a few steps of one experiment point
-(a speed goal missed on a GPU is reported with this profile).
+(a speed goal missed on a GPU is reported with this profile). Figures: results/benchmarks/smollm2_lora_cpu.md, results/benchmarks/gpu_profile.md and docs/development/measurements.md.
 
     python3 benchmarks/profile_step.py --spec experiments/real/r1_zero_loss.yaml --steps 3 --out profile.md
 

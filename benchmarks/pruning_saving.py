@@ -1,6 +1,6 @@
 """What a search's pruner saves: the same search spec run with its pruner and without it, on fresh
 stores, one worker (trials in number order), and compared on the trials and training time each
-spends to reach the best value the search without pruning finds.
+spends to reach the best value the search without pruning finds. Figures: results/benchmarks/pruning.md.
 
     .venv/bin/python benchmarks/pruning_saving.py experiments/search_lr_beta.yaml [--out FILE.md]
 

@@ -1,7 +1,7 @@
 """What a command pays before it trains: a new MLflow SQLite store (MLflow's own migrations against
 a copy of grpo-lab's empty template, grpo_core/mlflow_store.py) and an MLflow server until it
 answers /health (with MLflow's job runner, its default, and without, as `grpo ui` starts it).
-Medians over --reps, each in fresh files; the server on a free loopback port. Usage:
+Medians over --reps, each in fresh files; the server on a free loopback port. Usage: Figures: results/benchmarks/README.md.
 
     .venv/bin/python benchmarks/startup.py --reps 5 [--server-reps 3]
 """

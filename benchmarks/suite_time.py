@@ -1,4 +1,4 @@
-"""How long a suite's committed runs took, per spec, from their run folders (no training).
+"""How long a suite's committed runs took, per spec, from their run folders (no training). Figures: docs/howto/real-model-cpu.md.
 
     python -m benchmarks.suite_time                                   # experiments/real/cpu/, results/real/cpu/runs/
     python -m benchmarks.suite_time --experiments DIR --runs DIR --workers 2

@@ -1,4 +1,4 @@
-"""Sweep throughput: the same grid with `--workers 1` and `--workers 2`, alternating.
+"""Sweep throughput: the same grid with `--workers 1` and `--workers 2`, alternating. Figures: docs/development/measurements.md and results/benchmarks/README.md.
 
 Each repetition runs the grid from scratch (fresh Optuna and MLflow stores in a temporary
 folder) once with one worker and once with two, as real `grpo sweep` processes. Reports the

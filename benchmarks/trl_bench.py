@@ -1,4 +1,4 @@
-"""`grpo bench` (benchmarks/trl_bench.py): our GRPOTrainer and TRL's GRPOTrainer side by side on the same model and batch.
+"""`grpo bench` (benchmarks/trl_bench.py): our GRPOTrainer and TRL's GRPOTrainer side by side on the same model and batch. Figures: results/benchmarks/cpu.md and results/benchmarks/README.md.
 
 Both trainers live in one process and take turns in short blocks of optimizer steps (TRL's
 block, then ours, driven from a TRL callback), so that machine drift hits both alike. Blocks,
