@@ -59,6 +59,18 @@ def calibration_rows(spec_path: Path, runs_root: Path) -> list[str]:
     return rows
 
 
+def rows_over_specs(specs: list[str], runs_root: Path, rows_of) -> list[str]:
+    """`rows_of(spec path, runs_root)` for each spec named (default: every real-model CPU spec) whose
+    sweep has a run folder under runs_root: the table rows of this module's and sequential_sim's commands."""
+    paths = [Path(p) for p in specs] or sorted(REAL_CPU_EXPERIMENTS.glob("*.yaml"))
+    return [
+        row
+        for p in paths
+        if (runs_root / load_spec(p, check_points=False).name).is_dir()
+        for row in rows_of(p, runs_root)
+    ]
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sweeps.reporting.calibration", description=__doc__.split("\n\n")[0]
@@ -68,13 +80,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     parser.add_argument("--runs", default=str(REAL_CPU_RESULTS / "runs"), help="their run folders")
     args = parser.parse_args(argv)
-    paths = [Path(p) for p in args.specs] or sorted(REAL_CPU_EXPERIMENTS.glob("*.yaml"))
-    rows = [
-        row
-        for p in paths
-        if (Path(args.runs) / load_spec(p, check_points=False).name).is_dir()
-        for row in calibration_rows(p, Path(args.runs))
-    ]
+    rows = rows_over_specs(args.specs, Path(args.runs), lambda p, runs: calibration_rows(p, runs))
     print("\n".join(HEAD + rows))
     return 0
 

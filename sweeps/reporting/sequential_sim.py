@@ -28,9 +28,10 @@ from ..deciding import statistics as st
 from ..deciding.power import target_effect
 from ..deciding.replication import STEP_METRICS, replicated_verdicts
 from ..deciding.sequential import decide
-from ..paths import REAL_CPU_EXPERIMENTS, REAL_CPU_RESULTS
+from ..paths import REAL_CPU_RESULTS
 from ..report_spec import compared_metric, margin_of, report_tests
 from ..spec import load_spec
+from .calibration import rows_over_specs
 from .report_inputs import collect_runs
 
 HEAD = [
@@ -127,13 +128,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.draws < 1 or any(b <= a for a, b in zip(args.looks, args.looks[1:])) or args.looks[0] < 2:
         print("sequential_sim: --draws ≥ 1 and increasing --looks ≥ 2 are allowed", file=sys.stderr)
         return 2
-    paths = [Path(p) for p in args.specs] or sorted(REAL_CPU_EXPERIMENTS.glob("*.yaml"))
-    rows = [
-        row
-        for p in paths
-        if (Path(args.runs) / load_spec(p, check_points=False).name).is_dir()
-        for row in simulation_rows(p, Path(args.runs), args.looks, args.spending, args.draws)
-    ]
+    rows = rows_over_specs(
+        args.specs, Path(args.runs), lambda p, runs: simulation_rows(p, runs, args.looks, args.spending, args.draws)
+    )
     print("\n".join(HEAD + rows))
     return 0
 
