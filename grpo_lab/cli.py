@@ -144,6 +144,17 @@ def _cmd_pretrain(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
+    if args.until_decided:
+        if args.storage or args.stop_after:
+            raise UserInputError(
+                "--until-decided: beside --storage or --stop-after; allowed: neither (each look has a journal "
+                "of its own, and a look stopped midway goes on from its run folders)"
+            )
+        from sweeps.reporting.until_decided import run_until_decided
+
+        return run_until_decided(
+            args.spec, workers=args.workers, tracking_uri=args.tracking_uri, out_root=args.out_root
+        )
     from sweeps.driving.driver import run_sweep
 
     return run_sweep(

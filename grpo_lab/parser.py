@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--tracking-uri", default=None, help=f"MLflow tracking URI (default: {defaults.TRACKING_URI})")
     sweep.add_argument("--out-root", default=defaults.SWEEPS, help="where trial run folders go")
     sweep.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="train look by look (the spec's report.sequential: looks and seed streams) until its paired tests are "
+        "decided or the budget is spent; each look with an Optuna journal of its own",
+    )
+    sweep.add_argument(
         "--heartbeat-interval",
         type=int,
         default=30,

@@ -358,7 +358,7 @@ def _check_margins(spec: SweepSpec, where: str, tests: list) -> None:
             )
 
 
-SEQUENTIAL_KEYS = ("looks", "spending", "alpha")
+SEQUENTIAL_KEYS = ("looks", "spending", "alpha", "streams")
 SPENDING_KINDS = ("obrien_fleming", "pocock")  # sweeps/deciding/sequential.py: Lan-DeMets spending of α
 
 
@@ -391,6 +391,33 @@ def _check_sequential(spec: SweepSpec, where: str) -> None:
     alpha = design.get("alpha", 0.05)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
         raise UserInputError(f"{at}.alpha: {short_value(alpha)}; allowed: a number in (0, 0.5)")
+    _check_streams(spec, at, design.get("streams"), looks[-1])
+
+
+def _check_streams(spec: SweepSpec, at: str, streams, budget: int) -> None:
+    """`sequential.streams`: each seed set's seeds in the order the looks take them, declared whole
+    before the runs (`grpo sweep --until-decided` trains the first n of each at a look of n pairs):
+    as many as the budget, distinct, the two sets disjoint, each beginning with the spec's own list."""
+    if streams is None:
+        return
+    sets = {"seeds": spec.seeds, "replication_seeds": spec.replication_seeds}
+    allowed = (
+        f"a mapping of seeds and replication_seeds to lists of at least {budget} distinct integer seeds, "
+        f"disjoint, each beginning with the spec's own list"
+    )
+    if not isinstance(streams, dict) or set(streams) != {k for k, v in sets.items() if v}:
+        raise UserInputError(f"{at}.streams: {short_value(streams)}; allowed: {allowed}")
+    for key, stream in streams.items():
+        if (
+            not isinstance(stream, list)
+            or len(stream) < budget
+            or any(isinstance(x, bool) or not isinstance(x, int) for x in stream)
+            or len(set(stream)) != len(stream)
+            or stream[: len(sets[key])] != list(sets[key])
+        ):
+            raise UserInputError(f"{at}.streams.{key}: {short_value(stream)}; allowed: {allowed}")
+    if len(streams) == 2 and set(streams["seeds"]) & set(streams["replication_seeds"]):
+        raise UserInputError(f"{at}.streams: the two sets share seeds; allowed: {allowed}")
 
 
 def margin_of(spec: SweepSpec, metric: str, step_metrics: tuple) -> float | None:

@@ -136,3 +136,90 @@ def test_the_simulation_reads_both_designs_on_drawn_data_sets():
     assert 0 <= r["null_seq"] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 60)
     assert r["tgt_seq"] > r["null_seq"] and r["tgt_all"] >= r["tgt_8"]  # more pairs, more power
     assert 6 <= r["pairs_tgt"] <= r["pairs_null"] <= 12  # an effect stops sooner than a null
+
+
+def test_a_sweep_until_decided_trains_look_by_look_and_stops_when_decided(tmp_path, monkeypatch):
+    """Looks at 2 and 3 pairs per seed set: decided at the first look (forced here), only its seeds
+    train; read as they are, 2 and 3 pairs can cross no boundary, so the next invocation trains the
+    second look's seeds alone (the first look's folders are done) and ends with the budget spent; a
+    third trains nothing."""
+    import yaml
+
+    import sweeps.reporting.until_decided as until
+    from conftest import CACHE, run_grpo_here
+    from sweeps.deciding.sequential import SequentialResult
+
+    spec = {
+        "name": "until",
+        "base": {"task": "addition", "max_steps": 3, "stl_window": 1, "baseline_prompts": 4, "cache_dir": str(CACHE)},
+        "grid": {"advantage_scale": [1.0, 10.0]},
+        "seeds": [0, 1],
+        "replication_seeds": [10, 11],
+        "objective": "steps_to_learn",
+        "report": {
+            "tests": [
+                {
+                    "kind": "paired",
+                    "statement": "x10 learns sooner",
+                    "metric": "steps_to_learn",
+                    "axis": "advantage_scale",
+                    "treatment": [10.0],
+                    "control": 1.0,
+                    "direction": "lower",
+                }
+            ],
+            "sequential": {"looks": [2, 3], "streams": {"seeds": [0, 1, 2], "replication_seeds": [10, 11, 12]}},
+        },
+    }
+    (tmp_path / "until.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    args = ("sweep", "until.yaml", "--until-decided", "--out-root", str(tmp_path / "runs"))
+
+    def folders():
+        return sorted(p.name for p in (tmp_path / "runs" / "until").glob("trial-*/summary.json"))
+
+    with monkeypatch.context() as m:
+        m.setattr(until, "decide", lambda *a, **k: SequentialResult("effect", 1, 2, -3.0, 2.0, 0.01))
+        done = run_grpo_here(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "every paired test decided at look 1 (2 pairs per set)" in done.stdout and len(folders()) == 8
+    done = run_grpo_here(*args, cwd=tmp_path)
+    assert done.returncode == 0 and "look 2 of 2, 3 pairs per seed set" in done.stdout
+    assert "budget spent (3 pairs per set)" in done.stdout and len(folders()) == 12
+    first = folders()
+    assert run_grpo_here(*args, cwd=tmp_path).returncode == 0 and folders() == first  # nothing trains again
+    refused = run_grpo_here(
+        "sweep", "until.yaml", "--until-decided", "--storage", f"journal:///{tmp_path}/j.log", cwd=tmp_path
+    )
+    assert refused.returncode == 2 and refused.stderr.startswith("grpo: error: --until-decided: beside --storage")
+
+
+def test_seed_streams_must_extend_the_specs_own_lists_disjointly():
+    from grpo_core.util.errors import UserInputError
+    from sweeps.report_spec import validate_report
+    from sweeps.spec import SweepSpec
+
+    test = {
+        "kind": "paired",
+        "statement": "s",
+        "metric": "steps_to_learn",
+        "axis": "loss_type",
+        "treatment": ["cispo"],
+        "control": "dapo",
+        "direction": "lower",
+    }
+    for streams, needle in (
+        ({"seeds": [0, 1, 2], "replication_seeds": [2, 3, 4]}, "the two sets share seeds"),
+        ({"seeds": [1, 0, 2], "replication_seeds": [2, 3, 5]}, "streams.seeds: [1, 0, 2]"),
+        ({"seeds": [0, 1]}, "streams: {'seeds': [0, 1]}"),
+    ):
+        spec = SweepSpec(
+            name="m",
+            base={},
+            grid={"loss_type": ["dapo", "cispo"]},
+            seeds=[0, 1],
+            replication_seeds=[2, 3],
+            report={"tests": [test], "sequential": {"looks": [2, 3], "streams": streams}},
+        )
+        with pytest.raises(UserInputError, match="allowed") as err:
+            validate_report(spec)
+        assert needle in str(err.value), str(err.value)
