@@ -405,7 +405,11 @@ def _check_streams(spec: SweepSpec, at: str, streams, budget: int) -> None:
         f"a mapping of seeds and replication_seeds to lists of at least {budget} distinct integer seeds, "
         f"disjoint, each beginning with the spec's own list"
     )
-    if not isinstance(streams, dict) or set(streams) != {k for k, v in sets.items() if v}:
+    if (
+        not isinstance(streams, dict)
+        or not set(streams) <= set(sets)
+        or not {k for k, v in sets.items() if v} <= set(streams)
+    ):
         raise UserInputError(f"{at}.streams: {short_value(streams)}; allowed: {allowed}")
     for key, stream in streams.items():
         if (
