@@ -223,3 +223,15 @@ def test_seed_streams_must_extend_the_specs_own_lists_disjointly():
         with pytest.raises(UserInputError, match="allowed") as err:
             validate_report(spec)
         assert needle in str(err.value), str(err.value)
+
+
+def test_the_sign_e_process_by_hand_and_under_the_null():
+    from sweeps.deciding.sequential import sign_e_process
+
+    # all positive: the first pair bets nothing (λ = 0), then λ = ½ at each, so the wealth is 1.5^(n−1),
+    # which first reaches 1/α = 20 at n − 1 = 8 (1.5^7 = 17.1, 1.5^8 = 25.6): 9 pairs
+    assert sign_e_process([3] * 32, 0.05, 32) == (True, 9)
+    assert sign_e_process([0, 0, 2, -2] * 8, 0.05, 32) == (False, 32)  # zeros skip, alternating signs never pay
+    rng = np.random.default_rng(5)
+    passed = sum(sign_e_process(np.round(rng.normal(0, 3, 32)), 0.05, 32)[0] for _ in range(400))
+    assert passed / 400 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)

@@ -225,3 +225,23 @@ def sequential_lines(design: dict, found: list, margin: Optional[float]) -> list
                 reading = decide(d, looks, alpha / len(comparisons), kind, margin).text()
             lines.append(f"- {f.name}, {c.label}: {reading}")
     return lines + [""]
+
+
+def sign_e_process(d: Sequence[float], alpha: float, budget: int) -> tuple[bool, int]:
+    """An anytime-valid alternative to the looks, for comparison (sequential_sim): a two-sided sign
+    test by betting. Under the null of a difference symmetric about 0 each non-zero difference's sign
+    is a fair ±1 given its size, so the wealth Π (1 + λ_i · sign(d_i)), with λ_i the mean of the signs
+    before pair i clipped to [−½, ½] (aGRAPA; predictable, so the wealth is a test martingale), passes
+    1/α with probability at most α at any pair (Ville). Returns (whether it passed 1/α, the pairs read
+    when it stopped, else all of them up to the budget)."""
+    wealth, signs, lam = 1.0, [], 0.0
+    d = list(d)[:budget]
+    for i, x in enumerate(np.sign(d), 1):
+        if x == 0:
+            continue
+        wealth *= 1 + lam * x
+        if wealth >= 1 / alpha:
+            return True, i
+        signs.append(x)
+        lam = max(-0.5, min(0.5, float(np.mean(signs))))
+    return False, len(d)

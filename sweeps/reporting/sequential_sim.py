@@ -27,7 +27,7 @@ import numpy as np
 from ..deciding import statistics as st
 from ..deciding.power import target_effect
 from ..deciding.replication import STEP_METRICS, replicated_verdicts
-from ..deciding.sequential import decide
+from ..deciding.sequential import decide, sign_e_process
 from ..paths import REAL_CPU_RESULTS
 from ..report_spec import compared_metric, margin_of, report_tests
 from ..spec import load_spec
@@ -36,8 +36,9 @@ from .report_inputs import collect_runs
 
 HEAD = [
     "| spec | comparison | pairs seen | type I: sequential | fixed 8 | fixed budget | power at target (±t): sequential "
-    "| fixed 8 | fixed budget | mean pairs, null · target | bias at stop (target) | equivalent under the null |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| fixed 8 | fixed budget | mean pairs, null · target | bias at stop (target) | equivalent under the null "
+    "| e-process: type I · power · mean pairs at target |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
 SIM_FLIPS = 4000
 
@@ -68,6 +69,10 @@ def simulate(
             "pairs_tgt",
             "bias",
             "equivalent",
+            "null_e",
+            "tgt_e",
+            "pairs_e_null",
+            "pairs_e_tgt",
         )
     }
     for _ in range(draws):
@@ -79,6 +84,9 @@ def simulate(
             out[f"{world}_8"] += st.signed_rank_test(x[:8]) <= alpha
             out[f"{world}_all"] += st.signed_rank_test(x) <= alpha
             out["pairs_null" if world == "null" else "pairs_tgt"] += r.pairs
+            passed, read = sign_e_process(x, alpha, budget)  # the anytime-valid alternative, on the same data
+            out[f"{world}_e"] += passed
+            out[f"pairs_e_{world}"] += read
             if world == "null":
                 out["equivalent"] += r.outcome == "equivalent"
             else:
@@ -110,7 +118,8 @@ def simulation_rows(spec_path: Path, runs_root: Path, looks: list[int], kind: st
                 f"| {spec_path.stem} | {test['treatment'][0]} − {test['control']} ({label}) | {len(pooled)} | "
                 f"{r['null_seq']:.1%} | {r['null_8']:.1%} | {r['null_all']:.1%} | {r['tgt_seq']:.0%} (±{abs(target):g}) | "
                 f"{r['tgt_8']:.0%} | {r['tgt_all']:.0%} | {r['pairs_null']:.1f} · {r['pairs_tgt']:.1f} | "
-                f"{r['bias']:+.2f} | {r['equivalent']:.0%} |"
+                f"{r['bias']:+.2f} | {r['equivalent']:.0%} | {r['null_e']:.1%} · {r['tgt_e']:.0%} · "
+                f"{r['pairs_e_tgt']:.1f} |"
             )
     return rows
 
