@@ -90,7 +90,7 @@ def _max_steps_of(spec) -> Optional[int]:
     values = (
         [spec.base.get("max_steps")]
         + list(spec.grid.get("max_steps", []))
-        + [arm.get("max_steps") for arm in (getattr(spec, "arms", None) or {}).values()]
+        + [arm.get("max_steps") for arm in (spec.arms or {}).values()]
     )
     values = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
     return max(values) if values else None

@@ -145,7 +145,7 @@ def test_a_sweep_until_decided_trains_look_by_look_and_stops_when_decided(tmp_pa
     third trains nothing."""
     import yaml
 
-    import sweeps.reporting.until_decided as until
+    import sweeps.deciding.sequential as sequential
     from conftest import CACHE, run_grpo_here
     from sweeps.deciding.sequential import SequentialResult
 
@@ -178,7 +178,7 @@ def test_a_sweep_until_decided_trains_look_by_look_and_stops_when_decided(tmp_pa
         return sorted(p.name for p in (tmp_path / "runs" / "until").glob("trial-*/summary.json"))
 
     with monkeypatch.context() as m:
-        m.setattr(until, "decide", lambda *a, **k: SequentialResult("effect", 1, 2, -3.0, 2.0, 0.01))
+        m.setattr(sequential, "decide", lambda *a, **k: SequentialResult("effect", 1, 2, -3.0, 2.0, 0.01))
         done = run_grpo_here(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "every paired test decided at look 1 (2 pairs per set)" in done.stdout and len(folders()) == 8

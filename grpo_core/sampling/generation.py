@@ -13,7 +13,8 @@ from typing import Optional
 
 import torch
 
-from grpo_core.sampling.token_logps import ChunkedHeadLogps, TokenLogps, chunks_logits, decoder_of, lm_head_of
+from grpo_core.sampling.token_logps import (ChunkedHeadLogps, TokenLogps, chunks_logits, decoder_of, lm_head_of,
+                                           unwrapped)
 
 Tensor = torch.Tensor
 
@@ -44,9 +45,7 @@ def cache_kwarg(model, cache) -> dict:
     """The keyword that hands a KV cache to `model`'s forward: `cache` in transformers ≥ 5.24
     (`past_key_values`, its old name, warns there and goes in 5.40), `past_key_values` before.
     Asked of the model's own class, through a DDP or PEFT wrapper (which pass **kwargs on)."""
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
-    return {_cache_keyword(type(inner)): cache}
+    return {_cache_keyword(type(unwrapped(model))): cache}
 
 
 @functools.lru_cache(maxsize=None)

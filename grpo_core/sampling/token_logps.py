@@ -149,11 +149,17 @@ class ChunkedHeadLogps(torch.autograd.Function):
         return grad_hidden, grad_weight, grad_bias, None, None, None
 
 
+def unwrapped(model):
+    """The model's own class under a DDP wrapper (`.module`) and a PEFT wrapper (`get_base_model`),
+    which pass **kwargs on to it."""
+    inner = getattr(model, "module", model)
+    return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+
+
 def lm_head_of(model) -> Optional[torch.nn.Linear]:
     """The LM head of a causal LM (through DDP and PEFT wrappers) whose logits are its plain output
     (no final soft-capping), with the decoder beside it as `.model`; None otherwise."""
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    inner = unwrapped(model)
     head, decoder = getattr(inner, "lm_head", None), getattr(inner, "model", None)
     if not isinstance(head, torch.nn.Linear) or decoder is None:
         return None
@@ -164,9 +170,7 @@ def lm_head_of(model) -> Optional[torch.nn.Linear]:
 
 def decoder_of(model):
     """The decoder stack under a causal LM's head (`model.model`), through DDP and PEFT wrappers."""
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
-    return inner.model
+    return unwrapped(model).model
 
 
 def chunks_logits(model, rows: int) -> bool:

@@ -146,13 +146,19 @@ def reset_peak_resident() -> None:
         pass
 
 
+def _status_or_none(field_name: str) -> Optional[int]:
+    """status_kib, or None where /proc cannot tell (not Linux, no such field)."""
+    try:
+        return status_kib(field_name)
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
 def peak_resident_mib() -> Optional[float]:
     """This process's peak resident memory in MiB since it started or since reset_peak_resident
     (VmHWM), or None where /proc cannot tell."""
-    try:
-        return status_kib("VmHWM") / 1024
-    except (OSError, AttributeError, ValueError):
-        return None
+    kib = _status_or_none("VmHWM")
+    return None if kib is None else kib / 1024
 
 
 def release_freed_memory() -> bool:
@@ -176,10 +182,7 @@ _resident_at_release = 0  # this process's resident bytes right after its last r
 
 def _resident() -> int:
     """This process's resident bytes (VmRSS), or 0 where /proc cannot tell."""
-    try:
-        return status_kib("VmRSS") * 1024
-    except (OSError, AttributeError, ValueError):
-        return 0
+    return (_status_or_none("VmRSS") or 0) * 1024
 
 
 def _resident_grew() -> bool:

@@ -32,23 +32,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from . import statistics as st
+
 SPENDING = ("obrien_fleming", "pocock")
 EXACT_PAIRS = 16  # up to this many pairs every sign pattern is enumerated (65,536 of them)
 FLIPS = 100_000  # sign patterns drawn above it (a fixed seed: the same boundaries on every machine)
 SEED = 20261207
-
-
-def _phi(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2))
-
-
-def _phi_inverse(p: float) -> float:
-    """Φ⁻¹(p) by bisection on erfc (no scipy needed: the verdicts stay importable anywhere)."""
-    low, high = -40.0, 40.0
-    for _ in range(200):
-        mid = (low + high) / 2
-        low, high = (mid, high) if _phi(mid) < p else (low, mid)
-    return (low + high) / 2
 
 
 def spent(alpha: float, t: float, kind: str) -> float:
@@ -60,22 +49,18 @@ def spent(alpha: float, t: float, kind: str) -> float:
         return 0.0
     if kind == "pocock":
         return alpha * math.log(1 + (math.e - 1) * t)
-    return 2 - 2 * _phi(_phi_inverse(1 - alpha / 2) / math.sqrt(t))
+    from scipy.stats import norm
+
+    return 2 * float(norm.sf(norm.isf(alpha / 2) / math.sqrt(t)))
 
 
 def _midranks(a: np.ndarray) -> np.ndarray:
-    """1-based mid-ranks of |a| with zeros ranked 0 (they carry no sign)."""
+    """1-based mid-ranks of |a| among its non-zero values (statistics' doubled mid-ranks, halved), zeros
+    ranked 0 (they carry no sign)."""
     out = np.zeros(len(a))
     nonzero = np.flatnonzero(a != 0)
     if len(nonzero):
-        values = np.abs(a[nonzero])
-        order = np.argsort(values, kind="stable")
-        ranks = np.empty(len(values))
-        ranks[order] = np.arange(1, len(values) + 1)
-        for v in np.unique(values):  # ties share the mean of their ranks
-            tied = values == v
-            ranks[tied] = ranks[tied].mean()
-        out[nonzero] = ranks
+        out[nonzero] = st._doubled_midranks(np.abs(a[nonzero])) / 2
     return out
 
 
@@ -202,12 +187,33 @@ def decide(
 SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
 
 
+DECIDED = ("effect", "equivalent")
+
+
+def _design(design: dict) -> tuple[list, str, float]:
+    """(looks, spending, α) of a declared `report.sequential`, its defaults filled."""
+    return design["looks"], design.get("spending", "obrien_fleming"), design.get("alpha", 0.05)
+
+
+def set_readings(design: dict, comparisons: list, margin: Optional[float]) -> list[SequentialResult]:
+    """Each comparison of one seed set (its paired differences, `diffs`) read under the design, α
+    split evenly over them (Bonferroni: the fixed design's Holm has no sequential form here)."""
+    looks, kind, alpha = _design(design)
+    return [decide(c.diffs or [], looks, alpha / len(comparisons), kind, margin) for c in comparisons]
+
+
+def reading_text(result: SequentialResult, looks: Sequence[int]) -> str:
+    """A reading in words; one with fewer pairs than the first look says so."""
+    if result.look is None:
+        return f"before its first look ({result.pairs} of {looks[0]} pairs)"
+    return result.text()
+
+
 def sequential_lines(design: dict, found: list, margin: Optional[float]) -> list[str]:
     """The report's reading of one paired test under the spec's declared sequential design: per seed
     set and comparison, the look it stopped at with its statistic, boundary and α spent, or where it
-    stands. α is split evenly over the test's comparisons (Bonferroni: the fixed design's Holm has no
-    sequential form here). `found`: the test's SetResults (sweeps/deciding/replication.py)."""
-    looks, kind, alpha = design["looks"], design.get("spending", "obrien_fleming"), design.get("alpha", 0.05)
+    stands (set_readings). `found`: the test's SetResults (sweeps/deciding/replication.py)."""
+    looks, kind, alpha = _design(design)
     lines = [
         f"Sequential reading (declared: looks at {', '.join(map(str, looks))} pairs per seed set, the last the "
         f"budget; {SPENDING_NAMES[kind]} spending of α = {alpha:g} over each test's comparisons"
@@ -217,13 +223,8 @@ def sequential_lines(design: dict, found: list, margin: Optional[float]) -> list
     ]
     for f in found:
         comparisons = f.verdict.comparisons or []
-        for c in comparisons:
-            d = c.diffs or []
-            if len(d) < looks[0]:
-                reading = f"before its first look ({len(d)} of {looks[0]} pairs)"
-            else:
-                reading = decide(d, looks, alpha / len(comparisons), kind, margin).text()
-            lines.append(f"- {f.name}, {c.label}: {reading}")
+        for c, r in zip(comparisons, set_readings(design, comparisons, margin)):
+            lines.append(f"- {f.name}, {c.label}: {reading_text(r, looks)}")
     return lines + [""]
 
 

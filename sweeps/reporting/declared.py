@@ -8,6 +8,7 @@ pre-registered."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -58,14 +59,42 @@ def _spec_history(repo: Path, relative: str) -> Optional[list[tuple[str, str, st
     return out[::-1]
 
 
-def _first_run_commit(repo: Path, folder: Path) -> Optional[tuple[str, str]]:
+# What git says of a commit does not change: read once per HEAD (a report dates two or three
+# declarations per spec, and about forty specs), not once per declaration.
+def _head(repo: Path) -> Optional[str]:
+    lines = _git(repo, "rev-parse", "HEAD")
+    return lines[0].strip() if lines else None
+
+
+@functools.lru_cache(maxsize=None)
+def _spec_versions(repo: str, relative: str, head: Optional[str]) -> tuple:
+    """(hash, ISO date, the spec as a mapping or None) per commit that changed the spec, oldest first."""
+    out = []
+    for commit, date, path in _spec_history(Path(repo), relative) or []:
+        text = _git(Path(repo), "show", f"{commit}:{path}")
+        try:
+            spec = yaml.safe_load("\n".join(text)) if text is not None else None
+        except yaml.YAMLError:
+            spec = None
+        out.append((commit, date, spec if isinstance(spec, dict) else None))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _commit_order(repo: str, head: Optional[str]) -> dict:
+    """Each commit of HEAD's history by its place in it, oldest 0."""
+    return {h: i for i, h in enumerate(reversed([x for x in _git(Path(repo), "rev-list", "HEAD") or [] if x]))}
+
+
+@functools.lru_cache(maxsize=None)
+def _first_run_commit(repo: str, folder: str, head: Optional[str]) -> Optional[tuple[str, str]]:
     """(hash, ISO date) of the oldest commit that added a file under the sweep's run folder, or None
     (runs not committed: the CPU testbed's, trained by each `grpo reproduce`)."""
     try:
         relative = Path(folder).resolve().relative_to(Path(repo).resolve())
     except ValueError:
         return None
-    lines = _git(repo, "log", "--diff-filter=A", "--format=%H %cI", "--", str(relative))
+    lines = _git(Path(repo), "log", "--diff-filter=A", "--format=%H %cI", "--", str(relative))
     found = [line.split() for line in lines or [] if line.strip()]
     return (found[-1][0], found[-1][1]) if found else None
 
@@ -95,15 +124,9 @@ def dated(
     why = _why_undatable(repo, relative)
     if why:
         return f"cannot be dated: {why}"
-    history = _spec_history(repo, relative) or []
-    versions = []  # (hash, date, value) per commit that changed the file
-    for commit, date, path in history:
-        text = _git(repo, "show", f"{commit}:{path}")
-        try:
-            spec = yaml.safe_load("\n".join(text)) if text is not None else None
-        except yaml.YAMLError:
-            spec = None
-        versions.append((commit, date, read(spec if isinstance(spec, dict) else None)))
+    head = _head(repo)
+    # (hash, date, value) per commit that changed the file
+    versions = [(commit, date, read(spec)) for commit, date, spec in _spec_versions(str(repo), relative, head)]
     if not versions or versions[-1][2] != used:
         return "not committed yet: when it was declared cannot be shown"
     # the oldest commit since which the value has been the one used
@@ -111,10 +134,10 @@ def dated(
     while since > 0 and versions[since - 1][2] == used:
         since -= 1
     when = f"commit {versions[since][0][:7]} ({versions[since][1][:10]})"
-    first = _first_run_commit(repo, sweep_folder) if sweep_folder is not None else None
+    first = _first_run_commit(str(repo), str(sweep_folder), head) if sweep_folder is not None else None
     if first is None:
         return f"declared in {when}; the runs are not committed, so their order cannot be shown from git"
-    order = {h: i for i, h in enumerate(reversed([x for x in _git(repo, "rev-list", "HEAD") or [] if x]))}
+    order = _commit_order(str(repo), head)
     before = [v for v in versions if order.get(v[0], -1) < order.get(first[0], -1)]
     in_force = before[-1][2] if before else None
     runs = f"the first run folder was committed in {first[0][:7]} ({first[1][:10]})"

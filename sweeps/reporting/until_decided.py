@@ -22,7 +22,7 @@ from grpo_core.util.errors import UserInputError
 from grpo_core.util.yaml_files import dump_yaml, read_yaml_mapping
 
 from ..deciding.replication import STEP_METRICS, replicated_verdicts
-from ..deciding.sequential import decide
+from ..deciding.sequential import DECIDED, reading_text, set_readings
 from ..driving.driver import run_sweep
 from ..driving.storage import journal_url
 from ..report_spec import compared_metric, margin_of, report_tests, validate_report
@@ -46,19 +46,15 @@ def open_tests(spec, runs) -> list[str]:
     """One line per paired test and seed set not decided under the spec's design (open, or undecided at
     its budget); empty when every one crossed a boundary."""
     design = spec.report["sequential"]
-    looks, kind, alpha = design["looks"], design.get("spending", "obrien_fleming"), design.get("alpha", 0.05)
     lines = []
     for test, (_, found) in zip(report_tests(spec), replicated_verdicts(spec, runs)):
         if test["kind"] != "paired":
             continue
         margin = margin_of(spec, compared_metric(test), STEP_METRICS)
         for f in found:
-            comparisons = f.verdict.comparisons or []
-            readings = [
-                decide(c.diffs or [], looks, alpha / max(1, len(comparisons)), kind, margin) for c in comparisons
-            ]
-            if not comparisons or any(r.outcome not in ("effect", "equivalent") for r in readings):
-                text = "; ".join(r.text() for r in readings) or "no pairs yet"
+            readings = set_readings(design, f.verdict.comparisons or [], margin)
+            if not readings or any(r.outcome not in DECIDED for r in readings):
+                text = "; ".join(reading_text(r, design["looks"]) for r in readings) or "no pairs yet"
                 lines.append(f"{test['statement']} ({f.name}): {text}")
     return lines
 
