@@ -279,7 +279,7 @@ def test_sampler_with_prebuilt_boolean_masks_equals_hf_masks(monkeypatch):
         group_size=3,
     )
     fast = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(2), **kwargs)
-    monkeypatch.setattr(generation, "takes_bool_masks", lambda m: False)
+    monkeypatch.setattr(generation, "takes_bool_masks", lambda m, length: False)
     monkeypatch.setattr(generation, "shares_prompts", lambda *a: False)
     slow = sample_completions(model, ids, mask, generator=torch.Generator().manual_seed(2), **kwargs)
     assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])
@@ -318,7 +318,7 @@ def test_grad_forward_size_counts_what_the_forward_runs(path, monkeypatch):
         monkeypatch.setattr(generation, "PACKED_MAX_LENGTH", 0)
     if path == "plain":  # rows that are not groups of one prompt
         ids, mask = ids.roll(1, 0), mask.roll(1, 0)
-    assert generation.takes_bool_masks(model)
+    assert generation.takes_bool_masks(model, ids.shape[1] + comp.shape[1])
     seen = {"positions": 0, "rows": 0}
     inner = model.get_input_embeddings()
     head = model.get_output_embeddings()

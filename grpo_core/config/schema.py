@@ -237,7 +237,8 @@ class GRPOConfig:
     decode: str = "auto"
     """How the sampler keeps its KV cache: `dynamic` (grown per token; the CPU's fast path),
     `static` (preallocated, fixed-shape steps), `graph` (static, each step replayed as a CUDA
-    graph; CUDA only), `auto` (graph on CUDA, dynamic on a CPU). Same tokens either way."""
+    graph; CUDA only), `auto` (graph on CUDA, dynamic on a CPU). The paths agree to about 4e-5 in
+    the logits, not bit for bit: the sampled tokens can differ (docs/development/measurements.md)."""
     eos_check_every: int = 0
     """Look for "every completion ended" every N decoded tokens (a host sync on a GPU); 0 = auto
     (1 on a CPU, 8 with CUDA graphs)."""

@@ -59,12 +59,23 @@ def returned_cache(out):
     return cache if cache is not None else out.past_key_values
 
 
-def takes_bool_masks(model) -> bool:
-    """True for SDPA attention without a sliding window: HF then passes a 4D boolean mask
-    (True = may attend) straight to SDPA, so this module can build it."""
+def takes_bool_masks(model, length: int) -> bool:
+    """True for SDPA attention where every layer may attend every earlier token of a `length`-token
+    sequence: HF then passes a 4D boolean mask (True = may attend) straight to SDPA, so this module
+    can build it. HF hands a 4D mask to a sliding-window layer unchanged too (Gemma 3's layers of a
+    512-token window), so such a model takes these masks only while the sequence fits the window,
+    where the window hides nothing; longer sequences take HF's own masks."""
     config = getattr(getattr(model, "module", model), "config", None)  # through a DDP wrapper (data parallel)
-    return (getattr(config, "_attn_implementation", None) == "sdpa"
-            and not getattr(config, "use_sliding_window", False))
+    if getattr(config, "_attn_implementation", None) != "sdpa" or getattr(config, "use_sliding_window", False):
+        return False
+    window = sliding_window(config)
+    return window is None or length <= window
+
+
+def sliding_window(config) -> int | None:
+    """The window of a model whose layers include sliding-window ones (Gemma 3), else None."""
+    window = getattr(config, "sliding_window", None)
+    return window if window and "sliding_attention" in (getattr(config, "layer_types", None) or ()) else None
 
 
 def causal_bool_mask(attention_mask: Tensor) -> Tensor:  # (B, L) -> (B, 1, L, L)
@@ -134,7 +145,7 @@ def _sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_token_id, pad_to
     device = prompt_ids.device
     position_ids = positions_from_mask(prompt_mask)
     repeat = group_size if group_size > 1 and shares_prompts(prompt_ids, prompt_mask, group_size) else 1
-    bool_masks = takes_bool_masks(model)  # then build the 4D masks here: cheaper than HF's general path
+    bool_masks = takes_bool_masks(model, P + max_new_tokens)  # then build the 4D masks here: cheaper than HF's general path
     prefill_mask = prompt_mask[::repeat]
     out = model(input_ids=prompt_ids[::repeat], position_ids=position_ids[::repeat], use_cache=True, logits_to_keep=1,
                 attention_mask=causal_bool_mask(prefill_mask) if bool_masks else prefill_mask)
@@ -267,7 +278,7 @@ def _completion_token_logps(model, prompt_ids, prompt_mask, completion_ids, comp
     to pack, with its KV cache repeated G times. The gradient of all G completions still flows
     into the one prompt forward, and the prompt's FLOPs drop by a factor G."""
     num_completion = completion_ids.shape[1]
-    if group_size > 1 and takes_bool_masks(model):
+    if group_size > 1 and takes_bool_masks(model, prompt_ids.shape[1] + num_completion):
         packed = PackedGroups(prompt_mask, completion_mask, group_size)
         if packed.length <= PACKED_MAX_LENGTH:
             return _packed_group_logps(model, packed, prompt_ids, completion_ids, completion_mask, temperature,
@@ -369,7 +380,7 @@ def grad_forward_size(model, prompt_ids: Tensor, prompt_mask: Tensor, completion
     B, P = prompt_mask.shape
     T = completion_mask.shape[1]
     G = group_size if group_size > 1 and shares_prompts(prompt_ids, prompt_mask, group_size) else 1
-    if G > 1 and takes_bool_masks(model):
+    if G > 1 and takes_bool_masks(model, P + T):
         length = P + int(_fed_tokens(completion_mask, G).sum(dim=1).max())
         if length <= PACKED_MAX_LENGTH:
             return B // G * length, B // G * (length - P + 1)

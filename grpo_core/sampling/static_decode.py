@@ -26,7 +26,7 @@ Tensor = torch.Tensor
 
 
 def supports(model) -> bool:
-    """Llama-family models that fast_decode can walk (its module layout)."""
+    """The models fast_decode can walk (its module layout): Llama, Qwen2, Gemma 3."""
     return fast_decode.supports(model)
 
 
@@ -119,26 +119,31 @@ def static_decode_step(
     apply_rotary = sys.modules[type(model).__module__].apply_rotary_pos_emb
     base = model.model
     hidden = base.embed_tokens(token_ids)  # (B, 1, H)
-    cos, sin = base.rotary_emb(hidden, position_ids)
+    rotaries = fast_decode.layer_rotaries(model, hidden, position_ids)
     B = hidden.shape[0]
     cache.key_mask.index_fill_(3, write_index, True)
-    for layer, kv in zip(base.layers, cache.layers):
+    for layer, kv, (cos, sin) in zip(base.layers, cache.layers, rotaries):
         attn = layer.self_attn
         x = layer.input_layernorm(hidden)
         q = linear(attn.q_proj, x).view(B, 1, -1, attn.head_dim).transpose(1, 2)  # (B, heads, 1, d)
         k = linear(attn.k_proj, x).view(B, 1, -1, attn.head_dim).transpose(1, 2)  # (B, kv_heads, 1, d)
         v = linear(attn.v_proj, x).view(B, 1, -1, attn.head_dim).transpose(1, 2)
-        q, k = apply_rotary(q, k, cos, sin)
+        q, k = apply_rotary(*fast_decode.normed_qk(attn, q, k), cos, sin)
         kv[0].index_copy_(2, write_index, k.to(kv[0].dtype))
         kv[1].index_copy_(2, write_index, v.to(kv[1].dtype))
         out = F.scaled_dot_product_attention(
             q, kv[0], kv[1], attn_mask=cache.key_mask, scale=attn.scaling, enable_gqa=kv[0].shape[1] != q.shape[1]
         )  # (B, heads, 1, d)
-        hidden = hidden + linear(attn.o_proj, out.transpose(1, 2).reshape(B, 1, -1))
-        mlp = layer.mlp
-        x = layer.post_attention_layernorm(hidden)
-        gate_up = mlp.act_fn(linear(mlp.gate_proj, x)) * linear(mlp.up_proj, x)
-        hidden = hidden + linear(mlp.down_proj, gate_up)
+        hidden = fast_decode.attention_residual(
+            layer, hidden, linear(attn.o_proj, out.transpose(1, 2).reshape(B, 1, -1))
+        )
+        hidden = fast_decode.mlp_residual(
+            layer,
+            hidden,
+            lambda x, mlp=layer.mlp: linear(
+                mlp.down_proj, mlp.act_fn(linear(mlp.gate_proj, x)) * linear(mlp.up_proj, x)
+            ),
+        )
     return linear(model.lm_head, base.norm(hidden))[:, -1, :]
 
 
