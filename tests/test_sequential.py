@@ -88,6 +88,35 @@ def test_the_report_reads_each_comparison_under_the_declared_design():
     assert "- replication, beta=0: before its first look (4 of 6 pairs)" in text
 
 
+def test_a_tests_standing_for_the_tables_and_the_forest_plot():
+    # decided only when every set's every comparison crossed; the budget spent on one: undecided
+    from types import SimpleNamespace
+
+    from sweeps.deciding.sequential import test_reading
+
+    def found(name, d):
+        return SimpleNamespace(name=name, verdict=SimpleNamespace(comparisons=[SimpleNamespace(label="x", diffs=d)]))
+
+    design = {"looks": [6, 9, 12], "spending": "pocock"}
+    clear, flat = [-6, -5, -7, -4, -6, -8, -5, -6, -7, -6, -5, -4], [1, -1] * 6
+    assert test_reading(design, [found("discovery", clear), found("replication", clear[:9])], None) == (
+        "decided at look 2 (9 pairs)"
+    )
+    assert test_reading(design, [found("discovery", clear), found("replication", clear[:6])], None) == (
+        "open at look 1 (6 pairs)"
+    )  # 6 pairs cannot reach Pocock's α at 6 of 12
+    assert test_reading(design, [found("discovery", clear), found("replication", flat[:9])], None) == (
+        "open at look 2 (9 pairs)"
+    )
+    assert test_reading(design, [found("discovery", clear), found("replication", flat)], None) == (
+        "undecided at 12 pairs (budget spent)"
+    )
+    assert test_reading(design, [found("discovery", clear), found("replication", flat)], 3) == (
+        "decided at look 2 (9 pairs)"
+    )  # the flat set is equivalent within ±3 at look 1, the clear one an effect at look 2
+    assert test_reading(design, [found("discovery", clear[:4])], None) == "before its first look (4 of 6 pairs)"
+
+
 @pytest.mark.parametrize(
     "design, needle",
     [

@@ -209,6 +209,28 @@ def reading_text(result: SequentialResult, looks: Sequence[int]) -> str:
     return result.text()
 
 
+def test_reading(design: dict, found: list, margin: Optional[float]) -> str:
+    """Where one paired test stands under the design, over every seed set and comparison, for the
+    summary tables and the forest plot: "decided at look k (n pairs)" once every reading crossed a
+    boundary (k the latest: supported still needs both sets), "undecided at n pairs (budget spent)"
+    where the budget ended one, else "open at look k (n pairs)", k the earliest still open."""
+    looks = _design(design)[0]
+    readings = [
+        r for f in found for r in set_readings(design, f.verdict.comparisons or [], margin) if f.verdict.comparisons
+    ]
+    if not readings:
+        return ""
+    if all(r.outcome in DECIDED for r in readings):
+        last = max(readings, key=lambda r: r.pairs)
+        return f"decided at look {last.look} ({last.pairs} pairs)"
+    if any(r.outcome == "undecided" for r in readings) and not any(r.outcome == "continue" for r in readings):
+        return f"undecided at {max(r.pairs for r in readings)} pairs (budget spent)"
+    first = min((r for r in readings if r.outcome == "continue"), key=lambda r: r.pairs)
+    if first.look is None:
+        return f"before its first look ({first.pairs} of {looks[0]} pairs)"
+    return f"open at look {first.look} ({first.pairs} pairs)"
+
+
 def sequential_lines(design: dict, found: list, margin: Optional[float]) -> list[str]:
     """The report's reading of one paired test under the spec's declared sequential design: per seed
     set and comparison, the look it stopped at with its statistic, boundary and α spent, or where it

@@ -63,6 +63,7 @@ class Verdict:
     facts: dict = field(default_factory=dict)  # paired and differ tests on both sets: n per set, detectable, control
     checks: list = field(default_factory=list)  # the manipulation checks that gate it (mechanism.MechanismResult)
     sets: list = field(default_factory=list)  # paired tests on two seed sets: (set name, its comparisons) per set
+    sequential: str = ""  # under a declared sequential design: where the test stands (sequential.test_reading)
 
 
 def is_supported(verdict: str) -> bool:

@@ -23,6 +23,7 @@ class ForestRow:
     label: str  # "C3 · real model, CPU · noise 0.01 vs 0"
     verdict: str  # the steps test's verdict word
     check: Optional[bool]  # the mechanism check: True engaged, False not engaged, None none declared
+    sequential: str = ""  # under a declared sequential design: where its test stands ("open at look 1 (8 pairs)")
     panels: dict = field(
         default_factory=dict
     )  # "steps" / "reward_auc": (margin or None, metric, [(set, est, low, high)])
@@ -47,7 +48,7 @@ def forest_rows(testbed: str, claim: str, spec, tests: list[dict], results: list
         for k, label in enumerate(labels):
             arms = f"{test['axis']} {', '.join(map(str, test['treatment']))} vs {test['control']}"
             where = "" if label == "all runs" else f" ({label})"
-            row = ForestRow(f"{claim} · {testbed} · {arms}{where}", _short(v.verdict), check)
+            row = ForestRow(f"{claim} · {testbed} · {arms}{where}", _short(v.verdict), check, v.sequential)
             row.panels["steps"] = (
                 margin_of(spec, metric, STEP_METRICS),
                 metric,
@@ -106,7 +107,12 @@ def forest_png(rows: list[ForestRow], path: Path) -> Optional[Path]:
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(rows)))
     axes[0].set_yticklabels(
-        [f"{r.label}\n{r.verdict}" + ("  [mechanism not engaged]" if r.check is False else "") for r in rows],
+        [
+            f"{r.label}\n{r.verdict}"
+            + ("  [mechanism not engaged]" if r.check is False else "")
+            + (f"  [sequential: {r.sequential}]" if r.sequential else "")
+            for r in rows
+        ],
         fontsize=7,
     )
     axes[0].invert_yaxis()

@@ -23,7 +23,7 @@ from .positive_gate import effects_brief
 from ..deciding.runs import Run, _label
 from ..report_spec import compared_metric, margin_of, report_tests
 from ..deciding.replication import STEP_METRICS
-from ..deciding.sequential import sequential_lines
+from ..deciding.sequential import sequential_lines, test_reading
 from ..deciding.replication import _seed_list, replicated_verdicts, seed_sets
 from ..deciding.verdicts import Verdict, _fmt_steps, _group, _unit, fmt_value, is_supported
 
@@ -415,7 +415,9 @@ def claim_section(spec: SweepSpec, runs: list[Run], unfinished: list[str], fig_d
         for f in found:
             out += [f"{f.name.capitalize()} seeds ({_seed_list(f.seeds)}): {f.verdict.verdict}.", "", f.verdict.table, ""]
         if spec.report.get("sequential") and test["kind"] == "paired":  # how the declared looks read these pairs
-            out += sequential_lines(spec.report["sequential"], found, margin_of(spec, compared_metric(test), STEP_METRICS))
+            margin = margin_of(spec, compared_metric(test), STEP_METRICS)
+            out += sequential_lines(spec.report["sequential"], found, margin)
+            v.sequential = test_reading(spec.report["sequential"], found, margin)
     for path in figures(spec, runs, fig_dir, spec.name):
         out += [f"![{path.stem}]({path.relative_to(report_dir).as_posix()})", ""]
     out += completions_table(spec, runs)

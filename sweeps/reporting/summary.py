@@ -134,9 +134,16 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
     control = control or "no finished run yet"  # a spec in training whose control arm has none
     checks = "; ".join(check_cell(c) for c in v.checks) or "–"
     return (
-        f"| {claim} | {v.statement} | **{v.verdict}** | {('**' + twin.verdict + '**') if twin else '–'} | {n} | "
+        f"| {claim} | {v.statement} | **{v.verdict}**{sequential_note(v)} | "
+        f"{('**' + twin.verdict + '**' + sequential_note(twin)) if twin else '–'} | {n} | "
         f"{det} | {control} | {checks} |"
     )
+
+
+def sequential_note(v: Verdict) -> str:
+    """Where a test under a declared sequential design stands, after its verdict: "; sequential: open at
+    look 1 (8 pairs)"."""
+    return f"; sequential: {v.sequential}" if v.sequential else ""
 
 
 def check_cell(check) -> str:
