@@ -12,7 +12,9 @@ by the fixed designs (the signed-rank test at 8 pairs, as the report reads a set
 budget). Printed per row: how often each says "effect" under the null (type I error) and the target
 (power), the pairs the sequential design reads on average, and its estimate's bias after stopping
 under the target (the mean Hodges-Lehmann shift at the stopping look minus the true one: a design that
-stops when the estimate is large overstates it). The boundaries use 4,000 sign patterns per look
+stops when the estimate is large overstates it) and how often its 95% interval there (the report's,
+the exact signed-rank interval of the pairs read) holds the true shift, beside the same interval's
+coverage at the fixed budget. The boundaries use 4,000 sign patterns per look
 here (the report's own use 100,000), so the figures carry that Monte-Carlo error too."""
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from .report_inputs import collect_runs
 
 HEAD = [
     "| spec | comparison | pairs seen | type I: sequential | fixed 8 | fixed budget | power at target (±t): sequential "
-    "| fixed 8 | fixed budget | mean pairs, null · target | bias at stop (target) | equivalent under the null "
-    "| e-process: type I · power · mean pairs at target |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| fixed 8 | fixed budget | mean pairs, null · target | bias at stop (target) | 95% interval holds the target: "
+    "at stop · fixed budget | equivalent under the null | e-process: type I · power · mean pairs at target |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
 SIM_FLIPS = 4000
 
@@ -68,6 +70,8 @@ def simulate(
             "pairs_null",
             "pairs_tgt",
             "bias",
+            "cover_stop",
+            "cover_all",
             "equivalent",
             "null_e",
             "tgt_e",
@@ -90,7 +94,11 @@ def simulate(
             if world == "null":
                 out["equivalent"] += r.outcome == "equivalent"
             else:
-                out["bias"] += st.hodges_lehmann(x[: r.pairs])[0] - target
+                estimate, low, high = st.hodges_lehmann(x[: r.pairs])
+                out["bias"] += estimate - target
+                out["cover_stop"] += low <= target <= high
+                _, low, high = st.hodges_lehmann(x)
+                out["cover_all"] += low <= target <= high
     return {k: v / draws for k, v in out.items()}
 
 
@@ -118,7 +126,7 @@ def simulation_rows(spec_path: Path, runs_root: Path, looks: list[int], kind: st
                 f"| {spec_path.stem} | {test['treatment'][0]} − {test['control']} ({label}) | {len(pooled)} | "
                 f"{r['null_seq']:.1%} | {r['null_8']:.1%} | {r['null_all']:.1%} | {r['tgt_seq']:.0%} (±{abs(target):g}) | "
                 f"{r['tgt_8']:.0%} | {r['tgt_all']:.0%} | {r['pairs_null']:.1f} · {r['pairs_tgt']:.1f} | "
-                f"{r['bias']:+.2f} | {r['equivalent']:.0%} | {r['null_e']:.1%} · {r['tgt_e']:.0%} · "
+                f"{r['bias']:+.2f} | {r['cover_stop']:.0%} · {r['cover_all']:.0%} | {r['equivalent']:.0%} | {r['null_e']:.1%} · {r['tgt_e']:.0%} · "
                 f"{r['pairs_e_tgt']:.1f} |"
             )
     return rows
