@@ -215,6 +215,7 @@ def test_a_sweep_until_decided_trains_look_by_look_and_stops_when_decided(tmp_pa
     assert "every paired test decided at look 1 (2 pairs per set)" in done.stdout and len(folders()) == 8
     done = run_grpo_here(*args, cwd=tmp_path)
     assert done.returncode == 0 and "look 2 of 2, 3 pairs per seed set" in done.stdout
+    assert "look 2, replication seeds: trains advantage_scale 10.0, 1.0 (what its open tests compare)" in done.stdout
     assert "budget spent (3 pairs per set)" in done.stdout and len(folders()) == 12
     first = folders()
     assert run_grpo_here(*args, cwd=tmp_path).returncode == 0 and folders() == first  # nothing trains again
@@ -222,6 +223,57 @@ def test_a_sweep_until_decided_trains_look_by_look_and_stops_when_decided(tmp_pa
         "sweep", "until.yaml", "--until-decided", "--storage", f"journal:///{tmp_path}/j.log", cwd=tmp_path
     )
     assert refused.returncode == 2 and refused.stderr.startswith("grpo: error: --until-decided: beside --storage")
+
+
+def test_the_next_look_trains_only_what_the_open_tests_compare(tmp_path, monkeypatch):
+    # arms a, b, c; "b vs a" decided on both sets, "c vs a" open on the replication set alone: the next
+    # look trains a and c on the replication seeds, nothing on the discovery seeds
+    from types import SimpleNamespace
+
+    import yaml
+
+    import sweeps.reporting.until_decided as until
+    from sweeps.deciding.sequential import SequentialResult
+    from sweeps.spec import load_spec
+
+    tests = [
+        {"kind": "paired", "statement": s, "metric": "steps_to_learn", "axis": "arm", "treatment": [t], "control": "a"}
+        for s, t in (("b sooner", "b"), ("c sooner", "c"))
+    ]
+    spec = {
+        "name": "three",
+        "base": {"task": "addition", "max_steps": 3},
+        "arms": {"a": {"learning_rate": 1e-4}, "b": {"learning_rate": 2e-4}, "c": {"learning_rate": 3e-4}},
+        "seeds": [0, 1],
+        "replication_seeds": [10, 11],
+        "objective": "steps_to_learn",
+        "report": {"tests": tests, "sequential": {"looks": [2, 3]}},
+    }
+    (tmp_path / "three.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    loaded = load_spec(tmp_path / "three.yaml", check_points=False)
+
+    def found(test, set_name):
+        is_open = test["treatment"] == ["c"] and set_name == "replication"
+        return SimpleNamespace(name=set_name, verdict=SimpleNamespace(comparisons=[SimpleNamespace(open=is_open)]))
+
+    monkeypatch.setattr(
+        until,
+        "replicated_verdicts",  # one entry per report test (each with its reward-AUC twin), as the real one
+        lambda spec, runs: [(None, [found(t, "discovery"), found(t, "replication")]) for t in until.report_tests(spec)],
+    )
+    monkeypatch.setattr(
+        until,
+        "set_readings",
+        lambda design, comparisons, margin: [
+            SequentialResult("continue" if c.open else "effect", 1, 2, 0.0, 3.0, 0.01) for c in comparisons
+        ],
+    )
+    assert until.needed(loaded, [], "discovery") == ("arm", [])
+    assert until.needed(loaded, [], "replication") == ("arm", ["c", "a"])
+    assert until._points_per_seed(loaded, "arm", ["c", "a"]) == 2 and until._points_per_seed(loaded, None, None) == 3
+    train = yaml.safe_load(until._training_spec(tmp_path / "three.yaml", [12], "arm", ["c", "a"], tmp_path).read_text())
+    assert train["seeds"] == [12] and "replication_seeds" not in train and "report" not in train
+    assert list(train["arms"]) == ["a", "c"] and train["name"] == "three"  # the sweep's own folder
 
 
 def test_seed_streams_must_extend_the_specs_own_lists_disjointly():
