@@ -134,8 +134,8 @@ def summary_row(claim: str, v: Verdict, twin: Optional[Verdict]) -> str:
     control = control or "no finished run yet"  # a spec in training whose control arm has none
     checks = "; ".join(check_cell(c) for c in v.checks) or "–"
     return (
-        f"| {claim} | {v.statement} | **{v.verdict}**{sequential_note(v)} | "
-        f"{('**' + twin.verdict + '**' + sequential_note(twin)) if twin else '–'} | {n} | "
+        f"| {claim} | {v.statement} | **{v.verdict}{sequential_note(v)}** | "
+        f"{('**' + twin.verdict + sequential_note(twin) + '**') if twin else '–'} | {n} | "
         f"{det} | {control} | {checks} |"
     )
 
