@@ -117,6 +117,17 @@ def test_a_tests_standing_for_the_tables_and_the_forest_plot():
     assert test_reading(design, [found("discovery", clear[:4])], None) == "before its first look (4 of 6 pairs)"
 
 
+CISPO_AGAINST_DAPO = {  # a paired test the spec-validation cases below share
+    "kind": "paired",
+    "statement": "s",
+    "metric": "steps_to_learn",
+    "axis": "loss_type",
+    "treatment": ["cispo"],
+    "control": "dapo",
+    "direction": "lower",
+}
+
+
 @pytest.mark.parametrize(
     "design, needle",
     [
@@ -135,15 +146,7 @@ def test_a_bad_sequential_design_is_one_line_before_anything_runs(design, needle
     from sweeps.report_spec import validate_report
     from sweeps.spec import SweepSpec
 
-    test = {
-        "kind": "paired",
-        "statement": "s",
-        "metric": "steps_to_learn",
-        "axis": "loss_type",
-        "treatment": ["cispo"],
-        "control": "dapo",
-        "direction": "lower",
-    }
+    test = dict(CISPO_AGAINST_DAPO)
     spec = SweepSpec(
         name="m",
         base={},
@@ -281,15 +284,7 @@ def test_seed_streams_must_extend_the_specs_own_lists_disjointly():
     from sweeps.report_spec import validate_report
     from sweeps.spec import SweepSpec
 
-    test = {
-        "kind": "paired",
-        "statement": "s",
-        "metric": "steps_to_learn",
-        "axis": "loss_type",
-        "treatment": ["cispo"],
-        "control": "dapo",
-        "direction": "lower",
-    }
+    test = dict(CISPO_AGAINST_DAPO)
     for streams, needle in (
         ({"seeds": [0, 1, 2], "replication_seeds": [2, 3, 4]}, "the two sets share seeds"),
         ({"seeds": [1, 0, 2], "replication_seeds": [2, 3, 5]}, "streams.seeds: [1, 0, 2]"),

@@ -71,43 +71,44 @@ def _points_per_seed(spec: SweepSpec, axis: Optional[str], values: Optional[list
     return count
 
 
-def needed(spec: SweepSpec, runs, set_name: str) -> tuple[Optional[str], Optional[list]]:
-    """(axis, values) a seed set's next look must train: the values its open paired tests compare,
-    where they all compare along one axis; (None, None) for every point (tests on several axes);
-    (axis, []) when none is open on the set."""
+def undecided(spec: SweepSpec, runs) -> list[tuple[dict, str, list]]:
+    """(test, seed-set name, its readings) for each paired test and seed set not decided under the
+    spec's design (open, or undecided at its budget): what the progress lines and the next look read."""
     design = spec.report["sequential"]
-    axes, values = set(), []
+    out = []
     for test, (_, found) in zip(report_tests(spec), replicated_verdicts(spec, runs)):
         if test["kind"] != "paired":
             continue
         margin = margin_of(spec, compared_metric(test), STEP_METRICS)
         for f in found:
-            if f.name != set_name:
-                continue
             readings = set_readings(design, f.verdict.comparisons or [], margin)
             if not readings or any(r.outcome not in DECIDED for r in readings):
-                axes.add(test["axis"])
-                values += [v for v in [*test["treatment"], test["control"]] if v not in values]
+                out.append((test, f.name, readings))
+    return out
+
+
+def needed(spec: SweepSpec, runs, set_name: str, still: Optional[list] = None) -> tuple[Optional[str], Optional[list]]:
+    """(axis, values) a seed set's next look must train: the values its open paired tests compare,
+    where they all compare along one axis; (None, None) for every point (tests on several axes);
+    (axis, []) when none is open on the set. `still`: undecided(spec, runs), where already read."""
+    axes, values = set(), []
+    for test, name, _ in undecided(spec, runs) if still is None else still:
+        if name == set_name:
+            axes.add(test["axis"])
+            values += [v for v in [*test["treatment"], test["control"]] if v not in values]
     if len(axes) > 1:
         return None, None
     return (axes.pop() if axes else "arm"), values
 
 
-def open_tests(spec, runs) -> list[str]:
+def open_tests(spec, runs, still: Optional[list] = None) -> list[str]:
     """One line per paired test and seed set not decided under the spec's design (open, or undecided at
-    its budget); empty when every one crossed a boundary."""
-    design = spec.report["sequential"]
-    lines = []
-    for test, (_, found) in zip(report_tests(spec), replicated_verdicts(spec, runs)):
-        if test["kind"] != "paired":
-            continue
-        margin = margin_of(spec, compared_metric(test), STEP_METRICS)
-        for f in found:
-            readings = set_readings(design, f.verdict.comparisons or [], margin)
-            if not readings or any(r.outcome not in DECIDED for r in readings):
-                text = "; ".join(reading_text(r, design["looks"]) for r in readings) or "no pairs yet"
-                lines.append(f"{test['statement']} ({f.name}): {text}")
-    return lines
+    its budget); empty when every one crossed a boundary. `still`: undecided(spec, runs), where read."""
+    looks = spec.report["sequential"]["looks"]
+    return [
+        f"{test['statement']} ({name}): " + ("; ".join(reading_text(r, looks) for r in readings) or "no pairs yet")
+        for test, name, readings in (undecided(spec, runs) if still is None else still)
+    ]
 
 
 def run_until_decided(
@@ -157,7 +158,8 @@ def run_until_decided(
                     return code
             at_look = load_spec(look, check_points=False)
             runs, _ = collect_runs(Path(out_root), at_look)
-            still_open = open_tests(at_look, runs)
+            still = undecided(at_look, runs)  # read once: the progress lines and the next look's points
+            still_open = open_tests(at_look, runs, still)
             if not still_open:
                 print(
                     f"sweep {spec.name}: every paired test decided at look {k} ({pairs} pairs per set); nothing more "
@@ -165,7 +167,7 @@ def run_until_decided(
                     flush=True,
                 )
                 return 0
-            wanted = {key: needed(at_look, runs, set_name) for key, set_name in sets.items()}
+            wanted = {key: needed(at_look, runs, set_name, still) for key, set_name in sets.items()}
             left = sum((design["looks"][-1] - pairs) * _points_per_seed(at_look, *w) for w in wanted.values())
             for line in still_open:
                 print(f"sweep {spec.name}: open: {line}", flush=True)
